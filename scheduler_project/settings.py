@@ -1,0 +1,227 @@
+"""Settings for every role, read from environment variables (docs/configuration.md)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from datetime import timedelta
+from pathlib import Path
+
+import environ
+from django.core.exceptions import ImproperlyConfigured
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+TESTING = "pytest" in sys.modules or os.environ.get("SCHEDULER_TESTING") == "true"
+
+
+def env_bool(name: str, default: bool) -> bool:
+    """Only `true`/`false` are accepted: a typo must not silently flip a switch."""
+    value = os.environ.get(name)
+    if value is None or value == "":
+        return default
+    if value.lower() in ("true", "1", "yes"):
+        return True
+    if value.lower() in ("false", "0", "no"):
+        return False
+    raise ImproperlyConfigured(f"{name} must be true or false, not {value!r}")
+
+
+def env_int(name: str, default: int) -> int:
+    value = os.environ.get(name)
+    if value is None or value == "":
+        return default
+    try:
+        return int(value)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name} must be an integer, not {value!r}") from None
+
+
+def env_float(name: str, default: float) -> float:
+    value = os.environ.get(name)
+    if value is None or value == "":
+        return default
+    try:
+        return float(value)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name} must be a number, not {value!r}") from None
+
+
+def env_secret(name: str, default: str = "") -> str:
+    """`NAME_FILE` (a mounted secret) wins over `NAME`."""
+    path = os.environ.get(f"{name}_FILE")
+    if path:
+        return Path(path).read_text().strip()
+    return os.environ.get(name, default)
+
+
+def env_list(name: str, default: str = "") -> list[str]:
+    return [item.strip() for item in os.environ.get(name, default).split(",") if item.strip()]
+
+
+DEBUG = env_bool("DEBUG", False)
+SECRET_KEY = env_secret("SECRET_KEY")
+if not SECRET_KEY:
+    if DEBUG or TESTING:
+        SECRET_KEY = "insecure-development-key-do-not-use-in-production-0123456789"
+    else:
+        raise ImproperlyConfigured("SECRET_KEY must be set (or DEBUG=true for development)")
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", "127.0.0.1,localhost")
+CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS")
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "rest_framework_simplejwt",
+    "django_filters",
+    "drf_spectacular",
+    "tasks",
+    "notifications",
+    "reviewers",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "scheduler_project.urls"
+WSGI_APPLICATION = "scheduler_project.wsgi.application"
+APPEND_SLASH = False
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+# One DATABASE_URL; unset means the embedded PostgreSQL (pgserver) in SCHEDULER_DATA_DIR.
+DATA_DIR = Path(os.environ.get("SCHEDULER_DATA_DIR", BASE_DIR / "var"))
+DATABASE_URL = os.environ.get("DATABASE_URL", "")
+if not DATABASE_URL:
+    from scheduler_project.embedded_db import ensure_embedded_database
+
+    DATABASE_URL = ensure_embedded_database(DATA_DIR / "pgdata")
+    os.environ["DATABASE_URL"] = DATABASE_URL  # child processes reuse the same server
+DATABASES = {"default": environ.Env.db_url_config(DATABASE_URL)}
+DATABASES["default"]["ENGINE"] = "django.db.backends.postgresql"
+DATABASES["default"]["CONN_MAX_AGE"] = env_int("DATABASE_CONN_MAX_AGE", 60)
+DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+DATABASES["default"].setdefault("OPTIONS", {})
+DATABASES["default"]["OPTIONS"]["application_name"] = os.environ.get(
+    "SCHEDULER_APPLICATION_NAME", "scheduler"
+)
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+]
+if TESTING:
+    PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = False
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = Path(os.environ.get("STATIC_ROOT", BASE_DIR / "staticfiles"))
+MEDIA_ROOT = Path(os.environ.get("MEDIA_ROOT", DATA_DIR / "media"))
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "rest_framework_simplejwt.authentication.JWTAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_PAGINATION_CLASS": "tasks.api.pagination.Pagination",
+    "PAGE_SIZE": 50,
+    "DEFAULT_FILTER_BACKENDS": [
+        "django_filters.rest_framework.DjangoFilterBackend",
+        "rest_framework.filters.OrderingFilter",
+    ],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "EXCEPTION_HANDLER": "tasks.api.errors.exception_handler",
+    "UNAUTHENTICATED_USER": None,
+}
+
+SIMPLE_JWT = {
+    "ACCESS_TOKEN_LIFETIME": timedelta(minutes=env_int("JWT_ACCESS_TOKEN_MINUTES", 15)),
+    "REFRESH_TOKEN_LIFETIME": timedelta(days=env_int("JWT_REFRESH_TOKEN_DAYS", 7)),
+    "SIGNING_KEY": env_secret("JWT_SIGNING_KEY") or SECRET_KEY,
+    "ALGORITHM": "HS256",
+    "UPDATE_LAST_LOGIN": False,
+}
+
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Scheduler API",
+    "DESCRIPTION": "Schedule one-time and recurring tasks; track their runs.",
+    "VERSION": "1.0.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "COMPONENT_SPLIT_REQUEST": True,
+}
+
+EMAIL_BACKEND = os.environ.get("EMAIL_BACKEND", "django.core.mail.backends.smtp.EmailBackend")
+EMAIL_HOST = os.environ.get("EMAIL_HOST", "localhost")
+EMAIL_PORT = env_int("EMAIL_PORT", 25)
+EMAIL_HOST_USER = os.environ.get("EMAIL_HOST_USER", "")
+EMAIL_HOST_PASSWORD = env_secret("EMAIL_HOST_PASSWORD")
+EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)
+EMAIL_TIMEOUT = env_int("EMAIL_TIMEOUT", 10)
+DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "scheduler@localhost")
+
+# --- The scheduler's own settings (docs/configuration.md lists every one) ---
+# The scheduler materialises runs this far ahead of their time; workers claim runs this far
+# ahead and start each on the dot, so a run's start does not wait for a database round trip.
+TASKS_LOOKAHEAD_SECONDS = env_float("TASKS_LOOKAHEAD_SECONDS", 30.0)
+TASKS_PREFETCH_SECONDS = env_float("TASKS_PREFETCH_SECONDS", 0.5)
+# An occurrence planned later than this after its time counts as missed (misfire policy applies).
+TASKS_MISFIRE_GRACE_SECONDS = env_float("TASKS_MISFIRE_GRACE_SECONDS", 60.0)
+TASKS_POLL_INTERVAL_SECONDS = env_float("TASKS_POLL_INTERVAL_SECONDS", 1.0)
+TASKS_HEARTBEAT_SECONDS = env_float("TASKS_HEARTBEAT_SECONDS", 2.0)
+TASKS_DEFAULT_MAX_ATTEMPTS = env_int("TASKS_DEFAULT_MAX_ATTEMPTS", 5)
+TASKS_DEFAULT_BACKOFF_BASE_SECONDS = env_float("TASKS_DEFAULT_BACKOFF_BASE_SECONDS", 2.0)
+TASKS_DEFAULT_BACKOFF_CAP_SECONDS = env_float("TASKS_DEFAULT_BACKOFF_CAP_SECONDS", 600.0)
+TASKS_DEFAULT_TIMEOUT_SECONDS = env_float("TASKS_DEFAULT_TIMEOUT_SECONDS", 3600.0)
+TASKS_OUTPUT_MAX_BYTES = env_int("TASKS_OUTPUT_MAX_BYTES", 64 * 1024)
+TASKS_START_SLA_SECONDS = env_float("TASKS_START_SLA_SECONDS", 10.0)
+TASKS_OWNER_MAX_RUNNING = env_int("TASKS_OWNER_MAX_RUNNING", 100)
+TASKS_SHUTDOWN_GRACE_SECONDS = env_float("TASKS_SHUTDOWN_GRACE_SECONDS", 30.0)
+REVIEWERS_RESCUE_AFTER_SECONDS = env_float("REVIEWERS_RESCUE_AFTER_SECONDS", 10.0)
+REVIEWERS_INTERVAL_SECONDS = env_float("REVIEWERS_INTERVAL_SECONDS", 1.0)
+REVIEWERS_PROCESS_DEAD_AFTER_SECONDS = env_float("REVIEWERS_PROCESS_DEAD_AFTER_SECONDS", 15.0)
+SCHEDULER_HANDLER_MODULES = env_list("SCHEDULER_HANDLER_MODULES")
+SCHEDULER_OUTBOUND_ALLOW = env_list("SCHEDULER_OUTBOUND_ALLOW")
+SCHEDULER_OUTBOUND_TIMEOUT_SECONDS = env_float("SCHEDULER_OUTBOUND_TIMEOUT_SECONDS", 10.0)
+SCHEDULER_METRICS_TOKEN = env_secret("SCHEDULER_METRICS_TOKEN")
+SCHEDULER_PUBLIC_URL = os.environ.get("SCHEDULER_PUBLIC_URL", "http://127.0.0.1:8000")
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
+    "loggers": {"django.db.backends": {"level": "INFO"}},
+}
+SCHEDULER_SANDBOX_ALLOW_RLIMIT_ONLY = env_bool("SCHEDULER_SANDBOX_ALLOW_RLIMIT_ONLY", False)
+SCHEDULER_MAX_UPLOAD_BYTES = env_int("SCHEDULER_MAX_UPLOAD_BYTES", 10 * 2**20)
+DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("SCHEDULER_MAX_JSON_BYTES", 2 * 2**20)
+FILE_UPLOAD_MAX_MEMORY_SIZE = 2 * 2**20

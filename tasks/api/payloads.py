@@ -1,0 +1,134 @@
+"""Validation of the `payload` object, per task kind (API.md); errors name the payload's field."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+from urllib.parse import urlsplit
+
+from django.conf import settings
+from rest_framework import serializers
+
+from tasks import handlers
+
+HTTP_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS")
+
+
+def _fail(field: str, message: str) -> None:
+    raise serializers.ValidationError({"payload": {field: [message]}})
+
+
+def _string_map(value: Any, field: str) -> dict[str, str]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+    ):
+        _fail(field, "Must be an object of string values.")
+    if len(value) > 100:
+        _fail(field, "At most 100 entries.")
+    return value
+
+
+def _validate_handler(payload: dict) -> dict:
+    name = payload.get("name")
+    if not isinstance(name, str) or not name:
+        _fail("name", "This field is required: the name of a registered handler.")
+    if handlers.get(name) is None:
+        _fail("name", f"Unknown handler {name!r}; registered: {', '.join(handlers.names())}.")
+    args = payload.get("args", {})
+    if args is None:
+        args = {}
+    if not isinstance(args, dict):
+        _fail("args", "Must be an object of keyword arguments.")
+    if name == "sleep":
+        seconds = args.get("seconds", 1)
+        if (
+            isinstance(seconds, bool)
+            or not isinstance(seconds, (int, float))
+            or not (0 <= seconds <= 86400)
+        ):
+            _fail("args", "`seconds` must be a number from 0 to 86400.")
+    return {"name": name, "args": args}
+
+
+def _validate_http(payload: dict) -> dict:
+    method = payload.get("method", "GET")
+    if not isinstance(method, str) or method.upper() not in HTTP_METHODS:
+        _fail("method", f"Must be one of {', '.join(HTTP_METHODS)}.")
+    url = payload.get("url")
+    if not isinstance(url, str) or not url:
+        _fail("url", "This field is required.")
+    if len(url) > 2000:
+        _fail("url", "At most 2000 characters.")
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        _fail("url", "Must be an http or https URL with a host.")
+    _check_outbound(url)
+    clean: dict[str, Any] = {"method": method.upper(), "url": url}
+    clean["headers"] = _string_map(payload.get("headers"), "headers")
+    if "body" in payload and payload["body"] is not None:
+        if not isinstance(payload["body"], (str, dict, list)):
+            _fail("body", "Must be a string or a JSON object/array.")
+        clean["body"] = payload["body"]
+    if payload.get("timeout") is not None:
+        timeout = payload["timeout"]
+        if (
+            isinstance(timeout, bool)
+            or not isinstance(timeout, (int, float))
+            or not math.isfinite(timeout)
+            or not 0 < timeout <= 3600
+        ):
+            _fail("timeout", "Must be a number of seconds from 0 to 3600.")
+        clean["timeout"] = timeout
+    if payload.get("expect_status") is not None:
+        statuses = payload["expect_status"]
+        if (
+            not isinstance(statuses, list)
+            or not statuses
+            or not all(
+                isinstance(s, int) and not isinstance(s, bool) and 100 <= s <= 599 for s in statuses
+            )
+        ):
+            _fail("expect_status", "Must be a non-empty list of HTTP status codes (100-599).")
+        clean["expect_status"] = statuses
+    return clean
+
+
+def _check_outbound(url: str) -> None:
+    try:
+        from notifications.http import OutboundBlocked, validate_url
+    except ImportError:  # the guard module is optional only while it is being built
+        return
+    try:
+        validate_url(url, allow=settings.SCHEDULER_OUTBOUND_ALLOW)
+    except OutboundBlocked as exc:
+        _fail("url", str(exc))
+
+
+def _validate_executable(payload: dict) -> dict:
+    args = payload.get("args", [])
+    if args is None:
+        args = []
+    if not isinstance(args, list) or not all(isinstance(a, str) for a in args) or len(args) > 100:
+        _fail("args", "Must be a list of at most 100 strings.")
+    return {"args": args, "env": _string_map(payload.get("env"), "env")}
+
+
+VALIDATORS = {
+    "handler": _validate_handler,
+    "http": _validate_http,
+    "executable": _validate_executable,
+}
+
+
+def validate_payload(kind: str | None, payload: Any) -> dict:
+    """Return the payload in canonical form, or raise a ValidationError naming the field."""
+    if payload is None:
+        payload = {}
+    if not isinstance(payload, dict):
+        raise serializers.ValidationError({"payload": ["Must be a JSON object."]})
+    validator = VALIDATORS.get(kind or "")
+    if validator is None:
+        raise serializers.ValidationError({"kind": ["This field is required."]})
+    return validator(payload)

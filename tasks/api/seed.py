@@ -1,0 +1,196 @@
+"""The routes written in the seed design documents, as thin adapters onto the same services."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.http import QueryDict
+from django.shortcuts import get_object_or_404
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import serializers, status
+from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from tasks import services
+from tasks.api.serializers import TaskInputSerializer, TaskOutputSerializer
+from tasks.api.views import CONFLICT, ERRORS, TaskListCreateView, owned_tasks, with_recent_runs
+from tasks.db import db_now
+from tasks.models import Task
+
+PARSERS = [JSONParser, MultiPartParser, FormParser]
+
+
+def _plain(data: Any) -> dict:
+    if isinstance(data, QueryDict):
+        return {key: data.get(key) for key in data}
+    if not isinstance(data, dict):
+        raise serializers.ValidationError({"non_field_errors": ["Expected a JSON object."]})
+    return dict(data)
+
+
+def seed_to_api(data: Any, *, partial: bool) -> dict:
+    """Translate a seed body (dedup_id, cron string schedule, delay, file) into an API.md body."""
+    body = _plain(data)
+    if "dedup_id" in body:
+        body.setdefault("dedup_key", body.pop("dedup_id"))
+    delay = body.pop("delay", None)
+    schedule = body.get("schedule")
+    if schedule in ("", None):
+        body.pop("schedule", None)
+        if delay not in (None, ""):
+            body["schedule"] = {"type": "once", "delay": _number(delay, "delay")}
+    if "file" in body and "kind" not in body:
+        body["kind"] = "executable"
+    if not partial and "kind" not in body:
+        raise serializers.ValidationError(
+            {"kind": ["This field is required (or send the executable as multipart part `file`)."]}
+        )
+    for key in ("task_id", "id", "status"):
+        body.pop(key, None)
+    return body
+
+
+def _number(value: Any, field: str) -> float:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise serializers.ValidationError({field: ["Must be a number of seconds."]}) from None
+    return number
+
+
+def _task_from(request: Request, value: Any) -> Task:
+    if not value:
+        raise serializers.ValidationError({"task_id": ["This field is required."]})
+    try:
+        from uuid import UUID
+
+        pk = UUID(str(value))
+    except ValueError:
+        raise serializers.ValidationError({"task_id": ["Must be a task id."]}) from None
+    return get_object_or_404(owned_tasks(request), pk=pk)
+
+
+def seed_representation(task: Task) -> dict:
+    """The task as API.md returns it, plus the fields the seed's GET /task names."""
+    data = TaskOutputSerializer(task).data
+    data["task_id"] = str(task.id)
+    data["detail"] = {"name": task.name, "kind": task.kind, "schedule": task.schedule}
+    data["history"] = [
+        {"scheduled_timestamp": run["scheduled_at"], "status": run["status"]}
+        for run in data["runs"]
+    ]
+    return data
+
+
+def _update(request: Request, task: Task, body: dict) -> Task:
+    now = db_now()
+    multipart = request.content_type.startswith("multipart/")
+    serializer = TaskInputSerializer(
+        task, data=body, partial=True, context={"now": now, "multipart": multipart}
+    )
+    serializer.is_valid(raise_exception=True)
+    return services.update_task(task=task, data=serializer.validated_data, now=now)
+
+
+class SeedTaskView(APIView):
+    """POST/PUT/GET/DELETE /task (seed A)."""
+
+    parser_classes = PARSERS
+
+    @extend_schema(request=TaskInputSerializer, responses={201: TaskOutputSerializer, **ERRORS})
+    def post(self, request: Request) -> Response:
+        now = db_now()
+        body = seed_to_api(request.data, partial=False)
+        multipart = request.content_type.startswith("multipart/")
+        serializer = TaskInputSerializer(data=body, context={"now": now, "multipart": multipart})
+        serializer.is_valid(raise_exception=True)
+        task, created = services.create_task(
+            owner=request.user, data=serializer.validated_data, now=now
+        )
+        code = status.HTTP_201_CREATED if created else status.HTTP_200_OK
+        return Response(seed_representation(task), status=code)
+
+    @extend_schema(
+        request=TaskInputSerializer, responses={200: TaskOutputSerializer, **ERRORS, **CONFLICT}
+    )
+    def put(self, request: Request) -> Response:
+        task = _task_from(request, _plain(request.data).get("task_id"))
+        task = _update(request, task, seed_to_api(request.data, partial=True))
+        return Response(seed_representation(task))
+
+    @extend_schema(
+        parameters=[OpenApiParameter("id", str, required=True)],
+        responses={200: TaskOutputSerializer, **ERRORS},
+    )
+    def get(self, request: Request) -> Response:
+        task = _task_from(request, request.query_params.get("id"))
+        return Response(seed_representation(task))
+
+    @extend_schema(
+        parameters=[OpenApiParameter("id", str, required=True)],
+        responses={204: None, **ERRORS, **CONFLICT},
+    )
+    def delete(self, request: Request) -> Response:
+        task = _task_from(request, request.query_params.get("id"))
+        services.cancel_task(task=task, force=False, now=db_now())
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class SeedTaskStatusSerializer(serializers.Serializer):
+    task_id = serializers.UUIDField()
+    status = serializers.ChoiceField(choices=["enable", "disable"])
+
+
+class SeedTaskStatusView(APIView):
+    """PUT /task/status {"task_id", "status": "enable"|"disable"} (seed A)."""
+
+    @extend_schema(
+        request=SeedTaskStatusSerializer, responses={200: TaskOutputSerializer, **ERRORS}
+    )
+    def put(self, request: Request) -> Response:
+        serializer = SeedTaskStatusSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        task = _task_from(request, serializer.validated_data["task_id"])
+        now = db_now()
+        if serializer.validated_data["status"] == "enable":
+            task = services.resume_task(task=task, now=now)
+        else:
+            task = services.pause_task(task=task, now=now)
+        return Response(seed_representation(task))
+
+
+class SeedTaskDetailView(APIView):
+    """GET/PUT/DELETE /task/{id} (seed B)."""
+
+    parser_classes = PARSERS
+
+    @extend_schema(responses={200: TaskOutputSerializer, **ERRORS})
+    def get(self, request: Request, pk: Any) -> Response:
+        return Response(seed_representation(get_object_or_404(owned_tasks(request), pk=pk)))
+
+    @extend_schema(request=TaskInputSerializer, responses={204: None, **ERRORS, **CONFLICT})
+    def put(self, request: Request, pk: Any) -> Response:
+        task = get_object_or_404(owned_tasks(request), pk=pk)
+        body = _plain(request.data)
+        if body.pop("cancel_next", False) in (True, "true", "1"):
+            services.skip_next(task=task, now=db_now())
+        if body:
+            _update(request, task, seed_to_api(body, partial=True))
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+    @extend_schema(responses={204: None, **ERRORS, **CONFLICT})
+    def delete(self, request: Request, pk: Any) -> Response:
+        task = get_object_or_404(owned_tasks(request), pk=pk)
+        services.cancel_task(task=task, force=False, now=db_now())
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class SeedTaskListView(TaskListCreateView):
+    """GET /tasks (seed A): the same list as /api/v1/tasks."""
+
+    http_method_names = ["get", "head", "options"]
+
+    def get_queryset(self):
+        return with_recent_runs(owned_tasks(self.request))

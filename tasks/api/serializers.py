@@ -1,0 +1,251 @@
+"""Input validation and output shapes of the task API (API.md)."""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+from django.conf import settings
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+
+from tasks import schedules
+from tasks.api.payloads import validate_payload
+from tasks.models import Attempt, Run, Task
+
+PRIORITY_NAMES = {"low": 1, "medium": 5, "high": 9}
+MAX_TIMEOUT_SECONDS = 7 * 24 * 3600
+
+
+@extend_schema_field(
+    {
+        "oneOf": [
+            {"type": "integer", "minimum": 0, "maximum": 9},
+            {"type": "string", "enum": list(PRIORITY_NAMES)},
+        ]
+    }
+)
+class PriorityField(serializers.Field):
+    """0-9 (9 runs first) or low/medium/high."""
+
+    default_error_messages = {
+        "invalid": "Priority must be an integer 0-9 or one of low, medium, high.",
+    }
+
+    def to_internal_value(self, data: Any) -> int:
+        if isinstance(data, str):
+            if data.lower() in PRIORITY_NAMES:
+                return PRIORITY_NAMES[data.lower()]
+            if data.strip().isdigit():
+                data = int(data.strip())
+        if isinstance(data, bool) or not isinstance(data, int) or not 0 <= data <= 9:
+            self.fail("invalid")
+        return data
+
+    def to_representation(self, value: int) -> int:
+        return value
+
+
+class JSONFormField(serializers.JSONField):
+    """JSON that may also arrive as a string (multipart form fields carry JSON as text)."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        if isinstance(data, str) and self.context.get("multipart"):
+            try:
+                data = json.loads(data)
+            except ValueError:
+                raise serializers.ValidationError("Must be valid JSON.") from None
+        return super().to_internal_value(data)
+
+
+class RetryBackoffSerializer(serializers.Serializer):
+    base = serializers.FloatField(min_value=0.0, max_value=86400.0)
+    cap = serializers.FloatField(min_value=0.0, max_value=7 * 86400.0)
+
+    def validate(self, attrs: dict) -> dict:
+        if attrs["cap"] < attrs["base"]:
+            raise serializers.ValidationError({"cap": ["Must be at least base."]})
+        return attrs
+
+
+class NotifySerializer(serializers.Serializer):
+    channel = serializers.CharField(max_length=64)
+    events = serializers.ListField(
+        child=serializers.ChoiceField(
+            choices=["succeeded", "failed", "retries_exhausted", "missed", "stuck"]
+        ),
+        allow_empty=False,
+        max_length=5,
+    )
+
+
+class TaskInputSerializer(serializers.Serializer):
+    """What a client sends to create or change a task; `partial=True` for PATCH."""
+
+    name = serializers.CharField(max_length=200, required=False, allow_blank=True)
+    dedup_key = serializers.CharField(max_length=200, required=False, allow_null=True)
+    kind = serializers.ChoiceField(choices=Task.Kind.choices)
+    payload = JSONFormField(required=False)
+    schedule = JSONFormField(required=False, allow_null=True)
+    priority = PriorityField(required=False)
+    max_attempts = serializers.IntegerField(min_value=1, max_value=100, required=False)
+    retry_backoff = RetryBackoffSerializer(required=False)
+    timeout = serializers.FloatField(
+        min_value=0.001, max_value=MAX_TIMEOUT_SECONDS, required=False, allow_null=True
+    )
+    notify = NotifySerializer(many=True, required=False, max_length=20)
+    file = serializers.FileField(required=False, write_only=True)
+
+    def validate_timeout(self, value: float | None) -> float | None:
+        if value is not None and not math.isfinite(value):
+            raise serializers.ValidationError("Must be a finite number of seconds.")
+        return value
+
+    def validate_schedule(self, value: Any) -> dict:
+        try:
+            return schedules.normalize(value, now=self.context["now"])
+        except schedules.ScheduleError as exc:
+            raise serializers.ValidationError(exc.errors) from None
+
+    def validate(self, attrs: dict) -> dict:
+        instance: Task | None = self.instance
+        if "schedule" not in attrs and instance is None:
+            attrs["schedule"] = schedules.normalize(None, now=self.context["now"])
+        kind = attrs.get("kind", instance.kind if instance else None)
+        if "payload" in attrs or "kind" in attrs or instance is None:
+            payload = attrs.get("payload", instance.payload if instance else {})
+            attrs["payload"] = validate_payload(kind, payload)
+        upload = attrs.pop("file", None)
+        if kind == "executable":
+            if upload is None and not (instance and instance.executable):
+                raise serializers.ValidationError(
+                    {"file": ["An executable task needs the file as multipart part `file`."]}
+                )
+            if upload is not None and upload.size > settings.SCHEDULER_MAX_UPLOAD_BYTES:
+                raise serializers.ValidationError({"file": ["The file is too large."]})
+            if upload is not None:
+                attrs["executable"] = upload
+        elif upload is not None:
+            raise serializers.ValidationError({"file": ["Only executable tasks take a file."]})
+        backoff = attrs.pop("retry_backoff", None)
+        if backoff:
+            attrs["retry_backoff_base"] = backoff["base"]
+            attrs["retry_backoff_cap"] = backoff["cap"]
+        return attrs
+
+
+class RunSummarySerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Run
+        fields = ["id", "scheduled_at", "status", "attempt", "started_at", "finished_at"]
+
+
+class AttemptSerializer(serializers.ModelSerializer):
+    started = serializers.DateTimeField(source="started_at")
+    finished = serializers.DateTimeField(source="finished_at")
+
+    class Meta:
+        model = Attempt
+        fields = [
+            "number",
+            "started",
+            "finished",
+            "outcome",
+            "error",
+            "worker",
+            "exit_code",
+            "http_status",
+        ]
+
+
+class RunSerializer(serializers.ModelSerializer):
+    task = serializers.UUIDField(source="task_id", read_only=True)
+    attempts = AttemptSerializer(many=True, read_only=True)
+    idempotency_key = serializers.CharField(read_only=True)
+
+    class Meta:
+        model = Run
+        fields = [
+            "id",
+            "task",
+            "scheduled_at",
+            "execute_at",
+            "status",
+            "attempt",
+            "max_attempts",
+            "priority",
+            "worker",
+            "started_at",
+            "finished_at",
+            "attempts",
+            "exit_code",
+            "http_status",
+            "output",
+            "error",
+            "idempotency_key",
+        ]
+
+
+class TaskOutputSerializer(serializers.ModelSerializer):
+    owner = serializers.CharField(source="owner.get_username", read_only=True)
+    retry_backoff = serializers.SerializerMethodField()
+    next_runs = serializers.SerializerMethodField()
+    runs = serializers.SerializerMethodField()
+    executable = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Task
+        fields = [
+            "id",
+            "owner",
+            "name",
+            "dedup_key",
+            "kind",
+            "payload",
+            "executable",
+            "schedule",
+            "priority",
+            "max_attempts",
+            "retry_backoff",
+            "timeout",
+            "notify",
+            "status",
+            "next_run_at",
+            "next_runs",
+            "runs",
+            "created_at",
+            "updated_at",
+        ]
+
+    def get_retry_backoff(self, task: Task) -> dict[str, float]:
+        return {"base": task.retry_backoff_base, "cap": task.retry_backoff_cap}
+
+    @extend_schema_field({"type": "array", "items": {"type": "string", "format": "date-time"}})
+    def get_next_runs(self, task: Task) -> list[str]:
+        from tasks.api.views import next_runs
+
+        return [serializers.DateTimeField().to_representation(at) for at in next_runs(task)]
+
+    @extend_schema_field(RunSummarySerializer(many=True))
+    def get_runs(self, task: Task) -> list[dict]:
+        recent = getattr(task, "recent_runs", None)
+        if recent is None:
+            recent = list(task.runs.order_by("-scheduled_at")[:20])
+        return RunSummarySerializer(recent, many=True).data
+
+    @extend_schema_field(OpenApiTypes.STR)
+    def get_executable(self, task: Task) -> str | None:
+        return task.executable.name.rsplit("/", 1)[-1] if task.executable else None
+
+
+class PreviewSerializer(serializers.Serializer):
+    schedule = serializers.JSONField()
+    count = serializers.IntegerField(min_value=1, max_value=100, default=5)
+
+    def validate_schedule(self, value: Any) -> dict:
+        try:
+            return schedules.normalize(value, now=self.context["now"])
+        except schedules.ScheduleError as exc:
+            raise serializers.ValidationError(exc.errors) from None

@@ -1,0 +1,32 @@
+from __future__ import annotations
+
+from django.urls import path
+from rest_framework_simplejwt.views import TokenObtainPairView, TokenRefreshView
+
+from tasks.api import views
+
+urlpatterns = [
+    path("auth/token", TokenObtainPairView.as_view(), name="token"),
+    path("auth/token/refresh", TokenRefreshView.as_view(), name="token-refresh"),
+    path("tasks", views.TaskListCreateView.as_view(), name="task-list"),
+    path("tasks/<uuid:pk>", views.TaskDetailView.as_view(), name="task-detail"),
+    path("tasks/<uuid:pk>/runs", views.TaskRunListView.as_view(), name="task-runs"),
+    path("runs/<uuid:pk>", views.RunDetailView.as_view(), name="run-detail"),
+    path("schedules/preview", views.SchedulePreviewView.as_view(), name="schedule-preview"),
+]
+for action in ("pause", "resume", "run-now", "skip-next"):
+    urlpatterns.append(
+        path(
+            f"tasks/<uuid:pk>/{action}",
+            views.TaskActionView.as_view(verb=action),
+            name=f"task-{action}",
+        )
+    )
+for action in ("cancel", "retry"):
+    urlpatterns.append(
+        path(
+            f"runs/<uuid:pk>/{action}",
+            views.RunActionView.as_view(verb=action),
+            name=f"run-{action}",
+        )
+    )

@@ -1,0 +1,221 @@
+"""Task and run endpoints: validate, call one service, serialize (STYLE.md section 2)."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from itertools import islice
+from typing import Any
+
+import django_filters
+from django.db.models import Prefetch, QuerySet
+from django.shortcuts import get_object_or_404
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework import generics, status
+from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from tasks import planning, run_services, schedules, services
+from tasks.api.serializers import (
+    PreviewSerializer,
+    RunSerializer,
+    TaskInputSerializer,
+    TaskOutputSerializer,
+)
+from tasks.db import db_now
+from tasks.models import Run, Task
+
+ERRORS = {
+    400: OpenApiResponse(description="Invalid input; the body names the field."),
+    401: OpenApiResponse(description="Missing or invalid token."),
+    404: OpenApiResponse(description="No such object among the caller's own."),
+}
+CONFLICT = {409: OpenApiResponse(description="Conflicts with a run in flight or a finished run.")}
+
+
+def next_runs(task: Task, count: int = 5) -> list[datetime]:
+    """Up to `count` upcoming fire times, by the same code the scheduler plans with."""
+    if task.status != Task.Status.ACTIVE or task.next_run_at is None:
+        return []
+    after = task.next_run_at - timedelta(microseconds=1)
+    times = islice(schedules.fire_times(task.schedule, after=after), count)
+    max_runs = task.schedule.get("max_runs")
+    left = count if max_runs is None else max(0, min(count, max_runs - task.runs_planned))
+    return list(times)[:left]
+
+
+def owned_tasks(request: Request) -> QuerySet[Task]:
+    return Task.objects.filter(owner=request.user).select_related("owner")
+
+
+def with_recent_runs(queryset: QuerySet[Task]) -> QuerySet[Task]:
+    # One extra query for the whole page (a window function per task), never one per task.
+    recent = Run.objects.order_by("-scheduled_at")[:20]
+    return queryset.prefetch_related(Prefetch("runs", queryset=recent, to_attr="recent_runs"))
+
+
+class TaskFilter(django_filters.FilterSet):
+    name = django_filters.CharFilter(lookup_expr="icontains")
+    status = django_filters.ChoiceFilter(choices=Task.Status.choices)
+    kind = django_filters.ChoiceFilter(choices=Task.Kind.choices)
+    priority = django_filters.NumberFilter()
+
+    class Meta:
+        model = Task
+        fields = ["name", "status", "kind", "priority"]
+
+
+class TaskListCreateView(generics.ListAPIView):
+    serializer_class = TaskOutputSerializer
+    parser_classes = [JSONParser, MultiPartParser, FormParser]
+    filterset_class = TaskFilter
+    ordering_fields = ["created_at", "updated_at", "priority", "next_run_at", "name"]
+    ordering = ["-created_at"]
+
+    def get_queryset(self) -> QuerySet[Task]:
+        return with_recent_runs(owned_tasks(self.request))
+
+    @extend_schema(
+        request=TaskInputSerializer,
+        responses={201: TaskOutputSerializer, 200: TaskOutputSerializer, **ERRORS},
+    )
+    def post(self, request: Request) -> Response:
+        now = db_now()
+        multipart = request.content_type.startswith("multipart/")
+        serializer = TaskInputSerializer(
+            data=request.data, context={"now": now, "multipart": multipart}
+        )
+        serializer.is_valid(raise_exception=True)
+        task, created = services.create_task(
+            owner=request.user, data=serializer.validated_data, now=now
+        )
+        code = status.HTTP_201_CREATED if created else status.HTTP_200_OK
+        return Response(TaskOutputSerializer(task).data, status=code)
+
+
+class TaskDetailView(APIView):
+    parser_classes = [JSONParser, MultiPartParser, FormParser]
+
+    def get_object(self, request: Request, pk: Any) -> Task:
+        return get_object_or_404(owned_tasks(request), pk=pk)
+
+    @extend_schema(responses={200: TaskOutputSerializer, **ERRORS})
+    def get(self, request: Request, pk: Any) -> Response:
+        return Response(TaskOutputSerializer(self.get_object(request, pk)).data)
+
+    @extend_schema(
+        request=TaskInputSerializer, responses={200: TaskOutputSerializer, **ERRORS, **CONFLICT}
+    )
+    def patch(self, request: Request, pk: Any) -> Response:
+        return self._update(request, pk, partial=True)
+
+    @extend_schema(
+        request=TaskInputSerializer, responses={200: TaskOutputSerializer, **ERRORS, **CONFLICT}
+    )
+    def put(self, request: Request, pk: Any) -> Response:
+        return self._update(request, pk, partial=False)
+
+    def _update(self, request: Request, pk: Any, *, partial: bool) -> Response:
+        task = self.get_object(request, pk)
+        now = db_now()
+        multipart = request.content_type.startswith("multipart/")
+        serializer = TaskInputSerializer(
+            task, data=request.data, partial=partial, context={"now": now, "multipart": multipart}
+        )
+        serializer.is_valid(raise_exception=True)
+        task = services.update_task(task=task, data=serializer.validated_data, now=now)
+        return Response(TaskOutputSerializer(task).data)
+
+    @extend_schema(
+        parameters=[OpenApiParameter("force", bool, description="also cancel a running run")],
+        responses={204: None, **ERRORS, **CONFLICT},
+    )
+    def delete(self, request: Request, pk: Any) -> Response:
+        task = self.get_object(request, pk)
+        force = request.query_params.get("force", "").lower() in ("true", "1", "yes")
+        services.cancel_task(task=task, force=force, now=db_now())
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class TaskActionView(APIView):
+    """POST /tasks/{id}/pause|resume|run-now|skip-next."""
+
+    verb = ""
+
+    @extend_schema(
+        request=None,
+        responses={200: TaskOutputSerializer, 201: RunSerializer, **ERRORS, **CONFLICT},
+    )
+    def post(self, request: Request, pk: Any) -> Response:
+        task = get_object_or_404(owned_tasks(request), pk=pk)
+        now = db_now()
+        if self.verb == "pause":
+            return Response(TaskOutputSerializer(services.pause_task(task=task, now=now)).data)
+        if self.verb == "resume":
+            return Response(TaskOutputSerializer(services.resume_task(task=task, now=now)).data)
+        if self.verb == "run-now":
+            run = services.run_now(task=task, now=now)
+            return Response(RunSerializer(run).data, status=status.HTTP_201_CREATED)
+        run = services.skip_next(task=task, now=now)
+        return Response(RunSerializer(run).data)
+
+
+class RunFilter(django_filters.FilterSet):
+    status = django_filters.ChoiceFilter(choices=Run.Status.choices)
+
+    class Meta:
+        model = Run
+        fields = ["status"]
+
+
+class TaskRunListView(generics.ListAPIView):
+    serializer_class = RunSerializer
+    filterset_class = RunFilter
+    ordering_fields = ["scheduled_at", "finished_at"]
+    ordering = ["-scheduled_at"]
+
+    def get_queryset(self) -> QuerySet[Run]:
+        if getattr(self, "swagger_fake_view", False):
+            return Run.objects.none()
+        task = get_object_or_404(owned_tasks(self.request), pk=self.kwargs["pk"])
+        return Run.objects.filter(task=task).prefetch_related("attempts")
+
+
+class RunDetailView(generics.RetrieveAPIView):
+    serializer_class = RunSerializer
+
+    def get_queryset(self) -> QuerySet[Run]:
+        return Run.objects.filter(owner=self.request.user).prefetch_related("attempts")
+
+
+class RunActionView(APIView):
+    """POST /runs/{id}/cancel|retry."""
+
+    verb = ""
+
+    @extend_schema(request=None, responses={200: RunSerializer, **ERRORS, **CONFLICT})
+    def post(self, request: Request, pk: Any) -> Response:
+        run = get_object_or_404(Run.objects.filter(owner=request.user), pk=pk)
+        now = db_now()
+        if self.verb == "cancel":
+            run = run_services.cancel_run(run=run, now=now)
+        else:
+            run = run_services.retry_run(run=run, now=now)
+        return Response(RunSerializer(run).data)
+
+
+class SchedulePreviewView(APIView):
+    @extend_schema(
+        request=PreviewSerializer,
+        responses={200: OpenApiResponse(description='{"next_runs": [...]}'), **ERRORS},
+    )
+    def post(self, request: Request) -> Response:
+        now = db_now()
+        serializer = PreviewSerializer(data=request.data, context={"now": now})
+        serializer.is_valid(raise_exception=True)
+        times = planning.preview(
+            serializer.validated_data["schedule"], now=now, count=serializer.validated_data["count"]
+        )
+        field = TaskOutputSerializer().fields["created_at"]
+        return Response({"next_runs": [field.to_representation(at) for at in times]})

@@ -1,0 +1,67 @@
+"""Small database helpers: the database clock and NOTIFY channels shared by every role."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from datetime import datetime
+
+import psycopg
+from django.db import connection
+
+logger = logging.getLogger(__name__)
+
+# Channels: a run became claimable (workers wake); a task's plan changed (schedulers wake);
+# a running run was cancelled or taken back (the worker holding it checks at once).
+RUN_DUE_CHANNEL = "scheduler_run_due"
+TASK_CHANGED_CHANNEL = "scheduler_task_changed"
+RUN_CANCEL_CHANNEL = "scheduler_run_cancel"
+
+
+def db_now() -> datetime:
+    """The database clock: every process compares times against this one clock."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT clock_timestamp()")
+        return cursor.fetchone()[0]
+
+
+def notify(channel: str, payload: str = "") -> None:
+    """NOTIFY inside the current transaction: delivered on commit, dropped on rollback."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_notify(%s, %s)", [channel, payload])
+
+
+def connect(application_name: str = "scheduler-listen") -> psycopg.Connection:
+    """A dedicated autocommit connection with Django's parameters (for LISTEN and heartbeats)."""
+    params = connection.get_connection_params()
+    for key in ("cursor_factory", "context", "prepare_threshold", "server_side_binding"):
+        params.pop(key, None)
+    params["application_name"] = application_name
+    return psycopg.connect(autocommit=True, connect_timeout=5, **params)
+
+
+class Listener(threading.Thread):
+    """Sets `wake` whenever a NOTIFY arrives on one of `channels`; reconnects on failure."""
+
+    def __init__(self, channels: list[str], wake: threading.Event) -> None:
+        super().__init__(name="listener", daemon=True)
+        self.channels = channels
+        self.wake = wake
+        self.stopping = threading.Event()
+
+    def stop(self) -> None:
+        self.stopping.set()
+
+    def run(self) -> None:
+        while not self.stopping.is_set():
+            try:
+                with connect() as conn:
+                    for channel in self.channels:
+                        conn.execute(f"LISTEN {channel}")
+                    self.wake.set()  # anything missed while disconnected is picked up now
+                    while not self.stopping.is_set():
+                        for _ in conn.notifies(timeout=0.5, stop_after=1):
+                            self.wake.set()
+            except psycopg.Error as exc:
+                logger.warning("listener connection failed: %s", exc)
+                self.stopping.wait(1.0)

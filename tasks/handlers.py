@@ -1,0 +1,76 @@
+"""Registered Python handlers: the `handler` payload kind's allow-list of functions."""
+
+from __future__ import annotations
+
+import importlib
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.conf import settings
+
+HandlerFn = Callable[..., Any]
+_registry: dict[str, HandlerFn] = {}
+
+
+@dataclass(frozen=True)
+class HandlerContext:
+    """What a handler is told about the run it serves (API.md: SCHEDULER_HANDLER_MODULES)."""
+
+    task_id: str
+    run_id: str
+    attempt: int
+    scheduled_at: datetime
+    idempotency_key: str
+
+
+def register(name: str) -> Callable[[HandlerFn], HandlerFn]:
+    """Register `fn(context, **args)` as `name`; returning is success, raising a failed attempt."""
+
+    def decorator(fn: HandlerFn) -> HandlerFn:
+        _registry[name] = fn
+        return fn
+
+    return decorator
+
+
+def get(name: str) -> HandlerFn | None:
+    return _registry.get(name)
+
+
+def names() -> list[str]:
+    return sorted(_registry)
+
+
+def load_handler_modules() -> None:
+    """Import SCHEDULER_HANDLER_MODULES so every process knows the same handlers."""
+    for module in settings.SCHEDULER_HANDLER_MODULES:
+        importlib.import_module(module)
+
+
+class HandlerFailed(Exception):
+    """Raised by the built-in `fail` handler."""
+
+
+@register("noop")
+def noop(context: HandlerContext, **args: Any) -> None:
+    return None
+
+
+@register("echo")
+def echo(context: HandlerContext, **args: Any) -> Any:
+    return args
+
+
+@register("sleep")
+def sleep(context: HandlerContext, seconds: float = 1.0, **args: Any) -> None:
+    time.sleep(float(seconds))
+
+
+@register("fail")
+def fail(
+    context: HandlerContext, message: str = "the fail handler always fails", **args: Any
+) -> None:
+    raise HandlerFailed(message)

@@ -1,0 +1,32 @@
+"""`manage.py runworker --concurrency N`: claim due runs and execute them."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError
+
+from tasks.loop import install_stop_signals
+from tasks.worker import Worker
+
+logger = logging.getLogger(__name__)
+
+
+class Command(BaseCommand):
+    help = "Run a worker with N concurrent payload slots; any number may run at once."
+
+    def add_arguments(self, parser: Any) -> None:
+        parser.add_argument("--concurrency", type=int, default=4, help="payloads run at once")
+        parser.add_argument("--once", action="store_true", help="claim once, finish, exit")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        if options["concurrency"] < 1:
+            raise CommandError("--concurrency must be at least 1")
+        stop = threading.Event()
+        install_stop_signals(stop)
+        worker = Worker(concurrency=options["concurrency"])
+        logger.info("worker started as %s concurrency=%d", worker.name, worker.concurrency)
+        worker.serve(stop, once=options["once"])
+        logger.info("worker %s stopped after %d runs", worker.name, worker.finished_count)

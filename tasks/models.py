@@ -1,0 +1,222 @@
+"""Task (what a user defined), Run (one occurrence: the queue and the history), Attempt, Process."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+from tasks.ids import uuid7
+
+RUN_STATUSES = (
+    "scheduled",
+    "running",
+    "succeeded",
+    "failed",
+    "cancelled",
+    "skipped",
+    "waiting_for_resource",
+)
+TERMINAL_STATUSES = ("succeeded", "failed", "cancelled", "skipped")
+CLAIMABLE_STATUSES = ("scheduled", "waiting_for_resource")
+
+
+class Task(models.Model):
+    class Kind(models.TextChoices):
+        HTTP = "http"
+        EXECUTABLE = "executable"
+        HANDLER = "handler"
+
+    class Status(models.TextChoices):
+        ACTIVE = "active"
+        PAUSED = "paused"
+        COMPLETED = "completed"
+        CANCELLED = "cancelled"
+
+    id = models.UUIDField(primary_key=True, default=uuid7, editable=False)
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    name = models.CharField(max_length=200, blank=True, default="")
+    # NULL, not "": the partial unique index must ignore tasks without a key.
+    dedup_key = models.CharField(max_length=200, null=True, blank=True)  # noqa: DJ001
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    payload = models.JSONField(default=dict, blank=True)
+    executable = models.FileField(upload_to="executables/%Y/%m/", null=True, blank=True)
+    schedule = models.JSONField(default=dict)
+    schedule_type = models.CharField(max_length=16, default="once")
+    priority = models.SmallIntegerField(default=5)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.ACTIVE)
+    max_attempts = models.PositiveIntegerField(default=5)
+    retry_backoff_base = models.FloatField(default=2.0)
+    retry_backoff_cap = models.FloatField(default=600.0)
+    timeout = models.FloatField(null=True, blank=True)
+    notify = models.JSONField(default=list, blank=True)
+    # The next nominal occurrence not yet materialised as a Run; NULL when none remain.
+    next_run_at = models.DateTimeField(null=True, blank=True)
+    runs_planned = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["owner", "dedup_key"],
+                condition=Q(dedup_key__isnull=False),
+                name="task_unique_owner_dedup_key",
+            ),
+            models.CheckConstraint(
+                condition=Q(priority__gte=0, priority__lte=9), name="task_priority_range"
+            ),
+            models.CheckConstraint(condition=Q(max_attempts__gte=1), name="task_max_attempts_min"),
+            models.CheckConstraint(
+                condition=Q(kind__in=["http", "executable", "handler"]), name="task_kind_valid"
+            ),
+            models.CheckConstraint(
+                condition=Q(status__in=["active", "paused", "completed", "cancelled"]),
+                name="task_status_valid",
+            ),
+        ]
+        indexes = [
+            # The scheduler's claim: active tasks whose next occurrence is inside the look-ahead.
+            models.Index(
+                fields=["next_run_at"],
+                condition=Q(status="active", next_run_at__isnull=False),
+                name="task_due_idx",
+            ),
+            models.Index(fields=["owner", "-created_at"], name="task_owner_created_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return self.name or str(self.id)
+
+
+class Run(models.Model):
+    class Status(models.TextChoices):
+        SCHEDULED = "scheduled"
+        RUNNING = "running"
+        SUCCEEDED = "succeeded"
+        FAILED = "failed"
+        CANCELLED = "cancelled"
+        SKIPPED = "skipped"
+        WAITING_FOR_RESOURCE = "waiting_for_resource"
+
+    id = models.UUIDField(primary_key=True, default=uuid7, editable=False)
+    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="runs")
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    scheduled_at = models.DateTimeField()
+    execute_at = models.DateTimeField()
+    priority = models.SmallIntegerField(default=5)
+    status = models.CharField(max_length=24, choices=Status.choices, default=Status.SCHEDULED)
+    attempt = models.PositiveIntegerField(default=0)
+    max_attempts = models.PositiveIntegerField(default=5)
+    worker = models.CharField(max_length=200, blank=True, default="")
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    exit_code = models.IntegerField(null=True, blank=True)
+    http_status = models.IntegerField(null=True, blank=True)
+    output = models.TextField(blank=True, default="")
+    error = models.TextField(blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            # Materialising an occurrence is idempotent: two schedulers never create it twice.
+            models.UniqueConstraint(
+                fields=["task", "scheduled_at"], name="run_unique_task_scheduled_at"
+            ),
+            models.CheckConstraint(
+                condition=Q(priority__gte=0, priority__lte=9), name="run_priority_range"
+            ),
+            models.CheckConstraint(condition=Q(status__in=RUN_STATUSES), name="run_status_valid"),
+            models.CheckConstraint(
+                condition=Q(finished_at__isnull=False) | ~Q(status__in=TERMINAL_STATUSES),
+                name="run_terminal_has_finished_at",
+            ),
+            models.CheckConstraint(
+                condition=~Q(status="running")
+                | Q(started_at__isnull=False, heartbeat_at__isnull=False) & ~Q(worker=""),
+                name="run_running_has_worker",
+            ),
+        ]
+        indexes = [
+            # The workers' claim (ORDER BY priority DESC, execute_at) over claimable rows only, so
+            # it stays as fast with a billion finished runs as with none.
+            models.Index(
+                models.F("priority").desc(),
+                "execute_at",
+                condition=Q(status__in=CLAIMABLE_STATUSES),
+                name="run_claimable_idx",
+            ),
+            # The earliest claimable execute_at: how long a worker may sleep.
+            models.Index(
+                fields=["execute_at"],
+                condition=Q(status__in=CLAIMABLE_STATUSES),
+                name="run_claimable_time_idx",
+            ),
+            # The reviewer's rescue scan, the heartbeat renewal and per-owner running counts.
+            models.Index(fields=["worker"], condition=Q(status="running"), name="run_running_idx"),
+            models.Index(fields=["owner", "-scheduled_at"], name="run_owner_scheduled_idx"),
+            models.Index(fields=["status", "finished_at"], name="run_status_finished_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.task_id}@{self.scheduled_at.isoformat()}"
+
+    @property
+    def idempotency_key(self) -> str:
+        return f"{self.task_id}:{self.scheduled_at.strftime('%Y-%m-%dT%H:%M:%S.%fZ')}"
+
+
+class Attempt(models.Model):
+    """One execution attempt of a run; (run, number) is unique, so an outcome is recorded once."""
+
+    class Outcome(models.TextChoices):
+        SUCCEEDED = "succeeded"
+        FAILED = "failed"
+        TIMED_OUT = "timed_out"
+        CANCELLED = "cancelled"
+        RESCUED = "rescued"
+        RELEASED = "released"
+
+    id = models.BigAutoField(primary_key=True)
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="attempts")
+    number = models.PositiveIntegerField()
+    worker = models.CharField(max_length=200, blank=True, default="")
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField()
+    outcome = models.CharField(max_length=16, choices=Outcome.choices)
+    error = models.TextField(blank=True, default="")
+    exit_code = models.IntegerField(null=True, blank=True)
+    http_status = models.IntegerField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["run", "number"], name="attempt_unique_run_number"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.run_id}#{self.number} {self.outcome}"
+
+
+class Process(models.Model):
+    """A live scheduler, worker or reviewer process, seen through its heartbeat."""
+
+    class Role(models.TextChoices):
+        SCHEDULER = "scheduler"
+        WORKER = "worker"
+        REVIEWER = "reviewer"
+
+    name = models.CharField(max_length=200, primary_key=True)
+    role = models.CharField(max_length=16, choices=Role.choices)
+    host = models.CharField(max_length=200)
+    pid = models.IntegerField()
+    concurrency = models.PositiveIntegerField(default=0)
+    started_at = models.DateTimeField()
+    last_seen_at = models.DateTimeField()
+    stopped_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["role", "last_seen_at"], name="process_role_seen_idx")]
+
+    def __str__(self) -> str:
+        return self.name

@@ -1,0 +1,92 @@
+"""Writes to single runs requested by users: cancel and retry."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from django.db import transaction
+
+from tasks.db import RUN_CANCEL_CHANNEL, RUN_DUE_CHANNEL, notify
+from tasks.exceptions import Conflict
+from tasks.models import CLAIMABLE_STATUSES, Attempt, Run, Task
+
+
+def cancel_running(*, run: Run, now: datetime, reason: str) -> None:
+    """Record a running run `cancelled` and tell its worker to kill the payload.
+
+    The compare-and-swap on (status, attempt) means the worker's own outcome write, fenced on
+    the same columns, can no longer land: whichever commits first wins, never both.
+    """
+    changed = Run.objects.filter(pk=run.pk, status=Run.Status.RUNNING, attempt=run.attempt).update(
+        status=Run.Status.CANCELLED, finished_at=now, error=reason
+    )
+    if changed:
+        Attempt.objects.create(
+            run=run,
+            number=run.attempt,
+            worker=run.worker,
+            started_at=run.started_at,
+            finished_at=now,
+            outcome=Attempt.Outcome.CANCELLED,
+            error=reason,
+        )
+        notify(RUN_CANCEL_CHANNEL, str(run.pk))
+
+
+def cancel_run(*, run: Run, now: datetime) -> Run:
+    """Cancel a scheduled run, or stop a running one; Conflict when it already finished."""
+    with transaction.atomic():
+        run = Run.objects.select_for_update().get(pk=run.pk)
+        if run.status in CLAIMABLE_STATUSES:
+            run.status = Run.Status.CANCELLED
+            run.finished_at = now
+            run.error = "cancelled on request"
+            run.save(update_fields=["status", "finished_at", "error"])
+        elif run.status == Run.Status.RUNNING:
+            cancel_running(run=run, now=now, reason="cancelled on request")
+        else:
+            raise Conflict(f"the run already finished ({run.status})")
+        _complete_if_done(run.task_id)
+    run.refresh_from_db()
+    return run
+
+
+def retry_run(*, run: Run, now: datetime) -> Run:
+    """Schedule a failed or cancelled run again now, with a fresh set of attempts.
+
+    Attempt numbers keep counting up (the history stays unique per number); the run gets the
+    task's `max_attempts` more attempts from here.
+    """
+    with transaction.atomic():
+        run = Run.objects.select_for_update().get(pk=run.pk)
+        if run.status not in (Run.Status.FAILED, Run.Status.CANCELLED):
+            raise Conflict(f"only failed or cancelled runs can be retried, not {run.status}")
+        task = Task.objects.get(pk=run.task_id)
+        run.status = Run.Status.SCHEDULED
+        run.execute_at = now
+        run.finished_at = None
+        run.worker = ""
+        run.heartbeat_at = None
+        run.error = ""
+        run.max_attempts = run.attempt + task.max_attempts
+        run.save(
+            update_fields=[
+                "status",
+                "execute_at",
+                "finished_at",
+                "worker",
+                "heartbeat_at",
+                "error",
+                "max_attempts",
+            ]
+        )
+        if task.status == Task.Status.COMPLETED:
+            Task.objects.filter(pk=task.pk).update(status=Task.Status.ACTIVE)
+        notify(RUN_DUE_CHANNEL)
+    return run
+
+
+def _complete_if_done(task_id: object) -> None:
+    from tasks.queue import complete_finished_tasks
+
+    complete_finished_tasks(task_ids=[task_id])

@@ -1,0 +1,425 @@
+"""Run an uploaded executable in a sandbox (pure module: no Django imports).
+
+Layout of one run::
+
+    worker thread --Popen(new session)--> supervisor (this file run as a script, worker's uid)
+        --fork + rlimits (+ drop to nobody)--> payload  |  bwrap -> payload (own pid namespace)
+
+The supervisor is a PR_SET_CHILD_SUBREAPER, so anything the payload starts -- even a daemon
+that double-forks and calls setsid() -- is re-parented to it instead of to init. When the
+payload exits, or on SIGTERM from the worker (timeout/cancel), or when the worker thread dies
+(PR_SET_PDEATHSIG), the supervisor kills every descendant and reaps it before it exits itself,
+so ``run_executable`` returns only once the whole tree is gone.
+
+Modes:
+
+* ``bwrap`` (bubblewrap): read-only system dirs, tmpfs /tmp, no network, new pid namespace,
+  empty environment, unprivileged uid. When the worker is root and user namespaces work,
+  bwrap itself runs as ``nobody`` so RLIMIT_NPROC is really enforced (the kernel exempts real
+  uid 0 from it entirely).
+* ``rlimit``: same rlimits, clean environment, PR_SET_NO_NEW_PRIVS and, when the worker is
+  root, uid/gid ``nobody``; no filesystem/network isolation.
+
+Limits that cannot be guaranteed:
+
+* RLIMIT_NPROC counts all processes of a real uid, so it is only set when the payload runs as
+  ``nobody`` (shared by concurrent runs). When the worker is not root, an rlimit-only payload
+  runs as the worker's uid: no process limit, and it could signal the supervisor itself.
+  Payloads sharing uid ``nobody`` (concurrent rlimit-mode runs, or bwrap-as-nobody runs)
+  share that budget and could signal each other in rlimit mode (``kill -9 -1``).
+* bwrap as root *without* user namespaces keeps the payload at uid 0 (all capabilities
+  dropped, no RLIMIT_NPROC); the pid namespace still contains it until the timeout.
+* RLIMIT_FSIZE bounds a single file, not the total written to the work dir; RLIMIT_AS and
+  RLIMIT_CPU are per process.
+* If the worker is SIGKILLed, the supervisor gets SIGTERM (pdeathsig, tied to the *thread*
+  that called us), kills the tree and removes the work dir; if the supervisor itself is
+  SIGKILLed in rlimit mode, re-parented daemons can survive (bwrap mode: --die-with-parent).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import functools
+import json
+import os
+import resource
+import selectors
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+NOBODY = 65534
+GRACE_SECONDS = 1.0
+_PR_SET_PDEATHSIG, _PR_SET_NO_NEW_PRIVS, _PR_SET_CHILD_SUBREAPER = 1, 38, 36
+_SIGNAL_HINTS = {
+    signal.SIGXFSZ: "file size limit exceeded",
+    signal.SIGXCPU: "CPU time limit exceeded",
+}
+_ETC_FILES = ("alternatives", "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "passwd", "group",
+              "nsswitch.conf", "localtime")  # fmt: skip
+_NET_ETC_FILES = ("resolv.conf", "hosts", "host.conf", "gai.conf", "ssl", "ca-certificates")
+
+
+@dataclass(frozen=True)
+class Limits:
+    cpu_seconds: int = 60
+    memory_bytes: int = 512 * 2**20
+    file_size_bytes: int = 64 * 2**20
+    processes: int = 64
+    open_files: int = 256
+    output_bytes: int = 64 * 1024
+
+
+@dataclass(frozen=True)
+class ExecResult:
+    exit_code: int | None  # None when killed by us (timeout/cancel)
+    output: str
+    timed_out: bool
+    cancelled: bool
+    error: str
+    duration: float
+
+
+class SandboxUnavailable(Exception):
+    pass
+
+
+def _bwrap_args(
+    workdir: str, env: Mapping[str, str], network: bool, extra: Sequence[str]
+) -> list[str]:
+    """bwrap options (everything but the command) for a sandbox with `workdir` at /job."""
+    args = ["--unshare-all", "--unshare-pid", "--die-with-parent", "--new-session"]
+    if network:
+        args.append("--share-net")
+    args += ["--ro-bind", "/usr", "/usr"]
+    for top in ("/bin", "/sbin", "/lib", "/lib32", "/lib64"):
+        if os.path.islink(top):  # merged-/usr systems: /bin -> usr/bin
+            args += ["--symlink", os.readlink(top), top]
+        elif os.path.isdir(top):
+            args += ["--ro-bind", top, top]
+    for name in _ETC_FILES + (_NET_ETC_FILES if network else ()):
+        args += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
+    args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+    args += ["--bind", workdir, "/job", "--chdir", "/job", "--clearenv", *extra]
+    for key, value in env.items():
+        args += ["--setenv", key, value]
+    return args
+
+
+@functools.cache
+def _bwrap_variant() -> tuple[tuple[bool, tuple[str, ...]] | None, str]:
+    """Find a bwrap configuration that works here: ((run bwrap as nobody, extra args), why)."""
+    bwrap = shutil.which("bwrap")
+    if bwrap is None:
+        return None, "bubblewrap (bwrap) is not installed"
+    root = os.geteuid() == 0
+    ids = ("--uid", str(NOBODY), "--gid", str(NOBODY))
+    candidates = [(True, ids)] if root else []
+    # Without user namespaces only root can run bwrap, and the payload then stays uid 0 in it.
+    candidates += [(False, ids), (False, ("--cap-drop", "ALL"))] if root else [(False, ids)]
+    reasons = []
+    for as_nobody, extra in candidates:
+        workdir = _make_workdir(as_nobody)
+        try:
+            proc = subprocess.run(
+                [bwrap, *_bwrap_args(workdir, {}, False, extra), "/bin/true"],
+                capture_output=True, text=True, timeout=20, env={},
+                **({"user": NOBODY, "group": NOBODY, "extra_groups": []} if as_nobody else {}),
+            )  # fmt: skip
+        except (OSError, subprocess.SubprocessError) as exc:
+            reasons.append(str(exc))
+            continue
+        finally:
+            _remove_tree(workdir)
+        if proc.returncode == 0:
+            return (as_nobody, extra), ""
+        reasons.append(proc.stderr.strip() or f"exit code {proc.returncode}")
+    return None, f"bwrap is installed but cannot run here ({'; '.join(reasons)})"
+
+
+def sandbox_mode(*, allow_rlimit_only: bool) -> str:
+    """'bwrap' if bubblewrap works here, else 'rlimit' if allowed, else SandboxUnavailable."""
+    variant, reason = _bwrap_variant()
+    if variant is not None:
+        return "bwrap"
+    if allow_rlimit_only:
+        return "rlimit"
+    raise SandboxUnavailable(
+        f"No sandbox for executable payloads: {reason}. Install bubblewrap (apt-get install "
+        "bubblewrap) or set SCHEDULER_SANDBOX_ALLOW_RLIMIT_ONLY=true to accept rlimit-only runs."
+    )
+
+
+def _make_workdir(chown_nobody: bool) -> str:
+    workdir = tempfile.mkdtemp(prefix="sched-run-")
+    if chown_nobody:
+        os.chown(workdir, NOBODY, NOBODY)
+    return workdir
+
+
+def _remove_tree(path: str) -> None:
+    def fix_and_retry(func: Callable[[str], object], p: str, _exc: object) -> None:
+        # A payload may chmod 000 its own files/dirs; the owner (or root) can undo that.
+        with contextlib.suppress(OSError):
+            os.chmod(os.path.dirname(p), 0o700)
+            os.chmod(p, 0o700)
+            func(p)
+
+    shutil.rmtree(path, onerror=fix_and_retry)
+
+
+def run_executable(
+    path: str,
+    *,
+    args: Sequence[str],
+    env: Mapping[str, str],
+    timeout: float | None,
+    limits: Limits,
+    cancel: threading.Event | None = None,
+    mode: str,
+    network: bool = False,
+) -> ExecResult:
+    """Run `path` with `args` in the sandbox `mode` and return once every process is gone."""
+    if mode not in ("bwrap", "rlimit"):
+        raise ValueError(f"unknown sandbox mode {mode!r}")
+    variant = _bwrap_variant()[0] if mode == "bwrap" else None
+    if mode == "bwrap" and variant is None:
+        raise SandboxUnavailable(_bwrap_variant()[1])
+    root = os.geteuid() == 0
+    drop = root and (mode == "rlimit" or (variant is not None and variant[0]))
+    child_env = {**env, "PATH": "/usr/bin:/bin"}
+    started = time.monotonic()
+    workdir = _make_workdir(drop)
+    try:
+        payload = os.path.join(workdir, "payload")
+        shutil.copyfile(path, payload)
+        os.chmod(payload, 0o700)
+        if drop:
+            os.chown(payload, NOBODY, NOBODY)
+        config = {
+            "limits": asdict(limits),
+            "uid": NOBODY if drop else None,
+            "rlimit_mode": mode == "rlimit",
+            "env": child_env,
+            "argv": [payload, *args],
+            "parent": os.getpid(),
+        }
+        if variant is not None:
+            options = _bwrap_args(workdir, child_env, network, variant[1])
+            config["bwrap"] = [shutil.which("bwrap") or "bwrap", options, "/job/payload", *args]
+        return _supervise_run(config, workdir, timeout, limits, cancel, started)
+    finally:
+        _remove_tree(workdir)
+
+
+def _supervise_run(
+    config: dict[str, object],
+    workdir: str,
+    timeout: float | None,
+    limits: Limits,
+    cancel: threading.Event | None,
+    started: float,
+) -> ExecResult:
+    proc = subprocess.Popen(
+        [sys.executable, "-I", "-S", os.path.abspath(__file__)],
+        cwd=workdir, env={}, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, start_new_session=True, close_fds=True,
+    )  # fmt: skip
+    assert proc.stdin is not None and proc.stdout is not None
+    # Config (env may hold secrets) goes over a pipe, never on a world-readable command line.
+    proc.stdin.write(json.dumps(config).encode())
+    proc.stdin.close()
+    chunks: list[bytes] = []
+    kept = discarded = 0
+    deadline = None if timeout is None else started + timeout
+    killed_at: float | None = None
+    timed_out = cancelled = eof = False
+    exited_at: float | None = None
+    with selectors.DefaultSelector() as sel:
+        sel.register(proc.stdout, selectors.EVENT_READ)
+        while True:
+            if not eof:
+                for _key, _ in sel.select(0.05):
+                    data = os.read(proc.stdout.fileno(), 65536)
+                    if not data:
+                        eof = True
+                        break
+                    take = max(0, min(len(data), limits.output_bytes - kept))
+                    chunks.append(data[:take])
+                    kept, discarded = kept + take, discarded + len(data) - take
+            else:
+                time.sleep(0.05)
+            now = time.monotonic()
+            if proc.poll() is not None:
+                exited_at = exited_at or now
+                # A process outside the tree (impossible unless a kill failed) may hold the
+                # pipe open: stop reading soon after the supervisor is gone.
+                if eof or now - exited_at > 0.5:
+                    break
+            elif killed_at is None:
+                timed_out = deadline is not None and now >= deadline
+                cancelled = not timed_out and cancel is not None and cancel.is_set()
+                if timed_out or cancelled:
+                    killed_at = now
+                    _killpg(proc.pid, signal.SIGTERM)  # supervisor escalates to SIGKILL itself
+            elif now - killed_at > GRACE_SECONDS + 5:
+                _killpg(proc.pid, signal.SIGKILL)  # the supervisor is stuck; last resort
+    proc.stdout.close()
+    _killpg(proc.pid, signal.SIGKILL)  # anything left in the original process group
+    code = proc.wait()
+    output = b"".join(chunks)
+    if discarded:
+        note = f"\n[output truncated: {discarded} more bytes discarded]"
+        output = output[: max(0, limits.output_bytes - len(note))] + note.encode()
+    if timed_out:
+        exit_code, error = None, f"timed out after {timeout:g}s"
+    elif cancelled:
+        exit_code, error = None, "cancelled"
+    else:
+        exit_code, error = code, _describe_exit(code)
+    text, duration = output.decode("utf-8", errors="replace"), time.monotonic() - started
+    return ExecResult(exit_code, text, timed_out, cancelled, error, duration)
+
+
+def _killpg(pgid: int, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)
+
+
+def _describe_exit(code: int) -> str:
+    if code == 0:
+        return ""
+    if code < 0:  # the supervisor itself died from a signal
+        code = 128 - code
+    if 128 < code < 128 + signal.NSIG:
+        with contextlib.suppress(ValueError):
+            sig = signal.Signals(code - 128)
+            hint = _SIGNAL_HINTS.get(sig)
+            return f"exit code {code}: killed by signal {sig.value} ({sig.name}" + (
+                f": {hint})" if hint else ")"
+            )
+    return f"exit code {code}"
+
+
+# --- supervisor (runs as `python -I -S sandbox.py`, config as JSON on stdin) ---------------
+
+
+class _Terminate(Exception):
+    pass
+
+
+def _descendants(root_pid: int) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat", "rb") as f:
+                    stat = f.read()
+            except OSError:
+                continue
+            ppid = int(stat[stat.rindex(b")") + 2 :].split()[1])  # comm may contain spaces
+            children.setdefault(ppid, []).append(int(entry))
+    found, todo = [], [root_pid]
+    while todo:
+        kids = children.get(todo.pop(), [])
+        found += kids
+        todo += kids
+    return found
+
+
+def _signal_all(sig: int) -> bool:
+    pids = _descendants(os.getpid())
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, sig)
+    with contextlib.suppress(ChildProcessError):
+        while os.waitpid(-1, os.WNOHANG)[0] > 0:
+            pass
+    return bool(pids)
+
+
+def _exec_child(config: dict[str, Any]) -> None:
+    try:
+        for sig in (signal.SIGTERM, signal.SIGPIPE, signal.SIGXFSZ):  # Python ignores the last two
+            signal.signal(sig, signal.SIG_DFL)
+        os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
+        lim = config["limits"]
+        for res, value in (
+            (resource.RLIMIT_CPU, lim["cpu_seconds"]),
+            (resource.RLIMIT_AS, lim["memory_bytes"]),
+            (resource.RLIMIT_FSIZE, lim["file_size_bytes"]),
+            (resource.RLIMIT_NOFILE, lim["open_files"]),
+            (resource.RLIMIT_CORE, 0),
+        ):
+            hard = resource.getrlimit(res)[1]
+            value = value if hard == resource.RLIM_INFINITY else min(value, hard)
+            # CPU: SIGXCPU at the soft limit, SIGKILL one second later.
+            resource.setrlimit(res, (value, value + 1 if res == resource.RLIMIT_CPU else value))
+        libc = ctypes.CDLL(None, use_errno=True)
+        if config["uid"] is not None:
+            resource.setrlimit(resource.RLIMIT_NPROC, (lim["processes"], lim["processes"]))
+            os.setgroups([])
+            os.setgid(config["uid"])
+            os.setuid(config["uid"])
+        if "bwrap" in config:
+            bwrap, options, *command = config["bwrap"]
+            # Options (with --setenv values) go through a memfd so `ps` cannot show them.
+            fd = os.memfd_create("bwrap-args", 0)
+            os.write(fd, b"".join(o.encode() + b"\0" for o in options))
+            os.lseek(fd, 0, os.SEEK_SET)
+            os.set_inheritable(fd, True)
+            os.execve(bwrap, [bwrap, "--args", str(fd), *command], {})
+        if config["rlimit_mode"]:
+            libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)  # no setuid-binary escalation
+        os.execve(config["argv"][0], config["argv"], config["env"])
+    except BaseException as exc:
+        os.write(2, f"sandbox: cannot start payload: {exc}\n".encode())
+    os._exit(127)
+
+
+def _supervise() -> int:
+    config = json.loads(sys.stdin.buffer.read())
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+
+    def on_term(_sig: int, _frame: object) -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        raise _Terminate
+
+    signal.signal(signal.SIGTERM, on_term)
+    status = 1
+    try:
+        if os.getppid() != config["parent"]:  # the worker died before PDEATHSIG was armed
+            raise _Terminate
+        pid = os.fork()
+        if pid == 0:
+            _exec_child(config)
+        while True:
+            reaped, st = os.waitpid(-1, 0)  # also reaps re-parented orphans
+            if reaped == pid:
+                status = os.waitstatus_to_exitcode(st)
+                break
+    except _Terminate:
+        deadline = time.monotonic() + GRACE_SECONDS
+        while _signal_all(signal.SIGTERM) and time.monotonic() < deadline:
+            time.sleep(0.05)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    deadline = time.monotonic() + 30  # bounded: a process stuck in D state cannot be reaped
+    while _signal_all(signal.SIGKILL) and time.monotonic() < deadline:
+        time.sleep(0.01)  # leftover daemons, fork bombs, the pid namespace
+    if os.getppid() != config["parent"] and "sched-run-" in os.getcwd():
+        _remove_tree(os.getcwd())  # the worker is gone and cannot clean up after us
+    return 128 - status if status < 0 else status
+
+
+if __name__ == "__main__":
+    sys.exit(_supervise())

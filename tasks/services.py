@@ -1,0 +1,226 @@
+"""Every write to tasks: create, change, pause, resume, cancel, run now, skip next."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.db.models import Min
+
+from tasks import planning, schedules
+from tasks.db import RUN_CANCEL_CHANNEL, TASK_CHANGED_CHANNEL, notify
+from tasks.exceptions import Conflict
+from tasks.models import CLAIMABLE_STATUSES, Run, Task
+
+# Fields of Task a create or update may set directly (after validation by the API).
+TASK_FIELDS = (
+    "name",
+    "kind",
+    "payload",
+    "priority",
+    "max_attempts",
+    "retry_backoff_base",
+    "retry_backoff_cap",
+    "timeout",
+    "notify",
+)
+
+
+def first_fire_at(schedule: dict, *, now: datetime) -> datetime | None:
+    """The first occurrence to plan: a one-time task's run_at even if past; otherwise >= now."""
+    after = None if schedule["type"] == "once" else now - timedelta(microseconds=1)
+    return next(iter(schedules.fire_times(schedule, after=after)), None)
+
+
+def _plan_now(task: Task, *, now: datetime) -> None:
+    """Plan inline what is already inside the look-ahead, so a due task needs no scheduler pass."""
+    horizon = now + timedelta(seconds=settings.TASKS_LOOKAHEAD_SECONDS)
+    planning.plan_task(task, now=now, horizon=horizon)
+    notify(TASK_CHANGED_CHANNEL)
+
+
+def create_task(*, owner: Any, data: dict, now: datetime) -> tuple[Task, bool]:
+    """Create a task (and its due runs) in one transaction; returns (task, created).
+
+    A repeated `dedup_key` of the same owner returns the existing task, also when two creates
+    race: the partial unique index decides and the loser reads the winner's row.
+    """
+    dedup_key = data.get("dedup_key")
+    if dedup_key:
+        existing = Task.objects.filter(owner=owner, dedup_key=dedup_key).first()
+        if existing:
+            return existing, False
+    schedule = data["schedule"]
+    task = Task(owner=owner, dedup_key=dedup_key or None, schedule=schedule)
+    task.schedule_type = schedule["type"]
+    for field in TASK_FIELDS:
+        if field in data:
+            setattr(task, field, data[field])
+    if data.get("executable") is not None:
+        task.executable = data["executable"]
+    task.next_run_at = first_fire_at(schedule, now=now)
+    try:
+        with transaction.atomic():
+            task.save()
+            _plan_now(task, now=now)
+    except IntegrityError:
+        if dedup_key:
+            existing = Task.objects.filter(owner=owner, dedup_key=dedup_key).first()
+            if existing:
+                return existing, False
+        raise
+    return task, True
+
+
+def _lock(task: Task) -> Task:
+    return Task.objects.select_for_update().get(pk=task.pk)
+
+
+def _unstarted_runs(task: Task):
+    # Never-attempted runs only: a pending retry keeps its place and its attempt history.
+    return Run.objects.filter(task=task, status__in=CLAIMABLE_STATUSES, attempt=0)
+
+
+def _unplan(task: Task) -> None:
+    """Withdraw occurrences planned but not started, so they can be planned again later."""
+    runs = _unstarted_runs(task)
+    earliest = runs.aggregate(first=Min("scheduled_at"))["first"]
+    removed, _ = runs.delete()
+    if removed:
+        task.runs_planned = max(0, task.runs_planned - removed)
+        if task.next_run_at is None or (earliest and earliest < task.next_run_at):
+            task.next_run_at = earliest
+
+
+def update_task(*, task: Task, data: dict, now: datetime) -> Task:
+    """Apply a change to every run not yet started, atomically.
+
+    Raises Conflict when a one-time task's run is in flight: the change would alter it.
+    """
+    with transaction.atomic():
+        task = _lock(task)
+        running = Run.objects.filter(task=task, status=Run.Status.RUNNING).exists()
+        if running and task.schedule_type == "once":
+            raise Conflict("the task's run is running; wait for it or cancel it first")
+        if task.status == Task.Status.CANCELLED:
+            raise Conflict("the task is cancelled")
+        for field in TASK_FIELDS:
+            if field in data:
+                setattr(task, field, data[field])
+        if data.get("executable") is not None:
+            task.executable = data["executable"]
+        if "schedule" in data:
+            _unplan(task)
+            task.schedule = data["schedule"]
+            task.schedule_type = task.schedule["type"]
+            task.next_run_at = first_fire_at(task.schedule, now=now)
+            if task.status == Task.Status.COMPLETED:
+                task.status = Task.Status.ACTIVE
+        task.save()
+        _unstarted_runs(task).update(priority=task.priority, max_attempts=task.max_attempts)
+        if task.status == Task.Status.ACTIVE:
+            _plan_now(task, now=now)
+    return task
+
+
+def pause_task(*, task: Task, now: datetime) -> Task:
+    """Stop new occurrences; planned ones not yet started are withdrawn (resume replans them)."""
+    with transaction.atomic():
+        task = _lock(task)
+        if task.status != Task.Status.ACTIVE:
+            return task
+        _unplan(task)
+        task.status = Task.Status.PAUSED
+        task.save(update_fields=["status", "next_run_at", "runs_planned", "updated_at"])
+    return task
+
+
+def resume_task(*, task: Task, now: datetime) -> Task:
+    """Continue from now; occurrences missed while paused follow the task's misfire policy."""
+    with transaction.atomic():
+        task = _lock(task)
+        if task.status != Task.Status.PAUSED:
+            return task
+        task.status = Task.Status.ACTIVE
+        task.save(update_fields=["status", "updated_at"])
+        _plan_now(task, now=now)
+    return task
+
+
+def cancel_task(*, task: Task, force: bool, now: datetime) -> Task:
+    """No further runs. Raises Conflict while a run is running, unless `force` cancels it too."""
+    with transaction.atomic():
+        task = _lock(task)
+        running = list(Run.objects.filter(task=task, status=Run.Status.RUNNING))
+        if running and not force:
+            raise Conflict("a run of this task is running; pass ?force=true to cancel it too")
+        Run.objects.filter(task=task, status__in=CLAIMABLE_STATUSES).update(
+            status=Run.Status.CANCELLED, finished_at=now, error="task cancelled"
+        )
+        from tasks.run_services import cancel_running
+
+        for run in running:
+            cancel_running(run=run, now=now, reason="task cancelled")
+        task.status = Task.Status.CANCELLED
+        task.next_run_at = None
+        task.save(update_fields=["status", "next_run_at", "updated_at"])
+    return task
+
+
+def run_now(*, task: Task, now: datetime) -> Run:
+    """One extra run now; the cadence (next_run_at, max_runs count) is unchanged."""
+    with transaction.atomic():
+        task = _lock(task)
+        if task.status == Task.Status.CANCELLED:
+            raise Conflict("the task is cancelled")
+        run = Run.objects.create(
+            task=task,
+            owner_id=task.owner_id,
+            scheduled_at=now,
+            execute_at=now,
+            priority=task.priority,
+            max_attempts=task.max_attempts,
+        )
+        notify("scheduler_run_due")
+    return run
+
+
+def skip_next(*, task: Task, now: datetime) -> Run:
+    """Record the next occurrence as `skipped`: a planned one, or the next one to plan."""
+    with transaction.atomic():
+        task = _lock(task)
+        run = _unstarted_runs(task).order_by("scheduled_at").first()
+        if run is not None:
+            run.status = Run.Status.SKIPPED
+            run.finished_at = now
+            run.error = "skipped on request"
+            run.save(update_fields=["status", "finished_at", "error"])
+            return run
+        if task.status != Task.Status.ACTIVE or task.next_run_at is None:
+            raise Conflict("the task has no next occurrence to skip")
+        run = Run.objects.create(
+            task=task,
+            owner_id=task.owner_id,
+            scheduled_at=task.next_run_at,
+            execute_at=task.next_run_at,
+            priority=task.priority,
+            max_attempts=task.max_attempts,
+            status=Run.Status.SKIPPED,
+            finished_at=now,
+            error="skipped on request",
+        )
+        task.runs_planned += 1
+        following = schedules.fire_times(task.schedule, after=task.next_run_at)
+        task.next_run_at = next(iter(following), None)
+        max_runs = task.schedule.get("max_runs")
+        if max_runs is not None and task.runs_planned >= max_runs:
+            task.next_run_at = None
+        task.save(update_fields=["next_run_at", "runs_planned", "updated_at"])
+        notify(TASK_CHANGED_CHANNEL)
+    return run
+
+
+def notify_cancel(run_id: Any) -> None:
+    notify(RUN_CANCEL_CHANNEL, str(run_id))

@@ -1,0 +1,161 @@
+"""Hostile payloads against tasks.sandbox, in both modes (pure: no database, no Django)."""
+
+from __future__ import annotations
+
+import glob
+import os
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from tasks import sandbox
+from tasks.sandbox import ExecResult, Limits, SandboxUnavailable, run_executable, sandbox_mode
+
+BWRAP_REASON = sandbox._bwrap_variant()[1]
+MODES = [
+    pytest.param("rlimit", id="rlimit"),
+    pytest.param(
+        "bwrap", id="bwrap", marks=pytest.mark.skipif(bool(BWRAP_REASON), reason=BWRAP_REASON)
+    ),
+]
+ENV = {"SCHEDULER_RUN_ID": "run-1", "SCHEDULER_TASK_ID": "task-1"}
+
+
+@pytest.fixture(params=MODES)
+def mode(request: pytest.FixtureRequest) -> str:
+    return request.param
+
+
+@pytest.fixture
+def marker() -> str:
+    """A unique `sleep` argument, so leftover processes can be found on the host in /proc."""
+    return f"31337.{uuid.uuid4().int % 10**9}"
+
+
+def run(
+    tmp_path: Path, mode: str, script: str, *, timeout: float | None = 10, **kw: object
+) -> ExecResult:
+    path = tmp_path / "payload.sh"
+    path.write_text("#!/bin/sh\n" + script)
+    path.chmod(0o600)  # uploaded files are not executable; the sandbox copies and chmods
+    limits = kw.pop("limits", Limits())
+    return run_executable(
+        str(path), args=["arg1"], env=ENV, timeout=timeout, limits=limits, mode=mode, **kw
+    )
+
+
+def alive_with(marker: str) -> list[int]:
+    found = []
+    for cmdline in glob.glob("/proc/[0-9]*/cmdline"):
+        try:
+            if marker.encode() in Path(cmdline).read_bytes():
+                found.append(int(cmdline.split("/")[2]))
+        except OSError:
+            pass
+    return found
+
+
+def workdirs_with(canary: str) -> list[str]:
+    return glob.glob(os.path.join(tempfile.gettempdir(), "sched-run-*", canary))
+
+
+def test_success_captures_output(tmp_path: Path, mode: str) -> None:
+    canary = f"canary-{uuid.uuid4().hex}"
+    res = run(tmp_path, mode, f'touch {canary}; echo "out $1"; echo err >&2')
+    assert (res.exit_code, res.error, res.timed_out, res.cancelled) == (0, "", False, False)
+    assert res.output == "out arg1\nerr\n"
+    assert workdirs_with(canary) == []
+
+
+def test_nonzero_exit(tmp_path: Path, mode: str) -> None:
+    res = run(tmp_path, mode, "echo failing; exit 3")
+    assert (res.exit_code, res.error, res.output) == (3, "exit code 3", "failing\n")
+
+
+def test_environment_is_isolated(
+    tmp_path: Path, mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SANDBOX_SECRET_CANARY", "hunter2")
+    res = run(tmp_path, mode, "env")
+    seen = dict(line.split("=", 1) for line in res.output.splitlines())
+    assert "SANDBOX_SECRET_CANARY" not in seen and "hunter2" not in res.output
+    seen.pop("PWD", None)  # exported by the shell itself
+    assert seen == {**ENV, "PATH": "/usr/bin:/bin"}
+
+
+def test_timeout_kills_setsid_daemon(tmp_path: Path, mode: str, marker: str) -> None:
+    canary = f"canary-{uuid.uuid4().hex}"
+    script = f"""touch {canary}
+(setsid sh -c 'echo daemon=$$; exec sleep {marker}' > /dev/null 2>&1 &)
+setsid sh -c 'echo daemon=$$; exec sleep {marker}' &
+sleep 0.3; echo started; sleep 1000
+"""
+    res = run(tmp_path, mode, script, timeout=1)
+    assert res.timed_out and res.exit_code is None
+    assert res.error == "timed out after 1s"
+    assert "started" in res.output and res.duration < 5
+    assert alive_with(marker) == []
+    if mode == "rlimit":  # host pids: check the echoed one directly too
+        pid = int(res.output.split("daemon=")[1].split()[0])
+        assert (
+            not os.path.exists(f"/proc/{pid}")
+            or marker.encode() not in Path(f"/proc/{pid}/cmdline").read_bytes()
+        )
+    assert workdirs_with(canary) == []
+
+
+def test_daemon_left_behind_on_exit_is_killed(tmp_path: Path, mode: str, marker: str) -> None:
+    res = run(tmp_path, mode, f"(setsid sleep {marker} &)\necho done")
+    assert (res.exit_code, res.output) == (0, "done\n")
+    assert alive_with(marker) == []
+
+
+def test_disk_filler_stopped_by_file_size_limit(tmp_path: Path, mode: str) -> None:
+    limits = Limits(file_size_bytes=2 * 2**20)
+    res = run(tmp_path, mode, "dd if=/dev/zero of=big bs=1M count=1000", limits=limits)
+    assert res.exit_code == 128 + 25
+    assert "SIGXFSZ: file size limit exceeded" in res.error
+
+
+def test_output_cap_without_deadlock(tmp_path: Path, mode: str) -> None:
+    limits = Limits(output_bytes=64 * 1024)
+    res = run(
+        tmp_path, mode, "head -c 10000000 /dev/zero | tr '\\0' x; echo tail >&2", limits=limits
+    )
+    assert res.exit_code == 0 and res.duration < 10
+    assert len(res.output) <= limits.output_bytes
+    assert res.output.startswith("x" * 1000) and "output truncated" in res.output
+
+
+def test_cancel_stops_sleeping_payload(tmp_path: Path, mode: str, marker: str) -> None:
+    cancel = threading.Event()
+    threading.Timer(0.3, cancel.set).start()
+    start = time.monotonic()
+    res = run(tmp_path, mode, f"sleep {marker}", timeout=None, cancel=cancel)
+    assert res.cancelled and not res.timed_out and res.exit_code is None
+    assert res.error == "cancelled"
+    assert time.monotonic() - start < 1.5
+    assert alive_with(marker) == []
+
+
+def test_fork_bomb_is_contained(tmp_path: Path, mode: str, marker: str) -> None:
+    script = f"for i in $(seq 200); do sleep {marker} & done; echo spawned; wait"
+    res = run(tmp_path, mode, script, timeout=2, limits=Limits(processes=32))
+    # Either RLIMIT_NPROC stops it (payload runs as nobody) or it sits in its pid namespace
+    # until the timeout; in both cases nothing may outlive the run.
+    assert "Cannot fork" in res.output or (mode == "bwrap" and res.timed_out), res
+    assert res.duration < 8
+    assert alive_with(marker) == []
+
+
+def test_sandbox_mode(monkeypatch: pytest.MonkeyPatch) -> None:
+    expected = "rlimit" if BWRAP_REASON else "bwrap"
+    assert sandbox_mode(allow_rlimit_only=True) == expected
+    monkeypatch.setattr(sandbox, "_bwrap_variant", lambda: (None, "bwrap is not installed"))
+    assert sandbox_mode(allow_rlimit_only=True) == "rlimit"
+    with pytest.raises(SandboxUnavailable, match="SCHEDULER_SANDBOX_ALLOW_RLIMIT_ONLY=true"):
+        sandbox_mode(allow_rlimit_only=False)
