@@ -23,3 +23,16 @@ def ensure_embedded_database(datadir: Path) -> str:
         server.psql(f"CREATE DATABASE {DATABASE_NAME};")
     socket_dir = quote(str(server.get_postmaster_info().socket_dir), safe="")
     return f"postgres://postgres@{socket_dir}/{DATABASE_NAME}"
+
+
+def local_secret_key(path: Path) -> str:
+    """A random key created on first use and kept in `path` (mode 0600) for later starts."""
+    import secrets
+
+    if path.exists():
+        return path.read_text().strip()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    key = secrets.token_urlsafe(50)
+    path.touch(mode=0o600)
+    path.write_text(key)
+    return key

@@ -6,6 +6,7 @@ import os
 import sys
 from datetime import timedelta
 from pathlib import Path
+from urllib.parse import unquote
 
 import environ
 from django.core.exceptions import ImproperlyConfigured
@@ -59,12 +60,20 @@ def env_list(name: str, default: str = "") -> list[str]:
 
 
 DEBUG = env_bool("DEBUG", False)
+DATA_DIR = Path(os.environ.get("SCHEDULER_DATA_DIR", BASE_DIR / "var"))
+DATABASE_URL = os.environ.get("DATABASE_URL", "")
 SECRET_KEY = env_secret("SECRET_KEY")
 if not SECRET_KEY:
-    if DEBUG or TESTING:
-        SECRET_KEY = "insecure-development-key-do-not-use-in-production-0123456789"
+    if TESTING:
+        SECRET_KEY = "insecure-test-key-do-not-use-in-production-0123456789abcdef"
+    elif not DATABASE_URL:
+        # The quick start (embedded database): a key generated once, kept beside the data.
+        from scheduler_project.embedded_db import local_secret_key
+
+        SECRET_KEY = local_secret_key(DATA_DIR / "secret_key")
+        os.environ["SECRET_KEY"] = SECRET_KEY  # the roles runall starts inherit it
     else:
-        raise ImproperlyConfigured("SECRET_KEY must be set (or DEBUG=true for development)")
+        raise ImproperlyConfigured("SECRET_KEY must be set when DATABASE_URL is")
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", "127.0.0.1,localhost")
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS")
 
@@ -86,6 +95,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -114,14 +124,14 @@ TEMPLATES = [
 ]
 
 # One DATABASE_URL; unset means the embedded PostgreSQL (pgserver) in SCHEDULER_DATA_DIR.
-DATA_DIR = Path(os.environ.get("SCHEDULER_DATA_DIR", BASE_DIR / "var"))
-DATABASE_URL = os.environ.get("DATABASE_URL", "")
 if not DATABASE_URL:
     from scheduler_project.embedded_db import ensure_embedded_database
 
     DATABASE_URL = ensure_embedded_database(DATA_DIR / "pgdata")
     os.environ["DATABASE_URL"] = DATABASE_URL  # child processes reuse the same server
 DATABASES = {"default": environ.Env.db_url_config(DATABASE_URL)}
+# A socket directory travels percent-encoded in the URL's host part.
+DATABASES["default"]["HOST"] = unquote(str(DATABASES["default"].get("HOST") or ""))
 DATABASES["default"]["ENGINE"] = "django.db.backends.postgresql"
 DATABASES["default"]["CONN_MAX_AGE"] = env_int("DATABASE_CONN_MAX_AGE", 60)
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True

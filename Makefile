@@ -1,0 +1,48 @@
+# Every target creates the virtual environment it needs; `make help` lists them.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP := $(VENV)/bin/pip -q --disable-pip-version-check
+PYTEST_ARGS ?=
+
+.DEFAULT_GOAL := help
+
+help: ## list the targets
+	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
+
+$(VENV)/.runtime: requirements.txt
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PIP) install -r requirements.txt
+	touch $@
+
+$(VENV)/.dev: $(VENV)/.runtime requirements-dev.txt
+	$(PIP) install -r requirements-dev.txt
+	touch $@
+
+install: $(VENV)/.runtime ## create .venv and install the runtime requirements
+
+run: $(VENV)/.runtime ## run API + scheduler + worker + reviewer (embedded PostgreSQL unless DATABASE_URL is set)
+	$(PY) manage.py migrate --no-input
+	$(PY) manage.py ensureadmin
+	$(PY) manage.py collectstatic --no-input -v 0
+	$(PY) manage.py runall
+
+test: $(VENV)/.dev ## run the test suite (DATABASE_URL, or the embedded PostgreSQL when unset)
+	$(PY) -m pytest -m "not chaos" $(PYTEST_ARGS)
+
+test-chaos: $(VENV)/.dev ## kill workers and restart PostgreSQL under load
+	$(PY) -m pytest -m chaos $(PYTEST_ARGS)
+
+lint: $(VENV)/.dev ## ruff check, ruff format --check, no missing migrations
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(PY) manage.py makemigrations --check --dry-run
+
+fmt: $(VENV)/.dev ## format and auto-fix
+	$(VENV)/bin/ruff format .
+	$(VENV)/bin/ruff check --fix .
+
+bench: $(VENV)/.dev ## the benchmark set (docs/benchmarks.md)
+	$(PY) manage.py bench all
+
+.PHONY: help install run test test-chaos lint fmt bench

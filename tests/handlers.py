@@ -1,0 +1,17 @@
+"""Handlers the tests register in role processes through SCHEDULER_HANDLER_MODULES."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from tasks.handlers import HandlerContext, register
+
+
+@register("record")
+def record(context: HandlerContext, **args: Any) -> None:
+    """Append `idempotency_key run_id attempt` to $TEST_RECORD_DIR/<pid>.log: duplicates show."""
+    folder = os.environ["TEST_RECORD_DIR"]
+    line = f"{context.idempotency_key} {context.run_id} {context.attempt}\n"
+    with open(os.path.join(folder, f"{os.getpid()}.log"), "a") as out:
+        out.write(line)
