@@ -1,0 +1,281 @@
+"""The worker process: claim due runs, execute them on a thread pool, record outcomes in batches.
+
+Threads and what they touch:
+- the main thread claims and records (Django's connection of that thread);
+- executor threads only run payloads, start each on its `execute_at` and hand the result back;
+- the watch thread renews heartbeats, LISTENs for wake-ups and cancellations (its own connection)
+  and stops payloads of runs this worker no longer holds.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from queue import Empty, SimpleQueue
+
+from django.conf import settings
+from django.db import DatabaseError, close_old_connections
+
+from tasks import queue, retries
+from tasks.executors import ExecutionResult, execute
+from tasks.processes import process_name
+from tasks.watch import Watch
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class InFlight:
+    run: queue.ClaimedRun
+    claimed_mono: float
+    start_mono: float
+    claim_seq: int
+    cancel: threading.Event = field(default_factory=threading.Event)
+    started_mono: float | None = None
+    deadline_mono: float | None = None
+    decided: bool = False  # an outcome was already produced (timeout, release, lost)
+
+    def db_time(self, mono: float) -> datetime:
+        """A monotonic instant on the database clock, anchored at the claim's clock_timestamp."""
+        return self.run.claimed_at + timedelta(seconds=mono - self.claimed_mono)
+
+
+class Worker:
+    def __init__(self, *, concurrency: int, name: str | None = None) -> None:
+        self.concurrency = concurrency
+        self.name = name or process_name("worker")
+        self.prefetch = settings.TASKS_PREFETCH_SECONDS
+        self.poll = settings.TASKS_POLL_INTERVAL_SECONDS
+        self.owner_cap = settings.TASKS_OWNER_MAX_RUNNING
+        self.inflight: dict[object, InFlight] = {}
+        self.lock = threading.Lock()
+        self.wake = threading.Event()
+        self.results: SimpleQueue[tuple[InFlight, ExecutionResult]] = SimpleQueue()
+        self.pending: list[queue.Outcome] = []
+        self.claim_seq = 0
+        self.pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="executor")
+        self.watch = Watch(self)
+        self.finished_count = 0
+
+    # --- the loop -------------------------------------------------------------------------
+    def serve(self, stop: threading.Event, *, once: bool = False) -> None:
+        """Run until `stop` is set; then stop claiming, drain, release what is left, return."""
+        self.watch.start()
+        try:
+            while not stop.is_set():
+                self.wake.clear()
+                close_old_connections()
+                busy = self.run_once()
+                if once:
+                    self._drain(grace=settings.TASKS_DEFAULT_TIMEOUT_SECONDS, release_waiting=False)
+                    return
+                if not busy:
+                    self.wake.wait(self._sleep_seconds())
+            self._drain(grace=settings.TASKS_SHUTDOWN_GRACE_SECONDS)
+        finally:
+            self.watch.stop()
+            self.pool.shutdown(wait=False, cancel_futures=True)
+
+    def run_once(self) -> bool:
+        """Record finished runs, enforce deadlines, claim into free slots. True if it did work."""
+        did = self._record()
+        self._enforce_deadlines()
+        free = self.concurrency - len(self.inflight)
+        if free <= 0:
+            return did
+        try:
+            claimed = queue.claim_runs(
+                worker=self.name,
+                limit=free,
+                prefetch_seconds=self.prefetch,
+                owner_cap=self.owner_cap,
+            )
+        except DatabaseError:
+            logger.exception("claim failed; retrying")
+            time.sleep(0.5)
+            return did
+        for run in claimed:
+            self._dispatch(run)
+        return did or len(claimed) == free
+
+    def _sleep_seconds(self) -> float:
+        wait = self.poll
+        if len(self.inflight) < self.concurrency:
+            try:
+                until = queue.seconds_until_next_due()
+            except DatabaseError:
+                until = None
+            if until is not None:
+                wait = min(wait, max(0.0, until - self.prefetch))
+        deadlines = [f.deadline_mono for f in self.inflight.values() if f.deadline_mono]
+        if deadlines:
+            wait = min(wait, max(0.0, min(deadlines) - time.monotonic()))
+        return wait
+
+    # --- executing ------------------------------------------------------------------------
+    def _dispatch(self, run: queue.ClaimedRun) -> None:
+        now = time.monotonic()
+        delay = max(0.0, (run.execute_at - run.claimed_at).total_seconds())
+        self.claim_seq += 1
+        flight = InFlight(
+            run=run, claimed_mono=now, start_mono=now + delay, claim_seq=self.claim_seq
+        )
+        with self.lock:
+            self.inflight[run.id] = flight
+        self.pool.submit(self._execute, flight)
+
+    def _execute(self, flight: InFlight) -> None:
+        # Prefetched runs are claimed a little early and started on the dot.
+        wait = flight.start_mono - time.monotonic()
+        if wait > 0 and flight.cancel.wait(wait):
+            self.results.put((flight, ExecutionResult(ok=False, cancelled=True, error="cancelled")))
+            self.wake.set()
+            return
+        timeout = flight.run.timeout or settings.TASKS_DEFAULT_TIMEOUT_SECONDS
+        flight.started_mono = time.monotonic()
+        flight.deadline_mono = flight.started_mono + timeout + _deadline_slack(flight.run.kind)
+        try:
+            result = execute(flight.run, cancel=flight.cancel, timeout=timeout)
+        finally:
+            close_old_connections()
+        self.results.put((flight, result))
+        self.wake.set()
+
+    def _enforce_deadlines(self) -> None:
+        """A handler cannot be killed; past its deadline its attempt is recorded as timed out."""
+        now = time.monotonic()
+        with self.lock:
+            late = [f for f in self.inflight.values() if not f.decided and f.deadline_mono]
+        for flight in late:
+            if now >= flight.deadline_mono:
+                flight.cancel.set()
+                self._decide(flight, ExecutionResult(ok=False, timed_out=True, error="timed out"))
+
+    # --- recording ------------------------------------------------------------------------
+    def _record(self) -> bool:
+        while True:
+            try:
+                flight, result = self.results.get_nowait()
+            except Empty:
+                break
+            with self.lock:
+                self.inflight.pop(flight.run.id, None)
+            if not flight.decided:
+                self._decide(flight, result)
+        if not self.pending:
+            return False
+        batch, self.pending = self.pending, []
+        try:
+            recorded = queue.record_outcomes(worker=self.name, outcomes=batch)
+        except DatabaseError:
+            logger.exception("recording %d outcomes failed; will retry", len(batch))
+            self.pending = batch + self.pending
+            time.sleep(0.2)
+            return True
+        self.finished_count += len(recorded)
+        if len(recorded) < len(batch):
+            kept = {run_id for run_id, _, _ in recorded}
+            for outcome in batch:
+                if outcome.run_id not in kept:
+                    logger.warning(
+                        "late result dropped run=%s attempt=%s: the run was cancelled or "
+                        "rescued meanwhile",
+                        outcome.run_id,
+                        outcome.attempt,
+                    )
+        return True
+
+    def _decide(self, flight: InFlight, result: ExecutionResult, *, release: bool = False) -> None:
+        flight.decided = True
+        run = flight.run
+        started = flight.db_time(flight.started_mono) if flight.started_mono else None
+        if release:
+            status, outcome, retry_in = "scheduled", "released", 0.0
+        elif result.ok:
+            status, outcome, retry_in = "succeeded", "succeeded", 0.0
+        elif result.cancelled:
+            status, outcome, retry_in = "cancelled", "cancelled", 0.0
+        else:
+            outcome = "timed_out" if result.timed_out else "failed"
+            if run.attempt < run.max_attempts:
+                status = "scheduled"
+                retry_in = retries.backoff_seconds(
+                    run.attempt, base=run.backoff_base, cap=run.backoff_cap
+                )
+            else:
+                status, retry_in = "failed", 0.0
+        self.pending.append(
+            queue.Outcome(
+                run_id=run.id,
+                attempt=run.attempt,
+                status=status,
+                attempt_outcome=outcome,
+                started_at=started,
+                error=result.error,
+                output=result.output,
+                exit_code=result.exit_code,
+                http_status=result.http_status,
+                retry_in=retry_in,
+            )
+        )
+        duration = time.monotonic() - flight.started_mono if flight.started_mono else 0.0
+        logger.info(
+            "run finished run=%s task=%s attempt=%s outcome=%s status=%s duration=%.3f",
+            run.id,
+            run.task_id,
+            run.attempt,
+            outcome,
+            status,
+            duration,
+        )
+
+    def lose(self, run_ids: set[object], *, reason: str) -> None:
+        """Stop the payloads of runs this worker no longer holds; their results will be dropped."""
+        with self.lock:
+            lost = [self.inflight[r] for r in run_ids if r in self.inflight]
+        for flight in lost:
+            flight.cancel.set()
+            flight.decided = True
+            logger.warning("run=%s stopped: %s", flight.run.id, reason)
+        self.wake.set()
+
+    def held_before(self, seq: int) -> set[object]:
+        with self.lock:
+            return {r for r, f in self.inflight.items() if f.claim_seq <= seq and not f.decided}
+
+    # --- shutdown -------------------------------------------------------------------------
+    def _drain(self, *, grace: float, release_waiting: bool = True) -> None:
+        """Let running payloads finish up to `grace`, then release the rest back to the queue."""
+        deadline = time.monotonic() + grace
+        with self.lock:
+            waiting = [f for f in self.inflight.values() if f.started_mono is None]
+        if not release_waiting:
+            waiting = []
+        for flight in waiting:  # claimed early but not started: give back at once
+            flight.cancel.set()
+            self._decide(flight, ExecutionResult(ok=False), release=True)
+        while self.inflight and time.monotonic() < deadline:
+            self.wake.clear()
+            self._record()
+            self._enforce_deadlines()
+            if self.inflight:
+                self.wake.wait(min(0.2, max(0.0, deadline - time.monotonic())))
+        self._record()
+        with self.lock:
+            left = [f for f in self.inflight.values() if not f.decided]
+        for flight in left:
+            flight.cancel.set()
+            self._decide(flight, ExecutionResult(ok=False), release=True)
+        for _ in range(20):
+            self._record()
+            if not self.pending:
+                break
+
+
+def _deadline_slack(kind: str) -> float:
+    # Executables and HTTP calls enforce their own timeout; the worker's deadline is a backstop.
+    return 0.0 if kind == "handler" else 5.0
