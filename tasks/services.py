@@ -197,6 +197,7 @@ def skip_next(*, task: Task, now: datetime) -> Run:
             run.finished_at = now
             run.error = "skipped on request"
             run.save(update_fields=["status", "finished_at", "error"])
+            _complete_if_done(task)
             return run
         if task.status != Task.Status.ACTIVE or task.next_run_at is None:
             raise Conflict("the task has no next occurrence to skip")
@@ -218,8 +219,17 @@ def skip_next(*, task: Task, now: datetime) -> Run:
         if max_runs is not None and task.runs_planned >= max_runs:
             task.next_run_at = None
         task.save(update_fields=["next_run_at", "runs_planned", "updated_at"])
+        _complete_if_done(task)
         notify(TASK_CHANGED_CHANNEL)
     return run
+
+
+def _complete_if_done(task: Task) -> None:
+    # Skipping the last occurrence leaves nothing to run: the task is complete, as when a
+    # worker finishes its last run.
+    from tasks.queue import complete_finished_tasks
+
+    complete_finished_tasks(task_ids=[task.pk])
 
 
 def notify_cancel(run_id: Any) -> None:

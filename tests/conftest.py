@@ -21,16 +21,16 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture
-def user(db):  # noqa: ANN001, ANN201
+def user(db):
     return UserFactory()
 
 
 @pytest.fixture
-def other_user(db):  # noqa: ANN001, ANN201
+def other_user(db):
     return UserFactory()
 
 
-def client_for(user) -> APIClient:  # noqa: ANN001
+def client_for(user) -> APIClient:
     client = APIClient()
     token = RefreshToken.for_user(user).access_token
     client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
@@ -38,12 +38,12 @@ def client_for(user) -> APIClient:  # noqa: ANN001
 
 
 @pytest.fixture
-def api(user) -> APIClient:  # noqa: ANN001
+def api(user) -> APIClient:
     return client_for(user)
 
 
 @pytest.fixture
-def other_api(other_user) -> APIClient:  # noqa: ANN001
+def other_api(other_user) -> APIClient:
     return client_for(other_user)
 
 
@@ -111,7 +111,7 @@ class Processes:
 
 
 @pytest.fixture
-def processes(transactional_db, tmp_path) -> Iterator[Processes]:  # noqa: ANN001
+def processes(transactional_db, tmp_path) -> Iterator[Processes]:
     procs = Processes(tmp_path)
     yield procs
     procs.stop_all()

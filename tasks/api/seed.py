@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from django.http import QueryDict
@@ -24,10 +25,25 @@ PARSERS = [JSONParser, MultiPartParser, FormParser]
 
 def _plain(data: Any) -> dict:
     if isinstance(data, QueryDict):
-        return {key: data.get(key) for key in data}
+        body = {key: data.get(key) for key in data}
+        if isinstance(body.get("schedule"), str):
+            body["schedule"] = _form_schedule(body["schedule"])
+        return body
     if not isinstance(data, dict):
         raise serializers.ValidationError({"non_field_errors": ["Expected a JSON object."]})
     return dict(data)
+
+
+def _form_schedule(value: str) -> str:
+    """A form field carries the schedule as JSON text; the seed's bare cron string is not JSON,
+    so it travels on as a JSON string (which the schedule validator reads as a cron expression)."""
+    if not value.strip():
+        return value
+    try:
+        json.loads(value)
+    except ValueError:
+        return json.dumps(value)
+    return value
 
 
 def seed_to_api(data: Any, *, partial: bool) -> dict:
