@@ -18,8 +18,9 @@ from datetime import datetime, timedelta
 from queue import Empty, SimpleQueue
 
 from django.conf import settings
-from django.db import DatabaseError, close_old_connections
+from django.db import DatabaseError, close_old_connections, connection
 
+from notifications.delivery import start_delivery_thread
 from tasks import queue, retries
 from tasks.executors import ExecutionResult, execute
 from tasks.processes import process_name
@@ -64,6 +65,7 @@ class Worker:
     # --- the loop -------------------------------------------------------------------------
     def serve(self, stop: threading.Event, *, once: bool = False) -> None:
         """Run until `stop` is set; then stop claiming, drain, release what is left, return."""
+        delivery = start_delivery_thread(enabled=not once)  # notifications (issue 5)
         self.watch.start()
         try:
             while not stop.is_set():
@@ -77,6 +79,8 @@ class Worker:
                     self.wake.wait(self._sleep_seconds())
             self._drain(grace=settings.TASKS_SHUTDOWN_GRACE_SECONDS)
         finally:
+            if delivery is not None:
+                delivery.stop()
             self.watch.stop()
             self.pool.shutdown(wait=False, cancel_futures=True)
 
@@ -94,8 +98,9 @@ class Worker:
                 prefetch_seconds=self.prefetch,
                 owner_cap=self.owner_cap,
             )
-        except DatabaseError:
-            logger.exception("claim failed; retrying")
+        except DatabaseError as exc:
+            logger.warning("claim failed (%s); retrying", exc)
+            connection.close()  # reconnect on the next attempt (e.g. after a database restart)
             time.sleep(0.5)
             return did
         for run in claimed:
@@ -108,6 +113,7 @@ class Worker:
             try:
                 until = queue.seconds_until_next_due()
             except DatabaseError:
+                connection.close()
                 until = None
             if until is not None:
                 wait = min(wait, max(0.0, until - self.prefetch))
@@ -171,8 +177,9 @@ class Worker:
         batch, self.pending = self.pending, []
         try:
             recorded = queue.record_outcomes(worker=self.name, outcomes=batch)
-        except DatabaseError:
-            logger.exception("recording %d outcomes failed; will retry", len(batch))
+        except DatabaseError as exc:
+            logger.warning("recording %d outcomes failed (%s); will retry", len(batch), exc)
+            connection.close()
             self.pending = batch + self.pending
             time.sleep(0.2)
             return True

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from typing import Any
 
 from tasks.handlers import HandlerContext, register
@@ -15,3 +16,4 @@ def record(context: HandlerContext, **args: Any) -> None:
     line = f"{context.idempotency_key} {context.run_id} {context.attempt}\n"
     with open(os.path.join(folder, f"{os.getpid()}.log"), "a") as out:
         out.write(line)
+    time.sleep(float(args.get("sleep", 0)))
