@@ -14,6 +14,8 @@ from uuid import UUID
 
 from django.db import connection, transaction
 
+from notifications import outbox
+from tasks import counters
 from tasks.models import TERMINAL_STATUSES
 
 _CLAIM_SQL = """
@@ -35,7 +37,7 @@ UPDATE tasks_run r
  WHERE r.id = picked.id AND t.id = r.task_id
 RETURNING r.id, r.task_id, r.scheduled_at, r.execute_at, r.attempt, r.max_attempts,
           t.kind, t.payload, t.executable, t.timeout, t.retry_backoff_base, t.retry_backoff_cap,
-          clock_timestamp()
+          clock_timestamp(), coalesce(t.schedule->>'overlap', 'allow')
 """
 
 
@@ -54,6 +56,7 @@ class ClaimedRun:
     backoff_base: float
     backoff_cap: float
     claimed_at: datetime  # database clock at claim time
+    overlap: str = "allow"
 
     @property
     def idempotency_key(self) -> str:
@@ -87,6 +90,56 @@ def claim_runs(
             run.payload = json.loads(run.payload)
     claimed.sort(key=lambda run: run.execute_at)
     return claimed
+
+
+_OTHERS_RUNNING_SQL = """
+SELECT id, task_id, attempt FROM tasks_run
+ WHERE task_id = ANY(%(tasks)s) AND status = 'running' AND NOT (id = ANY(%(mine)s))
+"""
+
+_SKIP_SQL = """
+UPDATE tasks_run SET status = 'skipped', attempt = attempt - 1, finished_at = clock_timestamp(),
+       error = 'skipped: the previous run was still running (overlap policy)'
+ WHERE id = ANY(%(ids)s) AND status = 'running' AND worker = %(worker)s
+"""
+
+
+def resolve_overlaps(*, worker: str, claimed: list[ClaimedRun]) -> list[ClaimedRun]:
+    """Apply each task's overlap policy to freshly claimed runs; return the runs to execute.
+
+    `skip`: a run whose task has another run in flight is recorded `skipped` instead of run.
+    `cancel_previous`: the task's other runs in flight are cancelled (their workers are told).
+    Tasks with the default `allow` cost nothing here: the common path makes no query.
+    """
+    policed = [run for run in claimed if run.overlap != "allow"]
+    if not policed:
+        return claimed
+    from tasks.models import Run
+    from tasks.run_services import cancel_running
+
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(
+            _OTHERS_RUNNING_SQL,
+            {"tasks": [r.task_id for r in policed], "mine": [r.id for r in claimed]},
+        )
+        others = cursor.fetchall()
+        busy = {task_id for _, task_id, _ in others}
+        skipped = [r.id for r in policed if r.overlap == "skip" and r.task_id in busy]
+        if skipped:
+            cursor.execute(_SKIP_SQL, {"ids": skipped, "worker": worker})
+        cancel_tasks = {r.task_id for r in policed if r.overlap == "cancel_previous"}
+        now = _db_now(cursor)
+        for run_id, task_id, _attempt in others:
+            if task_id in cancel_tasks:
+                previous = Run.objects.get(pk=run_id)
+                cancel_running(run=previous, now=now, reason="cancelled: a newer run started "
+                               "(overlap policy cancel_previous)")  # fmt: skip
+    return [run for run in claimed if run.id not in set(skipped)]
+
+
+def _db_now(cursor: Any) -> datetime:
+    cursor.execute("SELECT clock_timestamp()")
+    return cursor.fetchone()[0]
 
 
 def seconds_until_next_due() -> float | None:
@@ -178,6 +231,16 @@ def record_outcomes(*, worker: str, outcomes: list[Outcome]) -> list[tuple[UUID,
         with connection.cursor() as cursor:
             cursor.execute(_FINISH_SQL, params)
             recorded = cursor.fetchall()
+            # Outbox (issue 5): notification rows commit with the outcome, one statement a batch.
+            outbox.enqueue(cursor, events=outbox.outcome_events(recorded, outcomes))
+            # /metrics counters (issue 6): one upsert per batch, committed with the outcomes.
+            counters.count_events(
+                cursor,
+                process=worker,
+                events=counters.outcome_events(
+                    recorded, {o.run_id: o.attempt_outcome for o in outcomes}
+                ),
+            )
         finished_tasks = [task_id for _, task_id, status in recorded if status in TERMINAL_STATUSES]
         if finished_tasks:
             complete_finished_tasks(task_ids=finished_tasks)

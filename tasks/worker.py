@@ -103,9 +103,11 @@ class Worker:
             connection.close()  # reconnect on the next attempt (e.g. after a database restart)
             time.sleep(0.5)
             return did
+        asked = len(claimed)
+        claimed = queue.resolve_overlaps(worker=self.name, claimed=claimed)
         for run in claimed:
             self._dispatch(run)
-        return did or len(claimed) == free
+        return did or asked == free
 
     def _sleep_seconds(self) -> float:
         wait = self.poll
@@ -144,6 +146,17 @@ class Worker:
         timeout = flight.run.timeout or settings.TASKS_DEFAULT_TIMEOUT_SECONDS
         flight.started_mono = time.monotonic()
         flight.deadline_mono = flight.started_mono + timeout + _deadline_slack(flight.run.kind)
+        # One structured line per start (issue 6); the fields become JSON keys in production.
+        run = flight.run
+        logger.info(
+            "run started run=%s task=%s attempt=%s kind=%s",
+            run.id,
+            run.task_id,
+            run.attempt,
+            run.kind,
+            extra={"event": "run_started", "run": str(run.id), "task": str(run.task_id),
+                   "attempt": run.attempt, "kind": run.kind},
+        )  # fmt: skip
         try:
             result = execute(flight.run, cancel=flight.cancel, timeout=timeout)
         finally:
@@ -238,7 +251,10 @@ class Worker:
             outcome,
             status,
             duration,
-        )
+            extra={"event": "run_finished", "run": str(run.id), "task": str(run.task_id),
+                   "attempt": run.attempt, "outcome": outcome, "status": status,
+                   "duration": round(duration, 3)},
+        )  # fmt: skip
 
     def lose(self, run_ids: set[object], *, reason: str) -> None:
         """Stop the payloads of runs this worker no longer holds; their results will be dropped."""
