@@ -5,3 +5,6 @@ from django.apps import AppConfig
 
 class ReviewersConfig(AppConfig):
     name = "reviewers"
+
+    def ready(self) -> None:
+        from reviewers import checks  # noqa: F401  (registers the system checks)

@@ -3,9 +3,15 @@
 from __future__ import annotations
 
 import logging
+import os
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from uuid import UUID
 
 from django.db import connection, transaction
+
+from notifications import outbox
+from tasks import counters
 
 logger = logging.getLogger(__name__)
 
@@ -43,6 +49,7 @@ SELECT id, status, task_id FROM moved
 _STARVED_SQL = """
 UPDATE tasks_run SET status = 'waiting_for_resource'
  WHERE status = 'scheduled' AND execute_at < clock_timestamp() - make_interval(secs => %(sla)s)
+RETURNING id, task_id, attempt
 """
 
 
@@ -63,6 +70,10 @@ def rescue_stuck_runs(*, after_seconds: float, batch: int = 500) -> RescueResult
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(_RESCUE_SQL, {"after": after_seconds, "batch": batch})
         rows = cursor.fetchall()
+        # Outbox (issue 5): `stuck` (and `retries_exhausted` when spent) commit with the rescue.
+        outbox.enqueue(cursor, events=outbox.rescue_events(rows))
+        # /metrics counters: a rescue is an attempt's outcome, and a final `failed` when spent.
+        counters.count_events(cursor, process=f"reviewer:{os.getpid()}", events=_counted(rows))
         if any(status == "scheduled" for _, status, _ in rows):
             cursor.execute("SELECT pg_notify('scheduler_run_due', '')")
         failed_tasks = [task_id for _, status, task_id in rows if status == "failed"]
@@ -74,8 +85,18 @@ def rescue_stuck_runs(*, after_seconds: float, batch: int = 500) -> RescueResult
     return RescueResult(rescued=len(rows) - failed, failed=failed)
 
 
+def _counted(rows: Iterable[tuple[UUID, str, UUID]]) -> Iterator[tuple[UUID, str, str]]:
+    for _, status, task_id in rows:
+        yield task_id, "attempt", "rescued"
+        if status == "failed":
+            yield task_id, "finished", "failed"
+
+
 def flag_starved_runs(*, sla_seconds: float) -> int:
     """Mark due runs not started within the SLA `waiting_for_resource` (still claimable)."""
-    with connection.cursor() as cursor:
+    with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(_STARVED_SQL, {"sla": sla_seconds})
-        return cursor.rowcount
+        # Outbox (issue 5): a `stuck` notification per flagged run, in the same transaction.
+        rows = cursor.fetchall()
+        outbox.enqueue(cursor, events=[(run, task, n, "stuck") for run, task, n in rows])
+        return len(rows)

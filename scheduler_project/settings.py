@@ -223,15 +223,155 @@ SCHEDULER_OUTBOUND_TIMEOUT_SECONDS = env_float("SCHEDULER_OUTBOUND_TIMEOUT_SECON
 SCHEDULER_METRICS_TOKEN = env_secret("SCHEDULER_METRICS_TOKEN")
 SCHEDULER_PUBLIC_URL = os.environ.get("SCHEDULER_PUBLIC_URL", "http://127.0.0.1:8000")
 
-LOGGING = {
-    "version": 1,
-    "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
-    "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
-    "loggers": {"django.db.backends": {"level": "INFO"}},
-}
+# LOGGING: see the operations block at the end (JSON lines, redaction).
 SCHEDULER_SANDBOX_ALLOW_RLIMIT_ONLY = env_bool("SCHEDULER_SANDBOX_ALLOW_RLIMIT_ONLY", False)
 SCHEDULER_MAX_UPLOAD_BYTES = env_int("SCHEDULER_MAX_UPLOAD_BYTES", 10 * 2**20)
 DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("SCHEDULER_MAX_JSON_BYTES", 2 * 2**20)
 FILE_UPLOAD_MAX_MEMORY_SIZE = 2 * 2**20
+
+# --- Notifications (issue 5; docs/notifications.md lists every one) ---------------------------
+# Workers run a delivery thread; set false to deliver only from `manage.py runnotifier`.
+NOTIFICATIONS_DELIVER_IN_WORKER = env_bool("NOTIFICATIONS_DELIVER_IN_WORKER", True)
+NOTIFICATIONS_BATCH_SIZE = env_int("NOTIFICATIONS_BATCH_SIZE", 20)
+NOTIFICATIONS_DELIVERY_CONCURRENCY = env_int("NOTIFICATIONS_DELIVERY_CONCURRENCY", 4)
+# LISTEN/NOTIFY wakes deliverers at once; this poll only bounds how long a missed wake-up lasts.
+NOTIFICATIONS_POLL_SECONDS = env_float("NOTIFICATIONS_POLL_SECONDS", 5.0)
+# A claimed notification is not claimed again for this long (a deliverer died mid-send).
+NOTIFICATIONS_LEASE_SECONDS = env_float("NOTIFICATIONS_LEASE_SECONDS", 120.0)
+NOTIFICATIONS_RETRY_BASE_SECONDS = env_float("NOTIFICATIONS_RETRY_BASE_SECONDS", 5.0)
+NOTIFICATIONS_RETRY_CAP_SECONDS = env_float("NOTIFICATIONS_RETRY_CAP_SECONDS", 600.0)
+NOTIFICATIONS_RETRY_WINDOW_SECONDS = env_float("NOTIFICATIONS_RETRY_WINDOW_SECONDS", 3600.0)
+SCHEDULER_SLACK_API_URL = os.environ.get("SCHEDULER_SLACK_API_URL", "https://slack.com/api/")
+# Fernet key(s) for channel secrets at rest, comma-separated (the first encrypts). Tests and the
+# embedded quick start (whose SECRET_KEY was generated into SCHEDULER_DATA_DIR) derive one from
+# SECRET_KEY; a deployment sets its own (notifications.W001 warns when it is missing).
+SCHEDULER_ENCRYPTION_KEY = env_secret("SCHEDULER_ENCRYPTION_KEY")
+_QUICKSTART_KEY_FILE = DATA_DIR / "secret_key"
+if not SCHEDULER_ENCRYPTION_KEY and (
+    TESTING
+    or (_QUICKSTART_KEY_FILE.is_file() and _QUICKSTART_KEY_FILE.read_text().strip() == SECRET_KEY)
+):
+    import base64
+    import hashlib
+
+    _digest = hashlib.sha256(b"scheduler-notifications-secrets:" + SECRET_KEY.encode()).digest()
+    SCHEDULER_ENCRYPTION_KEY = base64.urlsafe_b64encode(_digest).decode("ascii")
+
+# --- Operations (issue 6: logs, metrics, health, retention, read replicas) --------------------
+# docs/configuration.md lists every variable below; docs/operations.md says how to use them.
+from scheduler_project.logging import logging_config  # noqa: E402
+
+# JSON lines for log shippers in production; plain text for people (DEBUG) and tests.
+LOG_FORMAT = os.environ.get("LOG_FORMAT") or ("plain" if DEBUG or TESTING else "json")
+LOGGING = logging_config(log_format=LOG_FORMAT, level=os.environ.get("LOG_LEVEL", "INFO"))
+# API request count and latency by route; first, so it times every other middleware as well.
+MIDDLEWARE.insert(0, "tasks.api.request_metrics.RequestMetricsMiddleware")
+# /metrics' start-lateness histogram and notification figures cover this recent window.
+SCHEDULER_METRICS_WINDOW_SECONDS = env_float("SCHEDULER_METRICS_WINDOW_SECONDS", 300.0)
+# /health warns (without failing) when a notification has been pending this long.
+SCHEDULER_HEALTH_NOTIFICATION_WARN_SECONDS = env_float(
+    "SCHEDULER_HEALTH_NOTIFICATION_WARN_SECONDS", 300.0
+)
+# Retention: finished runs (with attempts and notifications) older than this are pruned by the
+# reviewer, per final status; ten years by default, as the storage sizing assumes.
+REVIEWERS_RETENTION_DAYS = env_int("REVIEWERS_RETENTION_DAYS", 3650)
+REVIEWERS_RETENTION_DAYS_BY_STATUS = {
+    status: env_int(f"REVIEWERS_RETENTION_DAYS_{status.upper()}", REVIEWERS_RETENTION_DAYS)
+    for status in ("succeeded", "failed", "cancelled", "skipped")
+}
+REVIEWERS_PRUNE_BATCH_SIZE = env_int("REVIEWERS_PRUNE_BATCH_SIZE", 1000)
+REVIEWERS_PRUNE_INTERVAL_SECONDS = env_float("REVIEWERS_PRUNE_INTERVAL_SECONDS", 60.0)
+REVIEWERS_PROCESS_RETENTION_DAYS = env_int("REVIEWERS_PROCESS_RETENTION_DAYS", 7)
+REVIEWERS_SAMPLE_RETENTION_DAYS = env_int("REVIEWERS_SAMPLE_RETENTION_DAYS", 30)
+# A read replica for the API's GET requests (scheduler_project/routers.py); every write, and
+# every read by the scheduler, worker and reviewer, stays on the primary.
+DATABASE_REPLICA_URL = env_secret("DATABASE_REPLICA_URL")
+if DATABASE_REPLICA_URL:
+    _replica = environ.Env.db_url_config(DATABASE_REPLICA_URL)
+    DATABASES["replica"] = {
+        **DATABASES["default"],
+        **_replica,
+        "ENGINE": "django.db.backends.postgresql",
+        "HOST": unquote(str(_replica.get("HOST") or "")),
+        "OPTIONS": {**DATABASES["default"]["OPTIONS"], **_replica.get("OPTIONS", {})},
+        "TEST": {"MIRROR": "default"},
+    }
+    DATABASE_ROUTERS = ["scheduler_project.routers.ReplicaRouter"]
+    MIDDLEWARE.append("scheduler_project.routers.ReplicaReadMiddleware")
+
+# --- Security (issue 8; docs/security.md says what each line defends against) ----------------
+# Request bodies: 413 as JSON over these limits, before anything reads the body (chunked too).
+SCHEDULER_MAX_JSON_BYTES = DATA_UPLOAD_MAX_MEMORY_SIZE
+MIDDLEWARE.insert(
+    MIDDLEWARE.index("django.middleware.security.SecurityMiddleware"),
+    "scheduler_project.middleware.RequestSizeLimitMiddleware",
+)
+FILE_UPLOAD_HANDLERS = [
+    "scheduler_project.middleware.UploadSizeLimitHandler",
+    "django.core.files.uploadhandler.MemoryFileUploadHandler",
+    "django.core.files.uploadhandler.TemporaryFileUploadHandler",
+]
+# Writes per user (DRF rate: "<count>/<second|minute|hour|day>"; empty: no limit) → 429.
+SCHEDULER_WRITE_RATE = os.environ.get("SCHEDULER_WRITE_RATE", "1200/minute")
+REST_FRAMEWORK["DEFAULT_THROTTLE_CLASSES"] = ["tasks.api.throttling.WriteRateThrottle"]
+# DRF's parsers, but JSON nested past the recursion limit is a 400 (tasks.api.parsers), not a 500.
+REST_FRAMEWORK["DEFAULT_PARSER_CLASSES"] = [
+    "tasks.api.parsers.JSONParser",
+    "rest_framework.parsers.FormParser",
+    "rest_framework.parsers.MultiPartParser",
+]
+REST_FRAMEWORK["DEFAULT_AUTHENTICATION_CLASSES"] = ["scheduler_project.auth.JWTAuthentication"]
+SPECTACULAR_SETTINGS["POSTPROCESSING_HOOKS"] = [
+    "drf_spectacular.hooks.postprocess_schema_enums",
+    "scheduler_project.schema.document_errors",
+]
+# The key that signs the service's own tokens: 32 bytes at least (HS256's key size).
+if len(SIMPLE_JWT["SIGNING_KEY"].encode()) < 32 and not TESTING:
+    raise ImproperlyConfigured(
+        "JWT_SIGNING_KEY (or SECRET_KEY when it is unset) must be at least 32 bytes long"
+    )
+# Tokens of an external identity provider (asymmetric only), verified by scheduler_project.auth.
+SCHEDULER_EXTERNAL_JWT: dict | None = None
+if env_secret("JWT_VERIFYING_KEY") or os.environ.get("JWT_JWK_URL"):
+    SCHEDULER_EXTERNAL_JWT = {
+        "ALGORITHM": os.environ.get("JWT_ALGORITHM") or "RS256",
+        "VERIFYING_KEY": env_secret("JWT_VERIFYING_KEY"),
+        "JWK_URL": os.environ.get("JWT_JWK_URL", ""),
+        "AUDIENCE": os.environ.get("JWT_AUDIENCE") or None,
+        "ISSUER": os.environ.get("JWT_ISSUER") or None,
+        "USER_CLAIM": os.environ.get("JWT_USER_CLAIM") or "sub",
+        "USER_FIELD": os.environ.get("JWT_USER_FIELD") or "username",
+        "LEEWAY_SECONDS": env_int("JWT_LEEWAY_SECONDS", 0),
+    }
+    if SCHEDULER_EXTERNAL_JWT["ALGORITHM"] not in (
+        *("RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512"),
+        "EdDSA",
+    ):
+        raise ImproperlyConfigured("JWT_ALGORITHM must be an asymmetric algorithm such as RS256")
+# TLS terminated by a reverse proxy that sets X-Forwarded-Proto: secure cookies, HTTPS redirect
+# (probes and scrapers on /health and /metrics stay on plain HTTP) and HSTS. Off for the quick
+# start, which serves plain HTTP on 127.0.0.1.
+SCHEDULER_BEHIND_TLS_PROXY = env_bool("SCHEDULER_BEHIND_TLS_PROXY", False)
+if SCHEDULER_BEHIND_TLS_PROXY:
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    SECURE_SSL_REDIRECT = True
+    SECURE_REDIRECT_EXEMPT = [r"^health(/live)?$", r"^metrics$"]
+    SESSION_COOKIE_SECURE = True
+    CSRF_COOKIE_SECURE = True
+    SECURE_HSTS_SECONDS = env_int("SCHEDULER_HSTS_SECONDS", 365 * 24 * 3600)
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SCHEDULER_HSTS_INCLUDE_SUBDOMAINS", True)
+    SECURE_HSTS_PRELOAD = env_bool("SCHEDULER_HSTS_PRELOAD", False)
+SESSION_COOKIE_HTTPONLY = True
+# urllib3 logs each request line at DEBUG, path and query included: a Slack webhook URL's path
+# is its credential, and that line has no scheme or host for the redaction filter to spot.
+LOGGING["loggers"].setdefault("urllib3", {"level": "INFO"})
+# One name per choice set, so the served schema is stable and `check --deploy` has no warning.
+SPECTACULAR_SETTINGS["ENUM_NAME_OVERRIDES"] = {
+    "TaskKindEnum": "tasks.models.Task.Kind",
+    "TaskStatusEnum": "tasks.models.Task.Status",
+    "RunStatusEnum": "tasks.models.Run.Status",
+    "ChannelKindEnum": "notifications.models.Channel.Kind",
+    "NotificationStatusEnum": "notifications.models.Notification.Status",
+    "NotificationEventEnum": "notifications.models.Notification.Event",
+    "EventEnum": "notifications.models.EVENTS",
+}

@@ -1,8 +1,54 @@
+"""The Django admin operators run the service from: tasks, runs, processes, and the dashboard.
+
+Every action goes through tasks.services / tasks.run_services, exactly like the API. Every
+changelist stays fast with millions of runs: no full counts (EstimatedCountPaginator,
+show_full_result_count = False), static filters, uuid search by primary key, and an ordering
+each filter's index can serve (docs/operations.md has the measurement).
+"""
+
 from __future__ import annotations
 
-from django.contrib import admin
+from collections.abc import Callable
+from typing import Any
 
-from tasks.models import Attempt, Process, Run, Task
+from django.contrib import admin, messages
+from django.db.models import Q, QuerySet
+from django.http import HttpRequest
+from django.urls import reverse
+from django.utils.html import format_html
+
+from tasks import run_services, services
+from tasks.admin_lists import (
+    EstimatedCountPaginator,
+    OwnerFilter,
+    PriorityFilter,
+    ScheduleTypeFilter,
+    parse_uuid,
+)
+from tasks.db import db_now
+from tasks.exceptions import TasksError
+from tasks.models import TERMINAL_STATUSES, Attempt, Process, Run, Task
+
+# The index page links the dashboard (templates/admin/tasks_index.html).
+admin.site.index_template = "admin/tasks_index.html"
+
+
+def _apply(
+    modeladmin: admin.ModelAdmin, request: HttpRequest, queryset: QuerySet, verb: str, fn: Callable
+) -> None:
+    """Call a service for each selected row; report successes and refusals (409s) separately."""
+    done, refused = 0, []
+    now = db_now()
+    for obj in queryset[:500]:  # a bulk action on "select all" must stay bounded
+        try:
+            fn(obj, now)
+            done += 1
+        except TasksError as exc:
+            refused.append(f"{obj}: {exc.detail}")
+    if done:
+        modeladmin.message_user(request, f"{verb}: {done}", messages.SUCCESS)
+    for line in refused[:20]:
+        modeladmin.message_user(request, line, messages.WARNING)
 
 
 class RunInline(admin.TabularInline):
@@ -14,38 +60,89 @@ class RunInline(admin.TabularInline):
     max_num = 0
     show_change_link = True
 
-    def get_queryset(self, request):
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Run]:
         # Only the most recent runs: a recurring task may have millions.
         queryset = super().get_queryset(request)
         ids = list(queryset.order_by("-scheduled_at").values_list("id", flat=True)[:20])
         return queryset.filter(id__in=ids)
 
-    def has_add_permission(self, request, obj=None) -> bool:
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
 
 
 @admin.register(Task)
 class TaskAdmin(admin.ModelAdmin):
-    list_display = [
-        "__str__",
-        "owner",
-        "kind",
-        "schedule_type",
-        "priority",
-        "status",
-        "next_run_at",
-    ]
-    list_filter = ["status", "kind", "schedule_type", "priority"]
-    search_fields = ["id", "name", "dedup_key", "owner__username"]
-    raw_id_fields = ["owner"]
-    readonly_fields = ["id", "next_run_at", "runs_planned", "created_at", "updated_at"]
+    list_display = ["__str__", "owner", "kind", "schedule_type", "priority", "status"]
+    list_display += ["next_run_at", "runs_link"]
+    list_filter = ["status", "kind", OwnerFilter, PriorityFilter, ScheduleTypeFilter]
+    list_select_related = ["owner"]
+    search_fields = ["name", "dedup_key", "=owner__username"]
     inlines = [RunInline]
+    show_full_result_count = False
+    paginator = EstimatedCountPaginator
+    actions = ["pause", "resume", "run_now", "cancel"]
+
+    def get_ordering(self, request: HttpRequest) -> list[str]:
+        # One owner's tasks by task_owner_created_idx; otherwise the uuid7 key, newest first.
+        return ["-created_at"] if "owner" in request.GET else ["-id"]
+
+    def get_search_results(
+        self, request: HttpRequest, queryset: QuerySet, search_term: str
+    ) -> tuple[QuerySet, bool]:
+        # A pasted id is looked up by primary key, not matched as text across the table.
+        task_id = parse_uuid(search_term)
+        if task_id is not None:
+            return queryset.filter(pk=task_id), False
+        return super().get_search_results(request, queryset, search_term)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False  # tasks are created through the API, whose serializers validate them
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        # Changes go through the actions (services, which replan); the task page is read-only.
+        return obj is None and super().has_change_permission(request)
+
+    @admin.display(description="runs")
+    def runs_link(self, task: Task) -> str:
+        url = reverse("admin:tasks_run_changelist") + f"?task__id__exact={task.pk}"
+        return format_html('<a href="{}">runs</a>', url)
+
+    @admin.action(description="Pause the selected tasks", permissions=["change"])
+    def pause(self, request: HttpRequest, queryset: QuerySet[Task]) -> None:
+        _apply(
+            self, request, queryset, "paused", lambda t, now: services.pause_task(task=t, now=now)
+        )
+
+    @admin.action(description="Resume the selected tasks", permissions=["change"])
+    def resume(self, request: HttpRequest, queryset: QuerySet[Task]) -> None:
+        _apply(
+            self, request, queryset, "resumed", lambda t, now: services.resume_task(task=t, now=now)
+        )
+
+    @admin.action(description="Run the selected tasks now (one extra run)", permissions=["change"])
+    def run_now(self, request: HttpRequest, queryset: QuerySet[Task]) -> None:
+        _apply(
+            self,
+            request,
+            queryset,
+            "runs created",
+            lambda t, now: services.run_now(task=t, now=now),
+        )
+
+    @admin.action(
+        description="Cancel the selected tasks (stops running runs too)", permissions=["change"]
+    )
+    def cancel(self, request: HttpRequest, queryset: QuerySet[Task]) -> None:
+        _apply(self, request, queryset, "cancelled",
+               lambda t, now: services.cancel_task(task=t, force=True, now=now))  # fmt: skip
 
 
 class AttemptInline(admin.TabularInline):
     model = Attempt
-    fields = ["number", "worker", "started_at", "finished_at", "outcome", "error"]
+    fields = ["number", "worker", "started_at", "finished_at", "outcome", "exit_code"]
+    fields += ["http_status", "error"]
     readonly_fields = fields
+    ordering = ["number"]
     extra = 0
     max_num = 0
 
@@ -53,16 +150,91 @@ class AttemptInline(admin.TabularInline):
 @admin.register(Run)
 class RunAdmin(admin.ModelAdmin):
     list_display = ["id", "task", "scheduled_at", "status", "attempt", "priority", "worker"]
-    list_filter = ["status", "priority"]
-    search_fields = ["id", "task__id", "task__name"]
+    list_display += ["started_at", "finished_at"]
+    # Date: Today / Past 7 days / This month / This year, as ranges; no date_hierarchy, whose
+    # drill-down runs SELECT DISTINCT over the whole table.
+    list_filter = ["status", ("scheduled_at", admin.DateFieldListFilter)]
+    list_select_related = ["task"]
+    search_fields = ["task__name"]
     raw_id_fields = ["task", "owner"]
-    readonly_fields = [f.name for f in Run._meta.fields]
-    date_hierarchy = "scheduled_at"
+    fields = ["id", "task", "owner", "status", "scheduled_at", "execute_at", "priority"]
+    fields += ["attempt", "max_attempts", "worker", "heartbeat_at", "started_at", "finished_at"]
+    fields += ["exit_code", "http_status", "error", "output_text", "created_at"]
+    readonly_fields = fields
     show_full_result_count = False
+    paginator = EstimatedCountPaginator
     inlines = [AttemptInline]
+    actions = ["retry", "cancel"]
+
+    def get_ordering(self, request: HttpRequest) -> list[str]:
+        # An ordering the filter's index can serve, read backwards and cut at the page size:
+        # finished statuses by run_status_finished_idx (status, finished_at); one task's runs by
+        # run_unique_task_scheduled_at (task, scheduled_at); a date range by
+        # run_scheduled_at_idx; otherwise the time-ordered uuid7 primary key, newest first.
+        if request.GET.get("status__exact") in TERMINAL_STATUSES:
+            return ["-finished_at"]
+        if "task__id__exact" in request.GET or "scheduled_at__gte" in request.GET:
+            return ["-scheduled_at"]
+        return ["-id"]
+
+    def get_search_results(
+        self, request: HttpRequest, queryset: QuerySet, search_term: str
+    ) -> tuple[QuerySet, bool]:
+        if not search_term.strip():
+            return queryset, False
+        # A pasted id finds the run, or every run of the task with that id, by index.
+        some_id = parse_uuid(search_term)
+        if some_id is not None:
+            return queryset.filter(Q(pk=some_id) | Q(task_id=some_id)), False
+        # A name matches tasks first (the small table), then their runs. The ids are passed as
+        # values, not a subquery, so the planner knows how many runs match and picks its plan.
+        tasks = Task.objects.filter(name__icontains=search_term).values_list("pk", flat=True)
+        return queryset.filter(task__in=list(tasks[:100])), False
+
+    @admin.display(description="output")
+    def output_text(self, run: Run) -> str:
+        return format_html('<pre style="white-space: pre-wrap">{}</pre>', run.output or "-")
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False  # runs come from schedules, "run now" and retries, never from a form
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        # The list may act (actions call services); the run page itself is read-only.
+        return obj is None and super().has_change_permission(request)
+
+    @admin.action(
+        description="Retry the selected runs (failed or cancelled)", permissions=["change"]
+    )
+    def retry(self, request: HttpRequest, queryset: QuerySet[Run]) -> None:
+        _apply(self, request, queryset, "retried",
+               lambda r, now: run_services.retry_run(run=r, now=now))  # fmt: skip
+
+    @admin.action(
+        description="Cancel the selected runs (running ones are stopped)", permissions=["change"]
+    )
+    def cancel(self, request: HttpRequest, queryset: QuerySet[Run]) -> None:
+        _apply(self, request, queryset, "cancelled",
+               lambda r, now: run_services.cancel_run(run=r, now=now))  # fmt: skip
 
 
 @admin.register(Process)
 class ProcessAdmin(admin.ModelAdmin):
-    list_display = ["name", "role", "host", "pid", "started_at", "last_seen_at", "stopped_at"]
-    list_filter = ["role"]
+    list_display = ["name", "role", "host", "pid", "concurrency", "started_at", "last_seen_at"]
+    list_display += ["stopped_at", "alive"]
+    list_filter = ["role", ("stopped_at", admin.EmptyFieldListFilter)]
+    search_fields = ["name", "host"]
+    ordering = ["-last_seen_at"]
+    readonly_fields = [f.name for f in Process._meta.fields]
+
+    @admin.display(boolean=True, description="alive")
+    def alive(self, process: Process) -> bool:
+        from django.conf import settings
+        from django.utils import timezone
+
+        if process.stopped_at is not None:
+            return False
+        age = (timezone.now() - process.last_seen_at).total_seconds()
+        return age <= settings.REVIEWERS_PROCESS_DEAD_AFTER_SECONDS
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False

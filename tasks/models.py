@@ -157,6 +157,9 @@ class Run(models.Model):
             models.Index(fields=["worker"], condition=Q(status="running"), name="run_running_idx"),
             models.Index(fields=["owner", "-scheduled_at"], name="run_owner_scheduled_idx"),
             models.Index(fields=["status", "finished_at"], name="run_status_finished_idx"),
+            # The admin's date filter and its newest-first order (issue 6); scheduled_at never
+            # changes, so this index costs one entry per insert and nothing on updates.
+            models.Index(fields=["scheduled_at"], name="run_scheduled_at_idx"),
         ]
 
     def __str__(self) -> str:
@@ -220,3 +223,52 @@ class Process(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+
+# --- Operations (issue 6): the figures behind /metrics and the admin dashboard ---------------
+
+
+class RunCounter(models.Model):
+    """Cumulative counts behind the `*_total` metrics, never pruned by retention.
+
+    Workers add one batch of outcomes per upsert (tasks/queue.py), reviewers their rescues.
+    Sharded by process so several workers never queue behind one hot row; /metrics sums shards.
+    """
+
+    id = models.BigAutoField(primary_key=True)
+    metric = models.CharField(max_length=16)  # "finished" (final status) | "attempt" (outcome)
+    kind = models.CharField(max_length=16)
+    outcome = models.CharField(max_length=24)
+    shard = models.SmallIntegerField()
+    value = models.BigIntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["metric", "kind", "outcome", "shard"], name="run_counter_unique"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.metric}:{self.kind}:{self.outcome}#{self.shard}={self.value}"
+
+
+class QueueSample(models.Model):
+    """One row per minute, written by a reviewer: the admin dashboard's last-hour charts.
+
+    Depth is measured when the row is written (just after its minute); throughput and start
+    lateness cover the runs that finished during the minute.
+    """
+
+    minute = models.DateTimeField(primary_key=True)
+    due = models.IntegerField()
+    waiting_for_resource = models.IntegerField()
+    running = models.IntegerField()
+    finished = models.IntegerField()
+    failed = models.IntegerField()
+    lateness_p50 = models.FloatField(null=True)
+    lateness_p99 = models.FloatField(null=True)
+    lateness_max = models.FloatField(null=True)
+
+    def __str__(self) -> str:
+        return self.minute.isoformat()

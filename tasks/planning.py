@@ -9,10 +9,12 @@ from itertools import islice
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import QuerySet
 
+from notifications.outbox import enqueue
 from tasks import schedules
 from tasks.db import RUN_DUE_CHANNEL, notify
-from tasks.models import Run, Task
+from tasks.models import CLAIMABLE_STATUSES, Run, Task
 
 logger = logging.getLogger(__name__)
 
@@ -37,6 +39,30 @@ def plan_task(task: Task, *, now: datetime, horizon: datetime) -> PlanResult:
     """
     if task.next_run_at is None or task.next_run_at > horizon:
         return PlanResult()
+    runs = advance(task, now=now, horizon=horizon)
+    Run.objects.bulk_create(runs, ignore_conflicts=True)
+    # Outbox (issue 5): `missed` per occurrence recorded skipped, in the planning transaction.
+    enqueue(None, events=[(r.id, task.id, 0, "missed") for r in runs if r.status == "skipped"])
+    task.save(update_fields=["next_run_at", "runs_planned", "updated_at"])
+    skipped = sum(1 for r in runs if r.status == Run.Status.SKIPPED)
+    if len(runs) > skipped:
+        notify(RUN_DUE_CHANNEL)
+    elif task.next_run_at is None:
+        # The last occurrences were missed and skipped: no worker will finish a run to
+        # complete the task, so it is completed here (if no earlier run is still unfinished).
+        from tasks.queue import complete_finished_tasks
+
+        complete_finished_tasks(task_ids=[task.pk])
+    return PlanResult(planned=len(runs) - skipped, skipped=skipped)
+
+
+def advance(task: Task, *, now: datetime, horizon: datetime) -> list[Run]:
+    """The runs (unsaved) of the task's occurrences up to `horizon`, applying the misfire policy;
+    advances `task.next_run_at` and `task.runs_planned` in memory. Pure apart from reading
+    settings, so bulk creation can plan many new tasks and insert them in two statements.
+    """
+    if task.next_run_at is None or task.next_run_at > horizon:
+        return []
     schedule = task.schedule
     max_runs = schedule.get("max_runs")
     misfire = schedule.get("misfire", "run_once")
@@ -52,40 +78,56 @@ def plan_task(task: Task, *, now: datetime, horizon: datetime) -> PlanResult:
         if max_runs is not None and task.runs_planned + len(times) >= max_runs:
             break
         times.append(at)
-    last_chunk = following is None or following > horizon
 
     # A one-time task runs however late it is planned; recurring ones follow their misfire policy.
     recurring = schedule.get("type") != "once"
     missed = [at for at in times if recurring and at < now - grace]
-    runnable_missed = _missed_to_run(missed, misfire=misfire, last_chunk=last_chunk)
+    room = None if max_runs is None else max_runs - task.runs_planned - len(times)
+    runnable_missed = _missed_to_run(
+        schedule, missed, misfire=misfire, following=following, cutoff=now - grace, room=room
+    )
+    missed_set = set(missed)
     runs = []
-    skipped = 0
     for at in times:
         status = Run.Status.SCHEDULED
-        if at in missed and at not in runnable_missed:
+        if at in missed_set and at not in runnable_missed:
             status = Run.Status.SKIPPED
-            skipped += 1
         runs.append(_new_run(task, at, status=status, now=now))
-    Run.objects.bulk_create(runs, ignore_conflicts=True)
 
     task.runs_planned += len(times)
     task.next_run_at = following if following is not None else _next_after(task, times)
     if max_runs is not None and task.runs_planned >= max_runs:
         task.next_run_at = None
-    task.save(update_fields=["next_run_at", "runs_planned", "updated_at"])
-    if len(runs) > skipped:
-        notify(RUN_DUE_CHANNEL)
-    return PlanResult(planned=len(runs) - skipped, skipped=skipped)
+    return runs
 
 
-def _missed_to_run(missed: list[datetime], *, misfire: str, last_chunk: bool) -> set[datetime]:
-    if not missed:
+def _missed_to_run(
+    schedule: dict,
+    missed: list[datetime],
+    *,
+    misfire: str,
+    following: datetime | None,
+    cutoff: datetime,
+    room: int | None,
+) -> set[datetime]:
+    """The missed occurrences of this pass that run: the latest of the whole catch-up.
+
+    `run_once` runs the latest missed occurrence, `run_all` the latest RUN_ALL_CAP. A catch-up
+    longer than one pass continues from `following`: missed occurrences still to come there
+    (before `cutoff`, within the `room` max_runs leaves) take precedence over this pass's.
+    """
+    cap = {"run_once": 1, "run_all": RUN_ALL_CAP}.get(misfire, 0)
+    if not missed or cap == 0:
         return set()
-    if misfire == "run_all":
-        return set(missed[-RUN_ALL_CAP:])
-    if misfire == "run_once" and last_chunk:
-        return {missed[-1]}
-    return set()
+    later = 0
+    if following is not None and following < cutoff:
+        limit = cap if room is None else min(cap, room)
+        for at in schedules.fire_times(schedule, after=following - timedelta(microseconds=1)):
+            if at >= cutoff or later >= limit:
+                break
+            later += 1
+    keep = cap - later
+    return set(missed[-keep:]) if keep > 0 else set()
 
 
 def _next_after(task: Task, times: list[datetime]) -> datetime | None:
@@ -144,6 +186,40 @@ def next_planning_at() -> datetime | None:
     if first is None:
         return None
     return first - timedelta(seconds=settings.TASKS_LOOKAHEAD_SECONDS)
+
+
+def next_runs(task: Task, *, now: datetime, count: int = 5) -> list[datetime]:
+    """The task's next `count` fire times, as its `next_runs` shows them.
+
+    Occurrences already planned but not started, due at `now` or later, come first: the
+    look-ahead plans them before they are due, and `next_run_at` is only the first occurrence
+    not planned yet. Then the schedule's fire times from `next_run_at`, by the same
+    `fire_times` the scheduler plans with, within what max_runs leaves. A skipped occurrence is
+    not listed: it will not run.
+    """
+    if task.status != Task.Status.ACTIVE:
+        return []
+    prefetched = getattr(task, "pending_runs", None)  # a list endpoint's one query per page
+    if prefetched is not None:
+        pending = [run.scheduled_at for run in prefetched if run.scheduled_at >= now][:count]
+    else:
+        pending = list(
+            pending_runs(task.runs.all(), now=now).values_list("scheduled_at", flat=True)[:count]
+        )
+    upcoming: list[datetime] = []
+    if task.next_run_at is not None:
+        max_runs = task.schedule.get("max_runs")
+        left = count if max_runs is None else max(0, min(count, max_runs - task.runs_planned))
+        after = task.next_run_at - timedelta(microseconds=1)
+        upcoming = list(islice(schedules.fire_times(task.schedule, after=after), left))
+    return sorted({*pending, *upcoming})[:count]
+
+
+def pending_runs(runs: QuerySet[Run], *, now: datetime) -> QuerySet[Run]:
+    """Planned occurrences not started yet, due at `now` or later, earliest first."""
+    return runs.filter(status__in=CLAIMABLE_STATUSES, attempt=0, scheduled_at__gte=now).order_by(
+        "scheduled_at"
+    )
 
 
 def preview(schedule: dict, *, now: datetime, count: int) -> list[datetime]:

@@ -18,26 +18,39 @@ from notifications import outbox
 from tasks import counters
 from tasks.models import TERMINAL_STATUSES
 
-_CLAIM_SQL = """
-WITH picked AS (
+_CLAIM_CTES = """
+capped AS (
+    -- Owners already at their cap of running runs: computed once per claim, from the small
+    -- running set (run_running_idx), not once per candidate row.
+    SELECT owner_id FROM tasks_run
+     WHERE status = 'running' AND %(owner_cap)s > 0
+     GROUP BY owner_id HAVING count(*) >= %(owner_cap)s
+), picked AS (
     SELECT r.id FROM tasks_run r
      WHERE r.status IN ('scheduled', 'waiting_for_resource')
        AND r.execute_at <= clock_timestamp() + make_interval(secs => %(prefetch)s)
-       AND (%(owner_cap)s <= 0 OR (
-            SELECT count(*) FROM tasks_run o
-             WHERE o.owner_id = r.owner_id AND o.status = 'running') < %(owner_cap)s)
+       AND r.owner_id NOT IN (SELECT owner_id FROM capped)
      ORDER BY r.priority DESC, r.execute_at
      LIMIT %(limit)s
-     FOR UPDATE SKIP LOCKED
-)
-UPDATE tasks_run r
-   SET status = 'running', attempt = r.attempt + 1, worker = %(worker)s,
-       started_at = greatest(clock_timestamp(), r.execute_at), heartbeat_at = clock_timestamp()
-  FROM picked, tasks_task t
- WHERE r.id = picked.id AND t.id = r.task_id
-RETURNING r.id, r.task_id, r.scheduled_at, r.execute_at, r.attempt, r.max_attempts,
-          t.kind, t.payload, t.executable, t.timeout, t.retry_backoff_base, t.retry_backoff_cap,
-          clock_timestamp(), coalesce(t.schedule->>'overlap', 'allow')
+     FOR UPDATE OF r SKIP LOCKED
+), claimed AS (
+    UPDATE tasks_run r
+       SET status = 'running', attempt = r.attempt + 1, worker = %(worker)s,
+           started_at = greatest(clock_timestamp(), r.execute_at),
+           heartbeat_at = clock_timestamp()
+      FROM picked, tasks_task t
+     WHERE r.id = picked.id AND t.id = r.task_id
+    RETURNING r.id, r.task_id, r.scheduled_at, r.execute_at, r.attempt, r.max_attempts,
+              t.kind, t.payload, t.executable, t.timeout, t.retry_backoff_base,
+              t.retry_backoff_cap, clock_timestamp() AS claimed_at,
+              coalesce(t.schedule->>'overlap', 'allow') AS overlap
+)"""
+
+_CLAIM_SQL = f"""
+WITH {_CLAIM_CTES}
+SELECT id, task_id, scheduled_at, execute_at, attempt, max_attempts, kind, payload, executable,
+       timeout, retry_backoff_base, retry_backoff_cap, claimed_at, overlap
+  FROM claimed
 """
 
 
@@ -73,23 +86,49 @@ def claim_runs(
     """
     if limit <= 0:
         return []
-    with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute(
-            _CLAIM_SQL,
-            {
-                "worker": worker,
-                "limit": limit,
-                "prefetch": prefetch_seconds,
-                "owner_cap": owner_cap,
-            },
-        )
-        rows = cursor.fetchall()
+    with connection.cursor() as cursor:  # one statement: its own transaction in autocommit
+        return _claim(cursor, worker=worker, limit=limit, prefetch=prefetch_seconds, cap=owner_cap)
+
+
+def _claim(cursor: Any, *, worker: str, limit: int, prefetch: float, cap: int) -> list[ClaimedRun]:
+    params = {"worker": worker, "limit": limit, "prefetch": prefetch, "owner_cap": cap}
+    cursor.execute(_CLAIM_SQL, params)
+    return _claimed_runs(cursor.fetchall())
+
+
+def _claimed_runs(rows: list[tuple]) -> list[ClaimedRun]:
     claimed = [ClaimedRun(*row) for row in rows]
     for run in claimed:
         if isinstance(run.payload, str):  # Django's psycopg setup leaves jsonb undecoded
             run.payload = json.loads(run.payload)
     claimed.sort(key=lambda run: run.execute_at)
     return claimed
+
+
+def record_and_claim(
+    *, worker: str, outcomes: list[Outcome], limit: int, prefetch_seconds: float, owner_cap: int
+) -> tuple[list[tuple[UUID, UUID, str]], list[ClaimedRun]]:
+    """Record finished runs and claim runs for the freed slots: one statement, one commit.
+
+    The worker's steady state is "some runs finished, as many slots free". One statement in
+    autocommit is one round trip and one WAL flush per cycle, however large the batch. Atomic:
+    if it fails nothing is recorded and nothing claimed, and the caller keeps its outcomes.
+    """
+    if not outcomes:
+        return [], claim_runs(
+            worker=worker, limit=limit, prefetch_seconds=prefetch_seconds, owner_cap=owner_cap
+        )
+    if limit <= 0:
+        return record_outcomes(worker=worker, outcomes=outcomes), []
+    params = _finish_params(worker, outcomes)
+    params.update(limit=limit, prefetch=prefetch_seconds, owner_cap=owner_cap)
+    # No transaction block: in autocommit the single statement is its own transaction.
+    with connection.cursor() as cursor:
+        cursor.execute(_CYCLE_SQL, params)
+        rows = cursor.fetchall()
+    recorded = [(row[1], row[2], row[3]) for row in rows if row[0] == "recorded"]
+    claimed = _claimed_runs([row[1:3] + row[6:] for row in rows if row[0] == "claimed"])
+    return recorded, claimed
 
 
 _OTHERS_RUNNING_SQL = """
@@ -101,6 +140,7 @@ _SKIP_SQL = """
 UPDATE tasks_run SET status = 'skipped', attempt = attempt - 1, finished_at = clock_timestamp(),
        error = 'skipped: the previous run was still running (overlap policy)'
  WHERE id = ANY(%(ids)s) AND status = 'running' AND worker = %(worker)s
+RETURNING id, task_id
 """
 
 
@@ -127,6 +167,8 @@ def resolve_overlaps(*, worker: str, claimed: list[ClaimedRun]) -> list[ClaimedR
         skipped = [r.id for r in policed if r.overlap == "skip" and r.task_id in busy]
         if skipped:
             cursor.execute(_SKIP_SQL, {"ids": skipped, "worker": worker})
+            # Outbox (issue 5): `missed` for each occurrence skipped, in the same transaction.
+            outbox.enqueue(cursor, events=[(r, t, None, "missed") for r, t in cursor.fetchall()])
         cancel_tasks = {r.task_id for r in policed if r.overlap == "cancel_previous"}
         now = _db_now(cursor)
         for run_id, task_id, _attempt in others:
@@ -168,8 +210,9 @@ class Outcome:
     retry_in: float = 0.0
 
 
-_FINISH_SQL = """
-WITH v AS (
+# The outcome write, as CTEs that a claim can follow in the same statement (see _CYCLE_SQL).
+_FINISH_CTES = """
+v AS (
     SELECT * FROM unnest(%(ids)s::uuid[], %(attempts)s::int[], %(statuses)s::text[],
                          %(retry_in)s::float8[], %(started)s::timestamptz[], %(errors)s::text[],
                          %(outputs)s::text[], %(exit_codes)s::int[], %(http_statuses)s::int[],
@@ -190,7 +233,7 @@ WITH v AS (
            http_status = v.http_status
       FROM v
      WHERE r.id = v.id AND r.status = 'running' AND r.attempt = v.attempt AND r.worker = %(worker)s
-    RETURNING r.id, r.task_id, r.status
+    RETURNING r.id, r.task_id, r.status, v.attempt, v.outcome
 ), recorded AS (
     INSERT INTO tasks_attempt (run_id, number, worker, started_at, finished_at, outcome, error,
                                exit_code, http_status)
@@ -198,24 +241,96 @@ WITH v AS (
            v.exit_code, v.http_status
       FROM v JOIN done ON done.id = v.id
     RETURNING run_id
-)
-SELECT done.id, done.task_id, done.status FROM done
+), completed AS (
+    -- A task whose last occurrence just finished is complete: nothing left to plan or to run.
+    -- The snapshot still shows this batch's runs as running, hence the exclusion.
+    UPDATE tasks_task t SET status = 'completed', updated_at = clock_timestamp()
+     WHERE t.id IN (SELECT task_id FROM done WHERE status = ANY(%(terminal)s))
+       AND t.status = 'active' AND t.next_run_at IS NULL
+       AND NOT EXISTS (
+           SELECT 1 FROM tasks_run o
+            WHERE o.task_id = t.id AND o.status IN ('scheduled', 'running', 'waiting_for_resource')
+              AND o.id NOT IN (SELECT id FROM done WHERE status = ANY(%(terminal)s)))
+), counted AS (
+    -- /metrics counters (tasks/counters.py): per-process shard, one upsert per batch.
+    INSERT INTO tasks_runcounter (metric, kind, outcome, shard, value)
+    SELECT c.metric, t.kind, c.outcome, %(shard)s, count(*)
+      FROM (SELECT task_id, 'attempt' AS metric, outcome FROM done
+            UNION ALL
+            SELECT task_id, 'finished', status FROM done WHERE status = ANY(%(terminal)s)) c
+      JOIN tasks_task t ON t.id = c.task_id
+     GROUP BY c.metric, t.kind, c.outcome
+     ORDER BY c.metric, t.kind, c.outcome
+    ON CONFLICT (metric, kind, outcome, shard)
+    DO UPDATE SET value = tasks_runcounter.value + EXCLUDED.value
+), events AS (
+    -- The transactional outbox (notifications/outbox.py): succeeded; a failed attempt that will
+    -- be retried -> failed; the last attempt failed -> retries_exhausted.
+    SELECT id, task_id, attempt,
+           CASE WHEN status = 'succeeded' THEN 'succeeded'
+                WHEN status = 'failed' THEN 'retries_exhausted'
+                WHEN status = 'scheduled' AND outcome IN ('failed', 'timed_out') THEN 'failed'
+           END AS event
+      FROM done
+), notified AS (
+    SELECT notifications_enqueue(array_agg(id), array_agg(task_id), array_agg(attempt),
+                                 array_agg(event), %(window)s, %(channel)s) AS queued
+      FROM events WHERE event IS NOT NULL HAVING count(*) > 0
+), woke AS (
+    -- Retries due now wake sleeping workers on commit.
+    SELECT pg_notify('scheduler_run_due', '') FROM done WHERE status = 'scheduled' LIMIT 1
+)"""
+
+# Referencing the SELECT-only CTEs makes PostgreSQL evaluate them (it skips unreferenced ones).
+_FINISH_SQL = f"""
+WITH {_FINISH_CTES}
+SELECT done.id, done.task_id, done.status, (SELECT count(*) FROM woke),
+       (SELECT queued FROM notified)
+  FROM done
+"""
+
+# One round trip per worker cycle: record the finished batch and claim the freed slots. The two
+# UPDATEs touch disjoint rows (the finished runs are `running`, the claim takes `scheduled` ones),
+# and in autocommit the statement is its own transaction: one commit per cycle.
+_CYCLE_SQL = f"""
+WITH {_FINISH_CTES}, {_CLAIM_CTES}
+SELECT 'recorded', done.id, done.task_id, done.status, (SELECT count(*) FROM woke),
+       (SELECT queued FROM notified), NULL::timestamptz, NULL::timestamptz, NULL::int,
+       NULL::int, NULL::text, NULL::jsonb, NULL::text, NULL::float8, NULL::float8,
+       NULL::float8, NULL::timestamptz, NULL::text
+  FROM done
+UNION ALL
+SELECT 'claimed', id, task_id, NULL, NULL, NULL, scheduled_at, execute_at, attempt, max_attempts,
+       kind, payload, executable, timeout, retry_backoff_base, retry_backoff_cap, claimed_at,
+       overlap
+  FROM claimed
 """
 
 
 def record_outcomes(*, worker: str, outcomes: list[Outcome]) -> list[tuple[UUID, UUID, str]]:
-    """Record outcomes in one statement; returns (run id, task id, status) of those recorded.
+    """Record a batch of outcomes; returns (run id, task id, status) of those recorded.
 
     Fenced: a run is only updated while it is still `running` under this worker and attempt. A
     run the reviewer took back, or a user cancelled, is left alone and its late result dropped.
-    The attempt rows are inserted by the same statement, so the outcome and its history commit
-    together or not at all.
+    One statement updates the runs, inserts their attempt rows, completes finished tasks, adds
+    to the /metrics counters, queues the notifications (outbox) and wakes workers for retries:
+    all of it commits together or not at all.
     """
     if not outcomes:
         return []
-    params = {
+    with connection.cursor() as cursor:  # one statement: its own transaction in autocommit
+        return _record(cursor, worker=worker, outcomes=outcomes)
+
+
+def _finish_params(worker: str, outcomes: list[Outcome]) -> dict[str, Any]:
+    from django.conf import settings
+
+    return {
         "worker": worker,
         "terminal": list(TERMINAL_STATUSES),
+        "shard": counters.shard_of(worker),
+        "window": settings.NOTIFICATIONS_RETRY_WINDOW_SECONDS,
+        "channel": outbox.NOTIFICATION_CHANNEL,
         "ids": [o.run_id for o in outcomes],
         "attempts": [o.attempt for o in outcomes],
         "statuses": [o.status for o in outcomes],
@@ -227,27 +342,11 @@ def record_outcomes(*, worker: str, outcomes: list[Outcome]) -> list[tuple[UUID,
         "http_statuses": [o.http_status for o in outcomes],
         "outcomes": [o.attempt_outcome for o in outcomes],
     }
-    with transaction.atomic():
-        with connection.cursor() as cursor:
-            cursor.execute(_FINISH_SQL, params)
-            recorded = cursor.fetchall()
-            # Outbox (issue 5): notification rows commit with the outcome, one statement a batch.
-            outbox.enqueue(cursor, events=outbox.outcome_events(recorded, outcomes))
-            # /metrics counters (issue 6): one upsert per batch, committed with the outcomes.
-            counters.count_events(
-                cursor,
-                process=worker,
-                events=counters.outcome_events(
-                    recorded, {o.run_id: o.attempt_outcome for o in outcomes}
-                ),
-            )
-        finished_tasks = [task_id for _, task_id, status in recorded if status in TERMINAL_STATUSES]
-        if finished_tasks:
-            complete_finished_tasks(task_ids=finished_tasks)
-        if any(status == "scheduled" for _, _, status in recorded):
-            with connection.cursor() as cursor:
-                cursor.execute("SELECT pg_notify('scheduler_run_due', '')")
-    return recorded
+
+
+def _record(cursor: Any, *, worker: str, outcomes: list[Outcome]) -> list[tuple[UUID, UUID, str]]:
+    cursor.execute(_FINISH_SQL, _finish_params(worker, outcomes))
+    return [(row[0], row[1], row[2]) for row in cursor.fetchall()]
 
 
 def complete_finished_tasks(*, task_ids: list[UUID]) -> None:

@@ -62,6 +62,9 @@ def retry_run(*, run: Run, now: datetime) -> Run:
         if run.status not in (Run.Status.FAILED, Run.Status.CANCELLED):
             raise Conflict(f"only failed or cancelled runs can be retried, not {run.status}")
         task = Task.objects.get(pk=run.task_id)
+        if task.status == Task.Status.CANCELLED:
+            # A cancelled task has no further runs (API.md, DELETE); reviving one would run it.
+            raise Conflict("the task is cancelled")
         run.status = Run.Status.SCHEDULED
         run.execute_at = now
         run.finished_at = None

@@ -48,6 +48,7 @@ _TYPE_FIELDS: dict[str, tuple[str, ...]] = {
 _COMMON_FIELDS = ("timezone", "start_at", "end_at", "max_runs", "jitter", "misfire", "overlap")
 _COMMON_FIELDS += ("anchor",)  # written by normalize itself, so a stored schedule round-trips
 _AT = re.compile(r"^(\d{1,2}):(\d{2})(?::(\d{2}))?$")
+_TICK = timedelta(microseconds=1)
 _NUMBER = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$")
 
 
@@ -89,6 +90,9 @@ def normalize(raw: dict | str | None, *, now: datetime) -> dict:
         # Parsing passed, so the window between the bounds is what leaves no occurrence.
         field = "end_at" if out["end_at"] is not None else "start_at"
         raise ScheduleError({field: ["The schedule has no fire time within its bounds."]})
+    if kind != "once" and next(fire_times(out, after=now - _TICK), None) is None:
+        # A window that lies wholly in the past would make a task that never runs.
+        raise ScheduleError({"end_at": ["The schedule has no fire time left: end_at has passed."]})
     return out
 
 

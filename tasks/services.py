@@ -7,7 +7,6 @@ from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import Min
 
 from tasks import planning, schedules
 from tasks.db import RUN_CANCEL_CHANNEL, TASK_CHANGED_CHANNEL, notify
@@ -84,14 +83,26 @@ def _unstarted_runs(task: Task):
 
 
 def _unplan(task: Task) -> None:
-    """Withdraw occurrences planned but not started, so they can be planned again later."""
-    runs = _unstarted_runs(task)
-    earliest = runs.aggregate(first=Min("scheduled_at"))["first"]
-    removed, _ = runs.delete()
-    if removed:
-        task.runs_planned = max(0, task.runs_planned - removed)
-        if task.next_run_at is None or (earliest and earliest < task.next_run_at):
-            task.next_run_at = earliest
+    """Withdraw occurrences planned but not started, so they can be planned again later.
+
+    An extra run-now run is withdrawn too, but it is no occurrence of the schedule: it never
+    counted against runs_planned (max_runs) and must not become next_run_at.
+    """
+    # Locked first (workers claim with SKIP LOCKED), so what is counted is what is deleted.
+    withdrawn = list(_unstarted_runs(task).select_for_update().values_list("pk", "scheduled_at"))
+    if not withdrawn:
+        return
+    Run.objects.filter(pk__in=[pk for pk, _ in withdrawn]).delete()
+    occurrences = [at for _, at in withdrawn if _is_occurrence(task.schedule, at)]
+    task.runs_planned = max(0, task.runs_planned - len(occurrences))
+    earliest = min(occurrences, default=None)
+    if earliest is not None and (task.next_run_at is None or earliest < task.next_run_at):
+        task.next_run_at = earliest
+
+
+def _is_occurrence(schedule: dict, at: datetime) -> bool:
+    following = schedules.fire_times(schedule, after=at - timedelta(microseconds=1))
+    return next(iter(following), None) == at
 
 
 def update_task(*, task: Task, data: dict, now: datetime) -> Task:
@@ -146,6 +157,10 @@ def resume_task(*, task: Task, now: datetime) -> Task:
         task.status = Task.Status.ACTIVE
         task.save(update_fields=["status", "updated_at"])
         _plan_now(task, now=now)
+        # Paused with nothing left to plan (its last run was in flight): nothing will finish
+        # after this to complete the task, so it is completed here when nothing is unfinished.
+        _complete_if_done(task)
+        task.refresh_from_db(fields=["status"])
     return task
 
 
@@ -188,17 +203,24 @@ def run_now(*, task: Task, now: datetime) -> Run:
 
 
 def skip_next(*, task: Task, now: datetime) -> Run:
-    """Record the next occurrence as `skipped`: a planned one, or the next one to plan."""
+    """Record the next occurrence as `skipped`: a planned one, or the next one to plan.
+
+    A planned run is skipped by compare-and-swap: one a worker claims meanwhile is left to run
+    and the occurrence after it is skipped instead. An extra run-now run is no occurrence and
+    is never the one skipped.
+    """
     with transaction.atomic():
         task = _lock(task)
-        run = _unstarted_runs(task).order_by("scheduled_at").first()
-        if run is not None:
-            run.status = Run.Status.SKIPPED
-            run.finished_at = now
-            run.error = "skipped on request"
-            run.save(update_fields=["status", "finished_at", "error"])
-            _complete_if_done(task)
-            return run
+        for run in _unstarted_runs(task).order_by("scheduled_at"):
+            if not _is_occurrence(task.schedule, run.scheduled_at):
+                continue
+            skipped = _unstarted_runs(task).filter(pk=run.pk)
+            if skipped.update(
+                status=Run.Status.SKIPPED, finished_at=now, error="skipped on request"
+            ):
+                _complete_if_done(task)
+                run.refresh_from_db()
+                return run
         if task.status != Task.Status.ACTIVE or task.next_run_at is None:
             raise Conflict("the task has no next occurrence to skip")
         run = Run.objects.create(

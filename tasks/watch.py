@@ -34,6 +34,8 @@ class Watch(threading.Thread):
     def stop(self) -> None:
         self.stopping.set()
         self.join(timeout=5)
+        if self.conn is not None and not self.conn.closed:
+            self.conn.close()
         try:
             with connect() as conn:
                 mark_stopped(conn.cursor(), name=self.worker.name)

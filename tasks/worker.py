@@ -85,29 +85,36 @@ class Worker:
             self.pool.shutdown(wait=False, cancel_futures=True)
 
     def run_once(self) -> bool:
-        """Record finished runs, enforce deadlines, claim into free slots. True if it did work."""
-        did = self._record()
+        """Record finished runs and claim into the freed slots, in one transaction.
+
+        Returns True when it did work (the loop goes again at once).
+        """
+        self._collect()
         self._enforce_deadlines()
-        free = self.concurrency - len(self.inflight)
-        if free <= 0:
-            return did
+        free = max(0, self.concurrency - len(self.inflight))
+        if not self.pending and free == 0:
+            return False
+        batch, self.pending = self.pending, []
         try:
-            claimed = queue.claim_runs(
+            recorded, claimed = queue.record_and_claim(
                 worker=self.name,
+                outcomes=batch,
                 limit=free,
                 prefetch_seconds=self.prefetch,
                 owner_cap=self.owner_cap,
             )
         except DatabaseError as exc:
-            logger.warning("claim failed (%s); retrying", exc)
+            logger.warning("record/claim failed (%s); retrying", exc)
             connection.close()  # reconnect on the next attempt (e.g. after a database restart)
+            self.pending = batch + self.pending
             time.sleep(0.5)
-            return did
+            return False
+        self._note_recorded(batch, recorded)
         asked = len(claimed)
         claimed = queue.resolve_overlaps(worker=self.name, claimed=claimed)
         for run in claimed:
             self._dispatch(run)
-        return did or asked == free
+        return bool(batch) or (free > 0 and asked == free)
 
     def _sleep_seconds(self) -> float:
         wait = self.poll
@@ -175,16 +182,21 @@ class Worker:
                 self._decide(flight, ExecutionResult(ok=False, timed_out=True, error="timed out"))
 
     # --- recording ------------------------------------------------------------------------
-    def _record(self) -> bool:
+    def _collect(self) -> None:
+        """Turn results handed back by executor threads into pending outcomes."""
         while True:
             try:
                 flight, result = self.results.get_nowait()
             except Empty:
-                break
+                return
             with self.lock:
                 self.inflight.pop(flight.run.id, None)
             if not flight.decided:
                 self._decide(flight, result)
+
+    def _record(self) -> bool:
+        """Record pending outcomes alone (shutdown path); True if there was anything."""
+        self._collect()
         if not self.pending:
             return False
         batch, self.pending = self.pending, []
@@ -196,6 +208,10 @@ class Worker:
             self.pending = batch + self.pending
             time.sleep(0.2)
             return True
+        self._note_recorded(batch, recorded)
+        return True
+
+    def _note_recorded(self, batch: list[queue.Outcome], recorded: list[tuple]) -> None:
         self.finished_count += len(recorded)
         if len(recorded) < len(batch):
             kept = {run_id for run_id, _, _ in recorded}
@@ -207,7 +223,6 @@ class Worker:
                         outcome.run_id,
                         outcome.attempt,
                     )
-        return True
 
     def _decide(self, flight: InFlight, result: ExecutionResult, *, release: bool = False) -> None:
         flight.decided = True

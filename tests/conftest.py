@@ -117,7 +117,13 @@ def processes(transactional_db, tmp_path) -> Iterator[Processes]:
     procs.stop_all()
 
 
-def wait_for(predicate: Callable[[], object], *, timeout: float, interval: float = 0.1) -> object:
+def wait_for(
+    predicate: Callable[[], object],
+    *,
+    timeout: float,
+    interval: float = 0.1,
+    details: Callable[[], str] | None = None,
+) -> object:
     """Poll `predicate` until it returns something truthy; fail the test after `timeout`."""
     deadline = time.monotonic() + timeout
     while True:
@@ -125,5 +131,6 @@ def wait_for(predicate: Callable[[], object], *, timeout: float, interval: float
         if value:
             return value
         if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {timeout}s")
+            extra = f"\n{details()}" if details else ""
+            raise AssertionError(f"condition not met within {timeout}s{extra}")
         time.sleep(interval)

@@ -1,20 +1,60 @@
-"""One exception handler: service errors become 4xx in DRF's `detail` + `code` shape."""
+"""One exception handler: service errors become 4xx in DRF's `detail` + `code` shape.
+
+Also the JSON answers Django gives outside DRF views (an unknown URL, a refused request, an
+unexpected error): `urls.py` names them as handler400/404/500, so an API client never gets an
+HTML page. The admin keeps Django's HTML pages.
+"""
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
+from django.core.exceptions import RequestDataTooBig, TooManyFieldsSent, TooManyFilesSent
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.views import defaults
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
+from scheduler_project.middleware import BodyTooLarge
 from tasks.exceptions import TasksError
+
+logger = logging.getLogger(__name__)
 
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
     if isinstance(exc, TasksError):
         return Response({"detail": exc.detail, "code": exc.code}, status=exc.status_code)
+    if isinstance(exc, RequestDataTooBig):
+        # Django's own answer would be an HTML 400; the middleware refuses most of these earlier.
+        detail = str(exc) if isinstance(exc, BodyTooLarge) else "The request body is too large."
+        return Response({"detail": detail, "code": "request_too_large"}, status=413)
+    if isinstance(exc, (TooManyFieldsSent, TooManyFilesSent)):
+        return Response({"detail": str(exc), "code": "too_many_fields"}, status=400)
     response = drf_exception_handler(exc, context)
     if response is not None and isinstance(response.data, dict) and "detail" in response.data:
         detail = response.data["detail"]
         response.data["code"] = getattr(detail, "code", None) or response.data.get("code", "error")
     return response
+
+
+def _is_admin(request: HttpRequest) -> bool:
+    return request.path.startswith("/admin/")
+
+
+def bad_request(request: HttpRequest, exception: Exception) -> HttpResponse:
+    if _is_admin(request):
+        return defaults.bad_request(request, exception)
+    return JsonResponse({"detail": "Bad request.", "code": "bad_request"}, status=400)
+
+
+def not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
+    if _is_admin(request):
+        return defaults.page_not_found(request, exception)
+    return JsonResponse({"detail": "Not found.", "code": "not_found"}, status=404)
+
+
+def server_error(request: HttpRequest) -> HttpResponse:
+    if _is_admin(request):
+        return defaults.server_error(request)
+    return JsonResponse({"detail": "Server error.", "code": "server_error"}, status=500)

@@ -1,57 +1,204 @@
-"""GET /health: one entry per component, 503 when a critical one is down (API.md, Operations)."""
+"""GET /health and /health/live (API.md, Operations): per-component checks, our status and JSON.
+
+Each component is a django-health-check `HealthCheck`: `ServiceUnavailable` means down (the probe
+answers 503), `ServiceWarning` means degraded but working (reported; still 200). The checks run
+one after another in the request thread on its own connection, each in a savepoint: they are
+single cheap queries, and the library's async runner would give every check a thread with a
+database connection of its own.
+"""
 
 from __future__ import annotations
 
+import dataclasses
+import logging
+import time
+import timeit
 from datetime import timedelta
+from typing import Any, ClassVar
 
 from django.conf import settings
-from django.db import DatabaseError, connection
+from django.db import DatabaseError, connection, transaction
+from django.db.migrations.executor import MigrationExecutor
+from django.db.models import Max, Min
 from drf_spectacular.utils import OpenApiResponse, extend_schema
+from health_check.base import HealthCheck, HealthCheckResult
+from health_check.checks import Database
+from health_check.exceptions import HealthCheckException, ServiceUnavailable, ServiceWarning
 from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from tasks.db import db_now
-from tasks.models import Process
+from tasks.models import CLAIMABLE_STATUSES, Process, Run
+
+logger = logging.getLogger(__name__)
 
 ROLES = ("scheduler", "worker", "reviewer")
+# Migrations only change with a deploy; a positive answer is reused this long per process.
+MIGRATIONS_RECHECK_SECONDS = 60.0
+_migrations_ok_until = 0.0
 
 
-def process_components() -> dict[str, dict]:
-    now = db_now()
-    alive_after = now - timedelta(seconds=settings.REVIEWERS_PROCESS_DEAD_AFTER_SECONDS)
-    rows = Process.objects.filter(stopped_at__isnull=True, last_seen_at__gte=alive_after)
-    components: dict[str, dict] = {}
-    for role in ROLES:
-        seen = [p for p in rows if p.role == role]
-        components[role] = {
-            "status": "ok" if seen else "down",
-            "alive": len(seen),
-            "processes": [{"name": p.name, "last_seen": p.last_seen_at} for p in seen],
-        }
-    return components
+@dataclasses.dataclass
+class Component(HealthCheck):
+    """A check that also reports figures (`details`) next to its status."""
+
+    critical: ClassVar[bool] = True
+    details: dict[str, Any] = dataclasses.field(default_factory=dict, init=False, repr=False)
+
+
+@dataclasses.dataclass
+class DatabaseCheck(Database):
+    """Reachable (the library's SELECT 1) and every migration on disk applied."""
+
+    critical: ClassVar[bool] = True
+    details: dict[str, Any] = dataclasses.field(default_factory=dict, init=False, repr=False)
+
+    def run(self) -> None:
+        global _migrations_ok_until
+        super().run()
+        if time.monotonic() < _migrations_ok_until:
+            return
+        executor = MigrationExecutor(connection)
+        plan = executor.migration_plan(executor.loader.graph.leaf_nodes())
+        if plan:
+            names = [f"{migration.app_label}.{migration.name}" for migration, _ in plan]
+            self.details["unapplied_migrations"] = names
+            raise ServiceUnavailable(f"{len(names)} migrations not applied")
+        _migrations_ok_until = time.monotonic() + MIGRATIONS_RECHECK_SECONDS
+
+
+@dataclasses.dataclass
+class RoleCheck(Component):
+    """Processes of one role alive by their heartbeat row; down when none is."""
+
+    role: str = "worker"
+
+    def run(self) -> None:
+        now = db_now()
+        dead_after = timedelta(seconds=settings.REVIEWERS_PROCESS_DEAD_AFTER_SECONDS)
+        processes = Process.objects.filter(role=self.role)
+        alive = list(
+            processes.filter(stopped_at__isnull=True, last_seen_at__gte=now - dead_after)
+            .order_by("-last_seen_at")
+            .values("name", "host", "pid", "last_seen_at")[:100]
+        )
+        last_seen = processes.aggregate(last=Max("last_seen_at"))["last"]
+        for process in alive:
+            process["last_seen"] = process.pop("last_seen_at")
+        self.details.update(alive=len(alive), last_seen=last_seen, processes=alive)
+        if not alive:
+            seconds = dead_after.total_seconds()
+            raise ServiceUnavailable(f"no {self.role} has been seen for {seconds:g} s")
+
+
+@dataclasses.dataclass
+class QueueCheck(Component):
+    """Age of the oldest due run not yet started; down past TASKS_START_SLA_SECONDS."""
+
+    def run(self) -> None:
+        now = db_now()
+        # run_claimable_time_idx: the earliest execute_at among claimable runs.
+        due = Run.objects.filter(status__in=CLAIMABLE_STATUSES, execute_at__lte=now)
+        oldest = due.aggregate(oldest=Min("execute_at"))["oldest"]
+        age = (now - oldest).total_seconds() if oldest else 0.0
+        sla = settings.TASKS_START_SLA_SECONDS
+        self.details.update(oldest_due_seconds=round(age, 3), sla_seconds=sla)
+        if age > sla:
+            raise ServiceUnavailable(f"the oldest due run has waited {age:.0f} s (SLA {sla:g} s)")
+
+
+@dataclasses.dataclass
+class NotificationsCheck(Component):
+    """Age of the oldest pending delivery: a warning only, never a failed probe."""
+
+    critical: ClassVar[bool] = False
+
+    def run(self) -> None:
+        try:
+            from notifications.models import Notification
+        except ImportError:  # the notifications app is optional to this check
+            self.details["available"] = False
+            return
+        now = db_now()
+        pending = Notification.objects.filter(status="pending")  # notification_pending_idx
+        oldest = pending.aggregate(oldest=Min("created_at"))["oldest"]
+        age = (now - oldest).total_seconds() if oldest else 0.0
+        warn_after = settings.SCHEDULER_HEALTH_NOTIFICATION_WARN_SECONDS
+        self.details.update(oldest_pending_seconds=round(age, 3), warn_after_seconds=warn_after)
+        if age > warn_after:
+            raise ServiceWarning(f"a notification has been pending for {age:.0f} s")
+
+
+def components() -> dict[str, HealthCheck]:
+    checks: dict[str, HealthCheck] = {"database": DatabaseCheck()}
+    checks.update({role: RoleCheck(role=role) for role in ROLES})
+    checks["queue"] = QueueCheck()
+    checks["notifications"] = NotificationsCheck()
+    return checks
+
+
+def run_check(check: HealthCheck) -> HealthCheckResult:
+    """Run one check synchronously, in a savepoint, as the library's `get_result` would."""
+    start = timeit.default_timer()
+    error: HealthCheckException | None = None
+    try:
+        with transaction.atomic():
+            check.run()
+    except HealthCheckException as exc:
+        error = exc
+    except DatabaseError as exc:
+        error = ServiceUnavailable(f"database error: {type(exc).__name__}")
+    except Exception:
+        logger.exception("health check %r failed unexpectedly", check)
+        error = HealthCheckException("unknown error")
+    return HealthCheckResult(check=check, error=error, time_taken=timeit.default_timer() - start)
+
+
+def health_report() -> tuple[dict[str, Any], bool]:
+    """(JSON body, healthy): healthy unless a critical component is down; warnings pass."""
+    report: dict[str, dict[str, Any]] = {}
+    healthy, degraded = True, False
+    for name, check in components().items():
+        if name != "database" and report["database"]["status"] == "down":
+            report[name] = {"status": "down", "error": "database unavailable"}
+            healthy = False
+            continue
+        result = run_check(check)
+        entry: dict[str, Any] = {"status": "ok", **getattr(check, "details", {})}
+        if result.error is not None:
+            soft = isinstance(result.error, ServiceWarning) or not check.critical
+            entry["status"] = "warning" if soft else "down"
+            entry["error"] = result.error.message
+            healthy = healthy and soft
+            degraded = degraded or soft
+        entry["took_ms"] = round(result.time_taken * 1000, 1)
+        report[name] = entry
+    status = "down" if not healthy else "warning" if degraded else "ok"
+    return {"status": status, "components": report}, healthy
 
 
 class HealthView(APIView):
+    """200 when every critical component is healthy, else 503; one entry per component."""
+
     permission_classes = [AllowAny]
     authentication_classes: list = []
 
-    @extend_schema(responses={200: OpenApiResponse(), 503: OpenApiResponse()})
+    @extend_schema(
+        responses={
+            200: OpenApiResponse(description="Healthy (warnings allowed)."),
+            503: OpenApiResponse(description="A critical component is down."),
+        }
+    )
     def get(self, request: Request) -> Response:
-        components: dict[str, dict] = {}
-        try:
-            with connection.cursor() as cursor:
-                cursor.execute("SELECT 1")
-            components["database"] = {"status": "ok"}
-            components.update(process_components())
-        except DatabaseError as exc:
-            components["database"] = {"status": "down", "error": type(exc).__name__}
-        healthy = all(c["status"] == "ok" for c in components.values())
-        return Response(
-            {"status": "ok" if healthy else "down", "components": components},
-            status=200 if healthy else 503,
-        )
+        body, healthy = health_report()
+        response = Response(body, status=200 if healthy else 503)
+        response["Cache-Control"] = "no-store"
+        # A 503 here is the answer, not a server error: keep it out of django.request's error
+        # log, which probes every few seconds would flood while a component is down.
+        response._has_been_logged = True  # type: ignore[attr-defined]
+        return response
 
 
 class LiveView(APIView):

@@ -61,8 +61,12 @@ def _validate_http(payload: dict) -> dict:
         _fail("url", "This field is required.")
     if len(url) > 2000:
         _fail("url", "At most 2000 characters.")
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
+    try:
+        parts = urlsplit(url)
+        hostname = parts.hostname
+    except ValueError:  # e.g. an unclosed IPv6 bracket
+        _fail("url", "Must be an http or https URL with a host.")
+    if parts.scheme not in ("http", "https") or not hostname:
         _fail("url", "Must be an http or https URL with a host.")
     _check_outbound(url)
     clean: dict[str, Any] = {"method": method.upper(), "url": url}
@@ -131,4 +135,28 @@ def validate_payload(kind: str | None, payload: Any) -> dict:
     validator = VALIDATORS.get(kind or "")
     if validator is None:
         raise serializers.ValidationError({"kind": ["This field is required."]})
-    return validator(payload)
+    clean = validator(payload)
+    where = _oversized_integer_at(clean)
+    if where:
+        _fail(where[0], f"Integers must fit in 64 bits (at {'.'.join(where)}).")
+    return clean
+
+
+# JSON numbers are kept exactly in jsonb, but whatever reads them back (SQL casts, other
+# clients' int64 parsers) breaks on more than 64 bits: refused like any other bad value.
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+
+
+def _oversized_integer_at(value: Any) -> list[str] | None:
+    """The path (keys, indexes) of the first integer in `value` beyond 64 bits, or None."""
+    stack: list[tuple[Any, list[str]]] = [(value, [])]
+    while stack:
+        item, path = stack.pop()
+        if isinstance(item, dict):
+            stack.extend((child, [*path, str(key)]) for key, child in item.items())
+        elif isinstance(item, list):
+            stack.extend((child, [*path, str(index)]) for index, child in enumerate(item))
+        elif isinstance(item, int) and not isinstance(item, bool):
+            if not _INT64_MIN <= item <= _INT64_MAX:
+                return path
+    return None

@@ -3,24 +3,23 @@
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 from django.http import QueryDict
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers, status
-from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from tasks import services
+from tasks.api.parsers import PARSERS
 from tasks.api.serializers import TaskInputSerializer, TaskOutputSerializer
 from tasks.api.views import CONFLICT, ERRORS, TaskListCreateView, owned_tasks, with_recent_runs
 from tasks.db import db_now
 from tasks.models import Task
-
-PARSERS = [JSONParser, MultiPartParser, FormParser]
 
 
 def _plain(data: Any) -> dict:
@@ -71,8 +70,11 @@ def seed_to_api(data: Any, *, partial: bool) -> dict:
 def _number(value: Any, field: str) -> float:
     try:
         number = float(value)
-    except (TypeError, ValueError):
-        raise serializers.ValidationError({field: ["Must be a number of seconds."]}) from None
+    except (TypeError, ValueError, OverflowError):
+        number = math.nan
+    if isinstance(value, bool) or not math.isfinite(number):
+        # "1e999" and "nan" parse as floats; named here rather than as an invalid `schedule`.
+        raise serializers.ValidationError({field: ["Must be a number of seconds."]})
     return number
 
 
@@ -104,7 +106,10 @@ def _update(request: Request, task: Task, body: dict) -> Task:
     now = db_now()
     multipart = request.content_type.startswith("multipart/")
     serializer = TaskInputSerializer(
-        task, data=body, partial=True, context={"now": now, "multipart": multipart}
+        task,
+        data=body,
+        partial=True,
+        context={"now": now, "multipart": multipart, "request": request},
     )
     serializer.is_valid(raise_exception=True)
     return services.update_task(task=task, data=serializer.validated_data, now=now)
@@ -115,12 +120,17 @@ class SeedTaskView(APIView):
 
     parser_classes = PARSERS
 
-    @extend_schema(request=TaskInputSerializer, responses={201: TaskOutputSerializer, **ERRORS})
+    @extend_schema(
+        request=TaskInputSerializer,
+        responses={201: TaskOutputSerializer, 200: TaskOutputSerializer, **ERRORS},
+    )
     def post(self, request: Request) -> Response:
         now = db_now()
         body = seed_to_api(request.data, partial=False)
         multipart = request.content_type.startswith("multipart/")
-        serializer = TaskInputSerializer(data=body, context={"now": now, "multipart": multipart})
+        serializer = TaskInputSerializer(
+            data=body, context={"now": now, "multipart": multipart, "request": request}
+        )
         serializer.is_valid(raise_exception=True)
         task, created = services.create_task(
             owner=request.user, data=serializer.validated_data, now=now
@@ -129,7 +139,9 @@ class SeedTaskView(APIView):
         return Response(seed_representation(task), status=code)
 
     @extend_schema(
-        request=TaskInputSerializer, responses={200: TaskOutputSerializer, **ERRORS, **CONFLICT}
+        operation_id="seed_task_update",
+        request=TaskInputSerializer,
+        responses={200: TaskOutputSerializer, **ERRORS, **CONFLICT},
     )
     def put(self, request: Request) -> Response:
         task = _task_from(request, _plain(request.data).get("task_id"))
@@ -137,6 +149,7 @@ class SeedTaskView(APIView):
         return Response(seed_representation(task))
 
     @extend_schema(
+        operation_id="seed_task_retrieve",
         parameters=[OpenApiParameter("id", str, required=True)],
         responses={200: TaskOutputSerializer, **ERRORS},
     )
@@ -145,6 +158,7 @@ class SeedTaskView(APIView):
         return Response(seed_representation(task))
 
     @extend_schema(
+        operation_id="seed_task_destroy",
         parameters=[OpenApiParameter("id", str, required=True)],
         responses={204: None, **ERRORS, **CONFLICT},
     )
@@ -161,6 +175,8 @@ class SeedTaskStatusSerializer(serializers.Serializer):
 
 class SeedTaskStatusView(APIView):
     """PUT /task/status {"task_id", "status": "enable"|"disable"} (seed A)."""
+
+    parser_classes = PARSERS
 
     @extend_schema(
         request=SeedTaskStatusSerializer, responses={200: TaskOutputSerializer, **ERRORS}

@@ -7,7 +7,6 @@ import math
 from typing import Any
 
 from django.conf import settings
-from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
@@ -17,6 +16,7 @@ from tasks.models import Attempt, Run, Task
 
 PRIORITY_NAMES = {"low": 1, "medium": 5, "high": 9}
 MAX_TIMEOUT_SECONDS = 7 * 24 * 3600
+MAX_JSON_DEPTH = 64
 
 
 @extend_schema_field(
@@ -48,6 +48,35 @@ class PriorityField(serializers.Field):
         return value
 
 
+def check_storable_json(value: Any) -> None:
+    """Refuse JSON that PostgreSQL's jsonb cannot store (NUL characters, lone surrogates) or that
+    is nested so deeply that encoding it would exhaust Python's stack; both used to be a 500."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > MAX_JSON_DEPTH:
+            raise serializers.ValidationError(f"Nested too deeply (at most {MAX_JSON_DEPTH}).")
+        if isinstance(item, dict):
+            for key, child in item.items():
+                _check_text(key)
+                stack.append((child, depth + 1))
+        elif isinstance(item, list):
+            stack.extend((child, depth + 1) for child in item)
+        else:
+            _check_text(item)
+
+
+def _check_text(value: Any) -> None:
+    if not isinstance(value, str):
+        return
+    if "\x00" in value:
+        raise serializers.ValidationError("Null characters are not allowed.")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise serializers.ValidationError("Surrogate characters are not allowed.") from None
+
+
 class JSONFormField(serializers.JSONField):
     """JSON that may also arrive as a string (multipart form fields carry JSON as text)."""
 
@@ -55,8 +84,9 @@ class JSONFormField(serializers.JSONField):
         if isinstance(data, str) and self.context.get("multipart"):
             try:
                 data = json.loads(data)
-            except ValueError:
+            except (ValueError, RecursionError):
                 raise serializers.ValidationError("Must be valid JSON.") from None
+        check_storable_json(data)
         return super().to_internal_value(data)
 
 
@@ -97,6 +127,14 @@ class TaskInputSerializer(serializers.Serializer):
     )
     notify = NotifySerializer(many=True, required=False, max_length=20)
     file = serializers.FileField(required=False, write_only=True)
+
+    def validate_notify(self, value: list[dict]) -> list[dict]:
+        # Issue 5: each entry must name one of the owner's channels (errors per index).
+        from notifications.api.serializers import validate_notify_channels
+
+        request = self.context.get("request")
+        owner = request.user if request else getattr(self.instance, "owner", None)
+        return validate_notify_channels(value, owner=owner)
 
     def validate_timeout(self, value: float | None) -> float | None:
         if value is not None and not math.isfinite(value):
@@ -235,13 +273,13 @@ class TaskOutputSerializer(serializers.ModelSerializer):
             recent = list(task.runs.order_by("-scheduled_at")[:20])
         return RunSummarySerializer(recent, many=True).data
 
-    @extend_schema_field(OpenApiTypes.STR)
+    @extend_schema_field({"type": "string", "nullable": True})
     def get_executable(self, task: Task) -> str | None:
         return task.executable.name.rsplit("/", 1)[-1] if task.executable else None
 
 
 class PreviewSerializer(serializers.Serializer):
-    schedule = serializers.JSONField()
+    schedule = JSONFormField()
     count = serializers.IntegerField(min_value=1, max_value=100, default=5)
 
     def validate_schedule(self, value: Any) -> dict:

@@ -4,11 +4,16 @@ from django.urls import path
 from rest_framework_simplejwt.views import TokenObtainPairView, TokenRefreshView
 
 from tasks.api import views
+from tasks.api.batch import TaskBatchCreateView
+from tasks.api.parsers import PARSERS
 
 urlpatterns = [
-    path("auth/token", TokenObtainPairView.as_view(), name="token"),
-    path("auth/token/refresh", TokenRefreshView.as_view(), name="token-refresh"),
+    path("auth/token", TokenObtainPairView.as_view(parser_classes=PARSERS), name="token"),
+    path(
+        "auth/token/refresh", TokenRefreshView.as_view(parser_classes=PARSERS), name="token-refresh"
+    ),
     path("tasks", views.TaskListCreateView.as_view(), name="task-list"),
+    path("tasks/batch", TaskBatchCreateView.as_view(), name="task-batch"),
     path("tasks/<uuid:pk>", views.TaskDetailView.as_view(), name="task-detail"),
     path("tasks/<uuid:pk>/runs", views.TaskRunListView.as_view(), name="task-runs"),
     path("runs/<uuid:pk>", views.RunDetailView.as_view(), name="run-detail"),

@@ -2,21 +2,21 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
-from itertools import islice
+from datetime import datetime
 from typing import Any
 
 import django_filters
 from django.db.models import Prefetch, QuerySet
 from django.shortcuts import get_object_or_404
+from django.utils import timezone
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import generics, status
-from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from tasks import planning, run_services, schedules, services
+from tasks import planning, run_services, services
+from tasks.api.parsers import PARSERS
 from tasks.api.serializers import (
     PreviewSerializer,
     RunSerializer,
@@ -35,14 +35,8 @@ CONFLICT = {409: OpenApiResponse(description="Conflicts with a run in flight or 
 
 
 def next_runs(task: Task, count: int = 5) -> list[datetime]:
-    """Up to `count` upcoming fire times, by the same code the scheduler plans with."""
-    if task.status != Task.Status.ACTIVE or task.next_run_at is None:
-        return []
-    after = task.next_run_at - timedelta(microseconds=1)
-    times = islice(schedules.fire_times(task.schedule, after=after), count)
-    max_runs = task.schedule.get("max_runs")
-    left = count if max_runs is None else max(0, min(count, max_runs - task.runs_planned))
-    return list(times)[:left]
+    """Up to `count` upcoming runs: planned ones not started, then the schedule's fire times."""
+    return planning.next_runs(task, now=timezone.now(), count=count)
 
 
 def owned_tasks(request: Request) -> QuerySet[Task]:
@@ -50,9 +44,15 @@ def owned_tasks(request: Request) -> QuerySet[Task]:
 
 
 def with_recent_runs(queryset: QuerySet[Task]) -> QuerySet[Task]:
-    # One extra query for the whole page (a window function per task), never one per task.
+    # One extra query each for the whole page (a window function per task), never one per task:
+    # the 20 latest runs, and the 5 planned ones not started yet that `next_runs` lists first.
     recent = Run.objects.order_by("-scheduled_at")[:20]
-    return queryset.prefetch_related(Prefetch("runs", queryset=recent, to_attr="recent_runs"))
+    pending = planning.pending_runs(Run.objects.only("id", "task_id", "scheduled_at"),
+                                    now=timezone.now())[:5]  # fmt: skip
+    return queryset.prefetch_related(
+        Prefetch("runs", queryset=recent, to_attr="recent_runs"),
+        Prefetch("runs", queryset=pending, to_attr="pending_runs"),
+    )
 
 
 class TaskFilter(django_filters.FilterSet):
@@ -68,7 +68,7 @@ class TaskFilter(django_filters.FilterSet):
 
 class TaskListCreateView(generics.ListAPIView):
     serializer_class = TaskOutputSerializer
-    parser_classes = [JSONParser, MultiPartParser, FormParser]
+    parser_classes = PARSERS
     filterset_class = TaskFilter
     ordering_fields = ["created_at", "updated_at", "priority", "next_run_at", "name"]
     ordering = ["-created_at"]
@@ -84,7 +84,7 @@ class TaskListCreateView(generics.ListAPIView):
         now = db_now()
         multipart = request.content_type.startswith("multipart/")
         serializer = TaskInputSerializer(
-            data=request.data, context={"now": now, "multipart": multipart}
+            data=request.data, context={"now": now, "multipart": multipart, "request": request}
         )
         serializer.is_valid(raise_exception=True)
         task, created = services.create_task(
@@ -95,7 +95,7 @@ class TaskListCreateView(generics.ListAPIView):
 
 
 class TaskDetailView(APIView):
-    parser_classes = [JSONParser, MultiPartParser, FormParser]
+    parser_classes = PARSERS
 
     def get_object(self, request: Request, pk: Any) -> Task:
         return get_object_or_404(owned_tasks(request), pk=pk)
@@ -121,7 +121,10 @@ class TaskDetailView(APIView):
         now = db_now()
         multipart = request.content_type.startswith("multipart/")
         serializer = TaskInputSerializer(
-            task, data=request.data, partial=partial, context={"now": now, "multipart": multipart}
+            task,
+            data=request.data,
+            partial=partial,
+            context={"now": now, "multipart": multipart, "request": request},
         )
         serializer.is_valid(raise_exception=True)
         task = services.update_task(task=task, data=serializer.validated_data, now=now)
@@ -206,6 +209,8 @@ class RunActionView(APIView):
 
 
 class SchedulePreviewView(APIView):
+    parser_classes = PARSERS
+
     @extend_schema(
         request=PreviewSerializer,
         responses={200: OpenApiResponse(description='{"next_runs": [...]}'), **ERRORS},

@@ -40,7 +40,7 @@ def test_task_created_over_http_succeeds_on_a_worker(processes, tmp_path):
         except requests.ConnectionError:
             return False
 
-    wait_for(api_up, timeout=30)
+    wait_for(api_up, timeout=60, details=processes.logs)
     token = requests.post(
         f"{base}/api/v1/auth/token", json={"username": "e2e", "password": "password-123"}, timeout=5
     ).json()["access"]
@@ -59,7 +59,7 @@ def test_task_created_over_http_succeeds_on_a_worker(processes, tmp_path):
         task = requests.get(f"{base}/api/v1/tasks/{task_id}", headers=headers, timeout=5).json()
         return task if task["runs"] and task["runs"][0]["status"] == "succeeded" else None
 
-    task = wait_for(finished, timeout=30, interval=0.3)
+    task = wait_for(finished, timeout=60, interval=0.3, details=processes.logs)
     assert task["status"] == "completed"
     run = requests.get(f"{base}/api/v1/runs/{task['runs'][0]['id']}", headers=headers, timeout=5)
     body = run.json()

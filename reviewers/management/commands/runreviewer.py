@@ -1,20 +1,30 @@
-"""`manage.py runreviewer`: rescue runs of dead workers and flag runs starved past the SLA."""
+"""`manage.py runreviewer`: rescue runs of dead workers, flag starved runs, prune old history."""
 
 from __future__ import annotations
 
 import logging
+import time
+from typing import Any
 
 from django.conf import settings
 
-from reviewers import services
+from reviewers import retention, samples, services
 from tasks.daemon import DaemonCommand
 
 logger = logging.getLogger(__name__)
 
+# Dashboard samples are written for the minute just ended; trying every few seconds is enough.
+SAMPLE_EVERY_SECONDS = 5.0
+
 
 class Command(DaemonCommand):
-    help = "Run a reviewer: rescues stuck runs; several may run at once."
+    help = "Run a reviewer: rescues stuck runs and prunes history; several may run at once."
     role = "reviewer"
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.next_sample = 0.0  # monotonic times of the next sample and the next prune pass
+        self.next_prune = 0.0
 
     def run_once(self) -> bool:
         rescue = services.rescue_stuck_runs(after_seconds=settings.REVIEWERS_RESCUE_AFTER_SECONDS)
@@ -26,7 +36,35 @@ class Command(DaemonCommand):
                 rescue.failed,
                 starved,
             )
+        now = time.monotonic()
+        if now >= self.next_sample:
+            self.next_sample = now + SAMPLE_EVERY_SECONDS
+            samples.record_queue_sample()
+        if now >= self.next_prune:
+            return self.prune()
         return False
+
+    def prune(self) -> bool:
+        """One batch per status; True (go again without sleeping) while batches come back full."""
+        batch = settings.REVIEWERS_PRUNE_BATCH_SIZE
+        pruned = retention.prune_finished_runs(
+            retention_days=settings.REVIEWERS_RETENTION_DAYS_BY_STATUS, batch=batch
+        )
+        more = any(count >= batch for count in pruned.values())
+        if not more:
+            self.next_prune = time.monotonic() + settings.REVIEWERS_PRUNE_INTERVAL_SECONDS
+            processes = retention.prune_stopped_processes(
+                older_than_days=settings.REVIEWERS_PROCESS_RETENTION_DAYS
+            )
+            old_samples = retention.prune_queue_samples(
+                older_than_days=settings.REVIEWERS_SAMPLE_RETENTION_DAYS
+            )
+        else:
+            processes = old_samples = 0
+        if any(pruned.values()) or processes or old_samples:
+            counts = " ".join(f"{status}={count}" for status, count in pruned.items())
+            logger.info("pruned %s processes=%d samples=%d", counts, processes, old_samples)
+        return more
 
     def sleep_seconds(self) -> float:
         return settings.REVIEWERS_INTERVAL_SECONDS

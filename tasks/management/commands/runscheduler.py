@@ -12,6 +12,11 @@ from tasks.db import TASK_CHANGED_CHANNEL, db_now
 
 logger = logging.getLogger(__name__)
 
+# Shortest pause after an idle pass (seconds). A task another scheduler is planning right now
+# still shows its old next_run_at until that transaction commits: without a floor, every other
+# scheduler would spin on it meanwhile.
+MIN_PAUSE_SECONDS = 0.05
+
 
 class Command(DaemonCommand):
     help = "Run a scheduler: any number may run at once, no leader needed."
@@ -25,8 +30,17 @@ class Command(DaemonCommand):
         return bool(result.planned or result.skipped)
 
     def sleep_seconds(self) -> float:
+        """Until the earliest unplanned occurrence is half a look-ahead away, at most a heartbeat.
+
+        Waking as soon as an occurrence enters the look-ahead would plan one task per pass: tens
+        of transactions a second with many short intervals. Half a look-ahead later, one pass
+        plans every task due within the whole look-ahead, and each occurrence is still planned
+        at least half a look-ahead before it is due.
+        """
         upcoming = planning.next_planning_at()
         cap = settings.TASKS_HEARTBEAT_SECONDS
         if upcoming is None:
             return cap
-        return max(0.0, min(cap, (upcoming - db_now()).total_seconds()))
+        slack = settings.TASKS_LOOKAHEAD_SECONDS / 2
+        wait = (upcoming - db_now()).total_seconds() + slack
+        return max(min(MIN_PAUSE_SECONDS, slack), min(cap, wait))

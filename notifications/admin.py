@@ -1,0 +1,51 @@
+from __future__ import annotations
+
+from django.contrib import admin, messages
+from django.db.models import QuerySet
+from django.http import HttpRequest
+
+from notifications import services
+from notifications.models import Channel, Notification
+from tasks.db import db_now
+
+
+@admin.register(Channel)
+class ChannelAdmin(admin.ModelAdmin):
+    """Secrets are not editable fields and never rendered; the API changes them."""
+
+    list_display = ["__str__", "owner", "kind", "all_tasks_events", "created_at"]
+    list_filter = ["kind"]
+    search_fields = ["id", "name", "owner__username"]
+    raw_id_fields = ["owner"]
+    fields = ["id", "owner", "kind", "name", "config", "has_secret", "all_tasks_events"]
+    readonly_fields = ["id", "kind", "config", "has_secret"]
+
+    @admin.display(boolean=True, description="secret stored")
+    def has_secret(self, channel: Channel) -> bool:
+        return bool(channel.secret_config)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False  # secrets must go through the API's validation and encryption
+
+
+@admin.register(Notification)
+class NotificationAdmin(admin.ModelAdmin):
+    list_display = ["id", "event", "channel", "run", "attempt", "status", "attempts", "created_at"]
+    list_filter = ["status", "event"]
+    search_fields = ["id", "run__id", "task__id", "channel__id"]
+    readonly_fields = [f.name for f in Notification._meta.fields]
+    date_hierarchy = "created_at"
+    show_full_result_count = False
+    actions = ["resend"]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    @admin.action(description="Resend the selected notifications now")
+    def resend(self, request: HttpRequest, queryset: QuerySet[Notification]) -> None:
+        ids = list(queryset.values_list("id", flat=True))
+        count = services.resend(ids=ids, now=db_now())
+        self.message_user(request, f"{count} notification(s) queued again.", messages.SUCCESS)
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Notification]:
+        return super().get_queryset(request).select_related("channel", "run")

@@ -1,0 +1,116 @@
+"""Channel and notification endpoints: validate, call one service, serialize (STYLE.md 2)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import django_filters
+from django.db.models import QuerySet
+from django.shortcuts import get_object_or_404
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework import generics, status
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from notifications import services
+from notifications.api.serializers import (
+    ChannelInputSerializer,
+    ChannelOutputSerializer,
+    NotificationSerializer,
+)
+from notifications.models import Channel, Notification
+
+ERRORS = {
+    400: OpenApiResponse(description="Invalid input; the body names the field."),
+    401: OpenApiResponse(description="Missing or invalid token."),
+    404: OpenApiResponse(description="No such object among the caller's own."),
+}
+
+
+def owned_channels(request: Request) -> QuerySet[Channel]:
+    return Channel.objects.filter(owner=request.user)
+
+
+class ChannelListCreateView(generics.ListAPIView):
+    serializer_class = ChannelOutputSerializer
+    ordering_fields = ["created_at", "name", "kind"]
+    ordering = ["-created_at"]
+
+    def get_queryset(self) -> QuerySet[Channel]:
+        if getattr(self, "swagger_fake_view", False):
+            return Channel.objects.none()
+        return owned_channels(self.request)
+
+    @extend_schema(
+        request=ChannelInputSerializer, responses={201: ChannelOutputSerializer, **ERRORS}
+    )
+    def post(self, request: Request) -> Response:
+        serializer = ChannelInputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        channel = services.create_channel(owner=request.user, data=serializer.validated_data)
+        return Response(ChannelOutputSerializer(channel).data, status=status.HTTP_201_CREATED)
+
+
+class ChannelDetailView(APIView):
+    def get_object(self, request: Request, pk: Any) -> Channel:
+        return get_object_or_404(owned_channels(request), pk=pk)
+
+    @extend_schema(responses={200: ChannelOutputSerializer, **ERRORS})
+    def get(self, request: Request, pk: Any) -> Response:
+        return Response(ChannelOutputSerializer(self.get_object(request, pk)).data)
+
+    @extend_schema(
+        request=ChannelInputSerializer, responses={200: ChannelOutputSerializer, **ERRORS}
+    )
+    def patch(self, request: Request, pk: Any) -> Response:
+        channel = self.get_object(request, pk)
+        serializer = ChannelInputSerializer(channel, data=request.data, partial=True)
+        serializer.is_valid(raise_exception=True)
+        channel = services.update_channel(channel=channel, data=serializer.validated_data)
+        return Response(ChannelOutputSerializer(channel).data)
+
+    @extend_schema(responses={204: None, **ERRORS})
+    def delete(self, request: Request, pk: Any) -> Response:
+        # Its delivery log goes with it; tasks naming it simply stop notifying it.
+        self.get_object(request, pk).delete()
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class NotificationFilter(django_filters.FilterSet):
+    status = django_filters.ChoiceFilter(choices=Notification.Status.choices)
+    event = django_filters.ChoiceFilter(choices=Notification.Event.choices)
+    task = django_filters.UUIDFilter(field_name="task_id")
+    channel = django_filters.UUIDFilter(field_name="channel_id")
+    run = django_filters.UUIDFilter(field_name="run_id")
+
+    class Meta:
+        model = Notification
+        fields = ["status", "event", "task", "channel", "run"]
+
+
+def owned_notifications(request: Request) -> QuerySet[Notification]:
+    return Notification.objects.filter(channel__owner=request.user)
+
+
+class NotificationListView(generics.ListAPIView):
+    """The delivery log, newest first."""
+
+    serializer_class = NotificationSerializer
+    filterset_class = NotificationFilter
+    ordering_fields = ["created_at", "sent_at"]
+    ordering = ["-created_at"]
+
+    def get_queryset(self) -> QuerySet[Notification]:
+        if getattr(self, "swagger_fake_view", False):
+            return Notification.objects.none()
+        return owned_notifications(self.request)
+
+
+class NotificationDetailView(generics.RetrieveAPIView):
+    serializer_class = NotificationSerializer
+
+    def get_queryset(self) -> QuerySet[Notification]:
+        if getattr(self, "swagger_fake_view", False):
+            return Notification.objects.none()
+        return owned_notifications(self.request)

@@ -1,0 +1,53 @@
+"""POST /api/v1/tasks/batch: up to 1,000 task bodies created all or none."""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
+from rest_framework import serializers, status
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from tasks.api.parsers import JSONParser
+from tasks.api.serializers import TaskInputSerializer
+from tasks.api.views import ERRORS
+from tasks.batch import MAX_BATCH, create_tasks
+from tasks.db import db_now
+
+
+class BatchInputSerializer(serializers.Serializer):
+    tasks = serializers.ListField(
+        child=serializers.DictField(), allow_empty=False, max_length=MAX_BATCH
+    )
+
+
+class TaskBatchCreateView(APIView):
+    parser_classes = [JSONParser]
+
+    @extend_schema(
+        request=inline_serializer("TaskBatchInput", {"tasks": TaskInputSerializer(many=True)}),
+        responses={
+            201: inline_serializer("TaskBatchOutput", {"ids": serializers.ListField()}),
+            **ERRORS,
+            413: OpenApiResponse(description="The body is too large."),
+        },
+    )
+    def post(self, request: Request) -> Response:
+        outer = BatchInputSerializer(data=request.data)
+        outer.is_valid(raise_exception=True)
+        now = db_now()
+        items = []
+        for index, body in enumerate(outer.validated_data["tasks"]):
+            if "file" in body:
+                raise serializers.ValidationError(
+                    {"tasks": {str(index): {"file": ["Executables are created one at a time."]}}}
+                )
+            # The request names the owner, whose channels `notify` may use (isolation).
+            context = {"now": now, "multipart": False, "request": request}
+            one = TaskInputSerializer(data=body, context=context)
+            if not one.is_valid():
+                # The first bad body, by index and field: nothing of the batch is created.
+                raise serializers.ValidationError({"tasks": {str(index): one.errors}})
+            items.append(one.validated_data)
+        tasks = create_tasks(owner=request.user, items=items, now=now)
+        return Response({"ids": [str(task.id) for task in tasks]}, status=status.HTTP_201_CREATED)

@@ -1,0 +1,61 @@
+"""Cumulative run counters for /metrics: one upsert per batch of recorded outcomes or rescues."""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Iterable
+from typing import Any
+from uuid import UUID
+
+from tasks.models import TERMINAL_STATUSES
+
+# Each process writes its own shard, so workers recording at once rarely wait on one row; the
+# table stays tiny (shards x metrics x kinds x outcomes) and /metrics sums the shards.
+SHARDS = 32
+
+_UPSERT_SQL = """
+INSERT INTO tasks_runcounter (metric, kind, outcome, shard, value)
+SELECT c.metric, t.kind, c.outcome, %(shard)s, count(*)
+  FROM unnest(%(task_ids)s::uuid[], %(metrics)s::text[], %(outcomes)s::text[])
+       AS c(task_id, metric, outcome)
+  JOIN tasks_task t ON t.id = c.task_id
+ GROUP BY c.metric, t.kind, c.outcome
+ -- A fixed row order: two transactions sharing a shard then lock its rows in the same order.
+ ORDER BY c.metric, t.kind, c.outcome
+ON CONFLICT (metric, kind, outcome, shard)
+DO UPDATE SET value = tasks_runcounter.value + EXCLUDED.value
+"""
+
+
+def shard_of(process: str) -> int:
+    return zlib.crc32(process.encode()) % SHARDS
+
+
+def count_events(cursor: Any, *, process: str, events: Iterable[tuple[UUID, str, str]]) -> None:
+    """Add `(task id, metric, outcome)` events to the counters, inside the caller's transaction.
+
+    Counted in the transaction that records the outcomes, so a rolled-back batch counts nothing
+    and a committed one counts exactly once, whichever process reads the counters.
+    """
+    rows = list(events)
+    if not rows:
+        return
+    cursor.execute(
+        _UPSERT_SQL,
+        {
+            "shard": shard_of(process),
+            "task_ids": [task_id for task_id, _, _ in rows],
+            "metrics": [metric for _, metric, _ in rows],
+            "outcomes": [outcome for _, _, outcome in rows],
+        },
+    )
+
+
+def outcome_events(
+    recorded: list[tuple[UUID, UUID, str]], attempt_outcomes: dict[UUID, str]
+) -> Iterable[tuple[UUID, str, str]]:
+    """Counter events of recorded `(run id, task id, status)` rows: the attempt, the finish."""
+    for run_id, task_id, status in recorded:
+        yield task_id, "attempt", attempt_outcomes.get(run_id, "unknown")
+        if status in TERMINAL_STATUSES:
+            yield task_id, "finished", status

@@ -1,0 +1,163 @@
+"""GET /metrics: token, figures read from PostgreSQL, API request metrics across processes."""
+
+from __future__ import annotations
+
+import re
+from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
+
+import pytest
+import requests
+from django.test import override_settings
+from django.utils import timezone
+from prometheus_client.parser import text_string_to_metric_families
+
+from tasks import queue
+from tasks.models import Process
+from tests.factories import RunFactory, TaskFactory
+
+
+def samples(text: str) -> dict[tuple[str, frozenset], float]:
+    found = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            found[(sample.name, frozenset(sample.labels.items()))] = sample.value
+    return found
+
+
+def value(text: str, name: str, **labels: str) -> float | None:
+    return samples(text).get((name, frozenset(labels.items())))
+
+
+def scrape(client, **headers: str) -> str:
+    response = client.get("/metrics", **headers)
+    assert response.status_code == 200, response.content
+    return response.content.decode()
+
+
+@override_settings(SCHEDULER_METRICS_TOKEN="s3cret-token")
+def test_token_is_required_when_set(client, db):
+    assert client.get("/metrics").status_code == 401
+    assert client.get("/metrics", HTTP_AUTHORIZATION="Bearer wrong").status_code == 401
+    assert "scheduler_database_up 1.0" in scrape(client, HTTP_AUTHORIZATION="Bearer s3cret-token")
+
+
+@override_settings(SCHEDULER_METRICS_TOKEN="")
+def test_open_when_no_token(client, db):
+    assert client.get("/metrics").status_code == 200
+
+
+def test_queue_depth_by_status_and_priority(client, db):
+    now = timezone.now()
+    RunFactory(priority=9, execute_at=now - timedelta(seconds=3))
+    RunFactory(priority=9, execute_at=now + timedelta(hours=1))
+    RunFactory(priority=1, status="waiting_for_resource", execute_at=now - timedelta(minutes=1))
+    RunFactory(priority=5, status="succeeded", finished_at=now)  # history: not queue depth
+    text = scrape(client)
+    assert value(text, "scheduler_queue_runs", status="scheduled", priority="9") == 2
+    assert value(text, "scheduler_queue_runs", status="waiting_for_resource", priority="1") == 1
+    assert value(text, "scheduler_queue_runs", status="succeeded", priority="5") is None
+    assert value(text, "scheduler_runs_waiting_for_resource") == 1
+    assert value(text, "scheduler_queue_due_runs") == 2
+    assert value(text, "scheduler_queue_oldest_due_age_seconds") >= 60
+
+
+def test_finished_runs_and_attempts_are_counted_by_the_outcome_batch(client, db):
+    task = TaskFactory(kind="handler")
+    for _ in range(3):
+        RunFactory(task=task, execute_at=timezone.now() - timedelta(seconds=1), max_attempts=2)
+    claimed = queue.claim_runs(worker="w1", limit=10, prefetch_seconds=0, owner_cap=0)
+    assert len(claimed) == 3
+    outcomes = [
+        queue.Outcome(run_id=claimed[0].id, attempt=1, status="succeeded",
+                      attempt_outcome="succeeded", started_at=claimed[0].claimed_at),
+        queue.Outcome(run_id=claimed[1].id, attempt=1, status="succeeded",
+                      attempt_outcome="succeeded", started_at=claimed[1].claimed_at),
+        queue.Outcome(run_id=claimed[2].id, attempt=1, status="scheduled",
+                      attempt_outcome="failed", started_at=claimed[2].claimed_at, retry_in=60.0),
+    ]  # fmt: skip
+    queue.record_outcomes(worker="w1", outcomes=outcomes)
+    # A late duplicate of an outcome is fenced out, and so is its count.
+    queue.record_outcomes(worker="w1", outcomes=outcomes[:1])
+    text = scrape(client)
+    assert value(text, "scheduler_runs_finished_total", kind="handler", outcome="succeeded") == 2
+    assert value(text, "scheduler_run_attempts_total", kind="handler", outcome="succeeded") == 2
+    assert value(text, "scheduler_run_attempts_total", kind="handler", outcome="failed") == 1
+    # Lateness: both succeeded runs finished within the window.
+    assert value(text, "scheduler_run_start_lateness_seconds_gcount") == 2
+    assert value(text, "scheduler_run_start_lateness_seconds_bucket", le="+Inf") == 2
+
+
+def test_rescues_are_counted(client, db):
+    from reviewers.services import rescue_stuck_runs
+
+    stale = timezone.now() - timedelta(minutes=5)
+    RunFactory(status="running", worker="gone", attempt=1, max_attempts=1,
+               started_at=stale, heartbeat_at=stale)  # fmt: skip
+    RunFactory(status="running", worker="gone", attempt=1, max_attempts=3,
+               started_at=stale, heartbeat_at=stale)  # fmt: skip
+    rescue_stuck_runs(after_seconds=10)
+    text = scrape(client)
+    assert value(text, "scheduler_run_attempts_total", kind="handler", outcome="rescued") == 2
+    assert value(text, "scheduler_runs_finished_total", kind="handler", outcome="failed") == 1
+
+
+def test_heartbeat_age_and_alive_processes_by_role(client, db):
+    now = timezone.now()
+    Process.objects.create(name="w", role="worker", host="h", pid=1, started_at=now,
+                           last_seen_at=now - timedelta(seconds=4))  # fmt: skip
+    text = scrape(client)
+    assert 3.5 <= value(text, "scheduler_role_last_heartbeat_age_seconds", role="worker") < 30
+    assert value(text, "scheduler_role_processes_alive", role="worker") == 1
+    assert value(text, "scheduler_role_processes_alive", role="scheduler") == 0
+
+
+def test_api_requests_are_counted_by_route_pattern(client, db):
+    before = scrape(client)
+    route = "api/v1/runs/<uuid:pk>"
+    old = value(before, "scheduler_api_requests_total", route=route, method="GET", status="401")
+    for _ in range(3):
+        client.get(f"/api/v1/runs/{TaskFactory().pk}")  # no token: 401
+    text = scrape(client)
+    new = value(text, "scheduler_api_requests_total", route=route, method="GET", status="401")
+    assert new == (old or 0) + 3
+    assert not re.search(r'route="[^"]*[0-9a-f]{8}-', text)  # no raw ids as label values
+    count = value(text, "scheduler_api_request_duration_seconds_count", route=route, method="GET")
+    assert count >= 3
+
+
+@pytest.mark.processes
+def test_request_counts_are_exact_across_gunicorn_workers(gunicorn, tmp_path):
+    """Four gunicorn workers answer at once; every scrape, whichever worker serves it, reports
+    the sum over all of them (prometheus_client multiprocess mode)."""
+    multiproc = tmp_path / "prometheus"
+    base = gunicorn(workers=4, PROMETHEUS_MULTIPROC_DIR=str(multiproc))
+    labels = {"route": "health", "method": "GET", "status": "503"}  # no role process runs here
+
+    def total() -> float:
+        text = requests.get(f"{base}/metrics", timeout=5).text
+        return value(text, "scheduler_api_requests_total", **labels) or 0.0
+
+    before = total()
+    with ThreadPoolExecutor(max_workers=8) as pool:  # concurrent: several workers must answer
+        codes = list(pool.map(lambda _: requests.get(f"{base}/health", timeout=10).status_code,
+                              range(80)))  # fmt: skip
+    assert codes == [503] * 80
+    pids = {path.stem.rsplit("_", 1)[-1] for path in multiproc.glob("counter_*.db")}
+    assert len(pids) >= 2, pids
+    assert [total() for _ in range(6)] == [before + 80] * 6
+
+
+def test_notifications_by_channel_kind_and_status(client, db):
+    from notifications.models import Channel, Notification
+
+    run = RunFactory(status="succeeded", finished_at=timezone.now())
+    channel = Channel.objects.create(owner=run.owner, kind="email", config={"address": "a@b.c"})
+    for event in ("succeeded", "failed"):
+        Notification.objects.create(channel=channel, run=run, task=run.task, attempt=1,
+                                    event=event, retry_until=timezone.now())  # fmt: skip
+    text = scrape(client)
+    assert (
+        value(text, "scheduler_notifications_recent", channel_kind="email", status="pending") == 2
+    )
+    assert value(text, "scheduler_notifications_pending") == 2

@@ -1,0 +1,29 @@
+"""Helpers shared by the task tests."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from tasks.models import Run, Task
+from tests.factories import RunFactory
+
+
+def running_run(task: Task, **fields: Any) -> Run:
+    """A run in flight: the check constraint wants worker, started_at and heartbeat_at set."""
+    now = datetime.now(UTC)
+    values = {
+        "status": "running",
+        "attempt": 1,
+        "worker": "w-1",
+        "started_at": now,
+        "heartbeat_at": now,
+    }
+    return RunFactory(task=task, **(values | fields))
+
+
+def finished_run(task: Task, status: str, **fields: Any) -> Run:
+    """A run that ended with `status` after one attempt."""
+    now = datetime.now(UTC)
+    values = {"status": status, "attempt": 1, "started_at": now, "finished_at": now}
+    return RunFactory(task=task, **(values | fields))
