@@ -52,6 +52,9 @@ class Worker:
         self.prefetch = settings.TASKS_PREFETCH_SECONDS
         self.poll = settings.TASKS_POLL_INTERVAL_SECONDS
         self.owner_cap = settings.TASKS_OWNER_MAX_RUNNING
+        # Runs held beyond the executing slots: they start the moment a slot frees instead of
+        # after the next claim's round trip, and let one commit record a larger batch.
+        self.capacity = concurrency + max(0, settings.TASKS_CLAIM_AHEAD)
         self.inflight: dict[object, InFlight] = {}
         self.lock = threading.Lock()
         self.wake = threading.Event()
@@ -68,21 +71,38 @@ class Worker:
         delivery = start_delivery_thread(enabled=not once)  # notifications (issue 5)
         self.watch.start()
         try:
+            hygiene_at = 0.0
             while not stop.is_set():
                 self.wake.clear()
-                close_old_connections()
+                if time.monotonic() >= hygiene_at:
+                    # At most once a second: with CONN_HEALTH_CHECKS each call costs a round trip
+                    # on the next query. Database errors close the connection right away anyway.
+                    close_old_connections()
+                    hygiene_at = time.monotonic() + 1.0
                 busy = self.run_once()
                 if once:
                     self._drain(grace=settings.TASKS_DEFAULT_TIMEOUT_SECONDS, release_waiting=False)
                     return
                 if not busy:
                     self.wake.wait(self._sleep_seconds())
+                    self._coalesce()
             self._drain(grace=settings.TASKS_SHUTDOWN_GRACE_SECONDS)
         finally:
             if delivery is not None:
                 delivery.stop()
             self.watch.stop()
             self.pool.shutdown(wait=False, cancel_futures=True)
+
+    def _coalesce(self) -> None:
+        """Woken by a finished run while others are still in flight: wait a moment for them, so
+        one commit records them all (group commit) instead of one commit each."""
+        window = settings.TASKS_COALESCE_SECONDS
+        if window <= 0:
+            return
+        deadline = time.monotonic() + window
+        while self.results.qsize() < len(self.inflight) and time.monotonic() < deadline:
+            self.wake.clear()
+            self.wake.wait(max(0.0, deadline - time.monotonic()))
 
     def run_once(self) -> bool:
         """Record finished runs and claim into the freed slots, in one transaction.
@@ -91,7 +111,7 @@ class Worker:
         """
         self._collect()
         self._enforce_deadlines()
-        free = max(0, self.concurrency - len(self.inflight))
+        free = max(0, self.capacity - len(self.inflight))
         if not self.pending and free == 0:
             return False
         batch, self.pending = self.pending, []
@@ -118,7 +138,7 @@ class Worker:
 
     def _sleep_seconds(self) -> float:
         wait = self.poll
-        if len(self.inflight) < self.concurrency:
+        if len(self.inflight) < self.capacity:
             try:
                 until = queue.seconds_until_next_due()
             except DatabaseError:
