@@ -28,10 +28,13 @@ run: $(VENV)/.runtime ## run API + scheduler + worker + reviewer (embedded Postg
 	$(PY) manage.py runall
 
 test: $(VENV)/.dev ## run the test suite (DATABASE_URL, or the embedded PostgreSQL when unset)
-	$(PY) -m pytest -m "not chaos" $(PYTEST_ARGS)
+	$(PY) -m pytest -m "not chaos and not fuzz" $(PYTEST_ARGS)
 
 test-chaos: $(VENV)/.dev ## kill workers and restart PostgreSQL under load
 	$(PY) -m pytest -m chaos $(PYTEST_ARGS)
+
+test-fuzz: $(VENV)/.dev ## schemathesis against the OpenAPI schema (docs/security.md)
+	$(PY) -m pytest -m fuzz -q -s $(PYTEST_ARGS)
 
 lint: $(VENV)/.dev ## ruff check, ruff format --check, no missing migrations
 	$(VENV)/bin/ruff check .
@@ -45,4 +48,4 @@ fmt: $(VENV)/.dev ## format and auto-fix
 bench: $(VENV)/.dev ## the benchmark set (docs/benchmarks.md)
 	$(PY) manage.py bench all
 
-.PHONY: help install run test test-chaos lint fmt bench
+.PHONY: help install run test test-chaos test-fuzz lint fmt bench

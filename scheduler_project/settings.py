@@ -305,6 +305,8 @@ if DATABASE_REPLICA_URL:
     MIDDLEWARE.append("scheduler_project.routers.ReplicaReadMiddleware")
 
 # --- Security (issue 8; docs/security.md says what each line defends against) ----------------
+import re  # noqa: E402
+
 # Request bodies: 413 as JSON over these limits, before anything reads the body (chunked too).
 SCHEDULER_MAX_JSON_BYTES = DATA_UPLOAD_MAX_MEMORY_SIZE
 MIDDLEWARE.insert(
@@ -318,6 +320,10 @@ FILE_UPLOAD_HANDLERS = [
 ]
 # Writes per user (DRF rate: "<count>/<second|minute|hour|day>"; empty: no limit) → 429.
 SCHEDULER_WRITE_RATE = os.environ.get("SCHEDULER_WRITE_RATE", "1200/minute")
+if SCHEDULER_WRITE_RATE and not re.fullmatch(r"[0-9]+/(s|m|h|d)[a-z]*", SCHEDULER_WRITE_RATE):
+    raise ImproperlyConfigured(
+        f"SCHEDULER_WRITE_RATE must look like 1200/minute, not {SCHEDULER_WRITE_RATE!r}"
+    )
 REST_FRAMEWORK["DEFAULT_THROTTLE_CLASSES"] = ["tasks.api.throttling.WriteRateThrottle"]
 # DRF's parsers, but JSON nested past the recursion limit is a 400 (tasks.api.parsers), not a 500.
 REST_FRAMEWORK["DEFAULT_PARSER_CLASSES"] = [
@@ -366,7 +372,6 @@ if SCHEDULER_BEHIND_TLS_PROXY:
     SECURE_HSTS_SECONDS = env_int("SCHEDULER_HSTS_SECONDS", 365 * 24 * 3600)
     SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SCHEDULER_HSTS_INCLUDE_SUBDOMAINS", True)
     SECURE_HSTS_PRELOAD = env_bool("SCHEDULER_HSTS_PRELOAD", False)
-SESSION_COOKIE_HTTPONLY = True
 # urllib3 logs each request line at DEBUG, path and query included: a Slack webhook URL's path
 # is its credential, and that line has no scheme or host for the redaction filter to spot.
 LOGGING["loggers"].setdefault("urllib3", {"level": "INFO"})
