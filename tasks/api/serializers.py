@@ -128,6 +128,16 @@ class TaskInputSerializer(serializers.Serializer):
     notify = NotifySerializer(many=True, required=False, max_length=20)
     file = serializers.FileField(required=False, write_only=True)
 
+    def to_internal_value(self, data: Any) -> dict:
+        # A multipart form carries `notify` (a list) as JSON text, like `payload` and `schedule`.
+        if self.context.get("multipart") and isinstance(data.get("notify"), str):
+            data = {key: data.get(key) for key in data}
+            try:
+                data["notify"] = json.loads(data["notify"])
+            except ValueError:
+                raise serializers.ValidationError({"notify": ["Must be valid JSON."]}) from None
+        return super().to_internal_value(data)
+
     def validate_notify(self, value: list[dict]) -> list[dict]:
         # Issue 5: each entry must name one of the owner's channels (errors per index).
         from notifications.api.serializers import validate_notify_channels

@@ -223,3 +223,31 @@ def test_executable_file_over_the_limit_is_413(api: APIClient, settings) -> None
     assert response.status_code == 413
     assert response.json()["code"] == "request_too_large"
     assert not Task.objects.exists()
+
+
+def test_multipart_create_accepts_notify_as_json_text(api: APIClient, user) -> None:
+    from notifications.models import Channel
+
+    channel = Channel.objects.create(
+        owner=user, kind=Channel.Kind.EMAIL, config={"address": "ops@example.com"}
+    )
+    notify = [{"channel": str(channel.id), "events": ["failed"]}]
+
+    response = api.post(
+        "/api/v1/tasks",
+        {
+            "kind": "executable",
+            "file": SimpleUploadedFile("job.sh", b"#!/bin/sh\ntrue\n"),
+            "notify": json.dumps(notify),
+        },
+        format="multipart",
+    )
+    bad = api.post(
+        "/api/v1/tasks",
+        {"kind": "executable", "file": SimpleUploadedFile("j.sh", b"x"), "notify": "[not json"},
+        format="multipart",
+    )
+
+    assert response.status_code == 201, response.content
+    assert response.json()["notify"] == notify
+    assert bad.status_code == 400 and "notify" in bad.json()
