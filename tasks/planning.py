@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from itertools import islice
 
 from django.conf import settings
-from django.db import transaction
+from django.db import DatabaseError, transaction
 from django.db.models import QuerySet
 
 from notifications.outbox import enqueue
@@ -22,6 +22,8 @@ logger = logging.getLogger(__name__)
 MAX_OCCURRENCES_PER_PASS = 1000
 # run_all replays at most this many missed occurrences per catch-up; the rest are recorded skipped.
 RUN_ALL_CAP = 100
+# A task whose planning raises is tried again this many seconds later.
+PLAN_RETRY_SECONDS = 60
 
 
 @dataclass(frozen=True)
@@ -138,7 +140,8 @@ def _next_after(task: Task, times: list[datetime]) -> datetime | None:
 
 
 def _new_run(task: Task, at: datetime, *, status: str, now: datetime) -> Run:
-    key = f"{task.id}:{at.isoformat()}"
+    # The run's idempotency key, as docs/schedules.md says (Run.idempotency_key's format).
+    key = f"{task.id}:{at.astimezone(UTC).strftime('%Y-%m-%dT%H:%M:%S.%fZ')}"
     execute_at = at + timedelta(seconds=schedules.jitter_offset(task.schedule, key=key))
     return Run(
         task=task,
@@ -170,7 +173,19 @@ def plan_due_tasks(*, now: datetime, batch: int = 100) -> PlanResult:
             .order_by("next_run_at")[:batch]
         )
         for task in due:
-            result = plan_task(task, now=now, horizon=horizon)
+            try:
+                with transaction.atomic():  # a savepoint: one bad task never undoes the rest
+                    result = plan_task(task, now=now, horizon=horizon)
+            except DatabaseError:
+                raise  # transient: the whole pass is retried
+            except Exception:
+                # A schedule this code cannot evaluate would fail every pass and, first in
+                # next_run_at order, hold up every task behind it. It is pushed back instead
+                # of retried in a hot loop; a PATCH of its schedule replans it from now.
+                retry_at = now + timedelta(seconds=PLAN_RETRY_SECONDS)
+                logger.exception("planning task=%s failed; next attempt at %s", task.pk, retry_at)
+                Task.objects.filter(pk=task.pk).update(next_run_at=retry_at)
+                continue
             total = PlanResult(total.planned + result.planned, total.skipped + result.skipped)
     return total
 

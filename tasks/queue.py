@@ -136,9 +136,9 @@ SELECT id, task_id, attempt FROM tasks_run
  WHERE task_id = ANY(%(tasks)s) AND status = 'running' AND NOT (id = ANY(%(mine)s))
 """
 
-_SKIP_SQL = """
-UPDATE tasks_run SET status = 'skipped', attempt = attempt - 1, finished_at = clock_timestamp(),
-       error = 'skipped: the previous run was still running (overlap policy)'
+_SET_ASIDE_SQL = """
+UPDATE tasks_run SET status = %(status)s, attempt = attempt - 1, finished_at = clock_timestamp(),
+       error = %(error)s
  WHERE id = ANY(%(ids)s) AND status = 'running' AND worker = %(worker)s
 RETURNING id, task_id
 """
@@ -147,8 +147,10 @@ RETURNING id, task_id
 def resolve_overlaps(*, worker: str, claimed: list[ClaimedRun]) -> list[ClaimedRun]:
     """Apply each task's overlap policy to freshly claimed runs; return the runs to execute.
 
-    `skip`: a run whose task has another run in flight is recorded `skipped` instead of run.
-    `cancel_previous`: the task's other runs in flight are cancelled (their workers are told).
+    `skip`: a run whose task has another run in flight (elsewhere, or earlier in this very
+    batch, as after a backlog) is recorded `skipped` instead of run.
+    `cancel_previous`: the task's other runs in flight are cancelled (their workers are told);
+    older runs of the task claimed in this batch never start and are recorded `cancelled`.
     Tasks with the default `allow` cost nothing here: the common path makes no query.
     """
     policed = [run for run in claimed if run.overlap != "allow"]
@@ -157,26 +159,47 @@ def resolve_overlaps(*, worker: str, claimed: list[ClaimedRun]) -> list[ClaimedR
     from tasks.models import Run
     from tasks.run_services import cancel_running
 
+    by_task: dict[UUID, list[ClaimedRun]] = {}
+    for run in sorted(policed, key=lambda r: r.scheduled_at):
+        by_task.setdefault(run.task_id, []).append(run)
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(
             _OTHERS_RUNNING_SQL,
-            {"tasks": [r.task_id for r in policed], "mine": [r.id for r in claimed]},
+            {"tasks": list(by_task), "mine": [r.id for r in claimed]},
         )
         others = cursor.fetchall()
         busy = {task_id for _, task_id, _ in others}
-        skipped = [r.id for r in policed if r.overlap == "skip" and r.task_id in busy]
+        skipped: list[UUID] = []
+        superseded: list[UUID] = []
+        for task_id, runs in by_task.items():
+            if runs[0].overlap == "skip":
+                # The first runs unless another is in flight; the rest overlap with it.
+                skipped += [r.id for r in (runs if task_id in busy else runs[1:])]
+            else:
+                superseded += [r.id for r in runs[:-1]]  # only the newest of the batch runs
         if skipped:
-            cursor.execute(_SKIP_SQL, {"ids": skipped, "worker": worker})
+            cursor.execute(
+                _SET_ASIDE_SQL,
+                {"ids": skipped, "worker": worker, "status": "skipped",
+                 "error": "skipped: the previous run was still running (overlap policy)"},
+            )  # fmt: skip
             # Outbox (issue 5): `missed` for each occurrence skipped, in the same transaction.
             outbox.enqueue(cursor, events=[(r, t, None, "missed") for r, t in cursor.fetchall()])
-        cancel_tasks = {r.task_id for r in policed if r.overlap == "cancel_previous"}
+        if superseded:
+            cursor.execute(
+                _SET_ASIDE_SQL,
+                {"ids": superseded, "worker": worker, "status": "cancelled",
+                 "error": "cancelled: a newer run started (overlap policy cancel_previous)"},
+            )  # fmt: skip
+        cancel_tasks = {task_id for task_id, runs in by_task.items() if runs[0].overlap != "skip"}
         now = _db_now(cursor)
         for run_id, task_id, _attempt in others:
             if task_id in cancel_tasks:
                 previous = Run.objects.get(pk=run_id)
                 cancel_running(run=previous, now=now, reason="cancelled: a newer run started "
                                "(overlap policy cancel_previous)")  # fmt: skip
-    return [run for run in claimed if run.id not in set(skipped)]
+    dropped = set(skipped) | set(superseded)
+    return [run for run in claimed if run.id not in dropped]
 
 
 def _db_now(cursor: Any) -> datetime:

@@ -115,6 +115,7 @@ class Worker:
         if not self.pending and free == 0:
             return False
         batch, self.pending = self.pending, []
+        sent = time.monotonic()
         try:
             recorded, claimed = queue.record_and_claim(
                 worker=self.name,
@@ -133,7 +134,7 @@ class Worker:
         asked = len(claimed)
         claimed = queue.resolve_overlaps(worker=self.name, claimed=claimed)
         for run in claimed:
-            self._dispatch(run)
+            self._dispatch(run, anchor=sent)
         return bool(batch) or (free > 0 and asked == free)
 
     def _sleep_seconds(self) -> float:
@@ -152,12 +153,17 @@ class Worker:
         return wait
 
     # --- executing ------------------------------------------------------------------------
-    def _dispatch(self, run: queue.ClaimedRun) -> None:
-        now = time.monotonic()
+    def _dispatch(self, run: queue.ClaimedRun, *, anchor: float) -> None:
+        # Two anchors for the claim's database timestamp, each erring on the safe side: the
+        # start timer counts from now (after the round trip), so a run never starts early; the
+        # recorded started_at counts from before the round trip, so it never reads early.
         delay = max(0.0, (run.execute_at - run.claimed_at).total_seconds())
         self.claim_seq += 1
         flight = InFlight(
-            run=run, claimed_mono=now, start_mono=now + delay, claim_seq=self.claim_seq
+            run=run,
+            claimed_mono=anchor,
+            start_mono=time.monotonic() + delay,
+            claim_seq=self.claim_seq,
         )
         with self.lock:
             self.inflight[run.id] = flight

@@ -10,6 +10,7 @@ counts missing occurrences (fire_times against the runs) and occurrences execute
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -19,6 +20,7 @@ from collections import Counter
 from datetime import UTC, datetime, timedelta
 from itertools import takewhile
 from pathlib import Path
+from typing import IO
 
 from django.contrib.auth import get_user_model
 from django.db import connection
@@ -86,12 +88,9 @@ def _cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def _start(args: list[str], env: dict[str, str], log: Path) -> subprocess.Popen:
+def _start(args: list[str], env: dict[str, str], log: IO[bytes]) -> subprocess.Popen:
     return subprocess.Popen(
-        [sys.executable, str(ROOT / "manage.py"), *args],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=log.open("ab"),
+        [sys.executable, str(ROOT / "manage.py"), *args], env=env, stdout=log, stderr=log
     )
 
 
@@ -116,6 +115,7 @@ def measure(
     workers: int = 3,
     concurrency: int = 4,
     lookahead: float | None = None,
+    log_level: str = "WARNING",
 ) -> dict:
     """Run the workload on `database_url` (already migrated, the current connection); return
     the figures as a dict (milliseconds)."""
@@ -127,12 +127,13 @@ def measure(
         DATABASE_URL=database_url,
         SCHEDULER_HANDLER_MODULES="tasks.bench.handlers",
         BENCH_RUN_DIR=str(run_dir),
-        LOG_LEVEL=os.environ.get("LATENESS_LOG_LEVEL", "WARNING"),
+        LOG_LEVEL=log_level,
         PYTHONUNBUFFERED="1",
     )
     if lookahead is not None:
         env["TASKS_LOOKAHEAD_SECONDS"] = str(lookahead)
-    log = Path(tempfile.mkdtemp(prefix="lateness-logs-")) / "stderr.txt"
+    log_path = run_dir.parent / f"{run_dir.name}.log"  # the fleet's output, kept for a look
+    log = log_path.open("ab")
     procs = [_start(["runscheduler"], env, log) for _ in range(schedulers)]
     procs += [_start(["runworker", "--concurrency", str(concurrency)], env, log)
               for _ in range(workers)]  # fmt: skip
@@ -141,7 +142,7 @@ def measure(
         boot = time.monotonic() + 120
         while Process.objects.filter(stopped_at=None).count() < len(procs):
             if time.monotonic() > boot or any(p.poll() is not None for p in procs):
-                raise RuntimeError(f"the fleet did not start; see {log}")
+                raise RuntimeError(f"the fleet did not start; see {log_path}")
             time.sleep(0.2)
         t0 = db_now().replace(microsecond=0) + timedelta(seconds=LEAD_SECONDS)
         end = t0 + timedelta(seconds=seconds)
@@ -159,16 +160,23 @@ def measure(
         }
     finally:
         _stop(procs)
+        log.close()
     runs = list(window.filter(started_at__isnull=False).values_list("scheduled_at", "started_at"))
     expected = sum(
         len(list(takewhile(lambda at: at <= end, schedules.fire_times(t.schedule, after=None))))
         for t in created
     )
     late = sorted((started - scheduled).total_seconds() * 1000 for scheduled, started in runs)
-    executed = Counter(key for key, _, _ in read_lines(str(run_dir)))
+    lines = read_lines(str(run_dir))
+    shutil.rmtree(run_dir, ignore_errors=True)
+    executed = Counter(key for key, _, _ in lines)
+    # Cross-check on the host clock: when the handler body really began (time.time()).
+    body = sorted(
+        (start - scheduled) * 1000 for _, scheduled, start in lines if scheduled <= end.timestamp()
+    )
 
-    def pct(p: float) -> float:
-        return round(late[min(len(late) - 1, int(p / 100 * len(late)))], 1) if late else 0.0
+    def pct(p: float, values: list[float] = late) -> float:
+        return round(values[min(len(values) - 1, int(p / 100 * len(values)))], 1) if values else 0.0
 
     return {
         "workload": "recurring lateness",
@@ -189,6 +197,10 @@ def measure(
         "max_ms": round(late[-1], 1) if late else 0.0,
         "min_ms": round(late[0], 1) if late else 0.0,
         "early": sum(1 for ms in late if ms < 0),
+        "body_p50_ms": pct(50, body),
+        "body_p99_ms": pct(99, body),
+        "body_max_ms": round(body[-1], 1) if body else 0.0,
+        "body_early": sum(1 for ms in body if ms < 0),
         "cpu_seconds": cpu,
         "load_average": [round(x, 2) for x in os.getloadavg()],
     }

@@ -96,6 +96,31 @@ def test_run_once_under_max_runs_counts_only_occurrences_that_will_exist(owner) 
     assert task.next_run_at is None
 
 
+def test_a_task_whose_planning_fails_is_pushed_back_and_the_rest_planned(owner, caplog) -> None:
+    good = make_task(owner, {"type": "interval", "every": 60})
+    bad = make_task(owner, {"type": "interval", "every": 60})
+    broken = {**bad.schedule, "type": "cron", "expression": "not a cron expression"}
+    Task.objects.filter(pk=bad.pk).update(schedule=broken)
+    now = T0 + 5 * MINUTE
+
+    planning.plan_due_tasks(now=now)
+
+    assert Run.objects.filter(task=good).exists()
+    bad.refresh_from_db()
+    assert bad.next_run_at == now + timedelta(seconds=planning.PLAN_RETRY_SECONDS)
+    assert f"planning task={bad.pk} failed" in caplog.text
+
+
+def test_jitter_is_keyed_by_the_runs_idempotency_key(owner) -> None:
+    task = make_task(owner, {"type": "interval", "every": 10, "jitter": 5})
+
+    for run in Run.objects.filter(task=task):
+        offset = schedules.jitter_offset(task.schedule, key=run.idempotency_key)
+        assert (run.execute_at - run.scheduled_at).total_seconds() == pytest.approx(
+            offset, abs=1e-6
+        )
+
+
 def test_next_runs_lists_planned_occurrences_first(owner) -> None:
     task = make_task(owner, {"type": "interval", "every": 10})
     assert task.next_run_at == T0 + 40 * SECOND  # 10, 20 and 30 s are planned already
@@ -194,11 +219,6 @@ def test_scheduler_sleeps_until_half_a_lookahead_before_the_earliest_occurrence(
     assert scheduler.sleep_seconds() == MIN_PAUSE_SECONDS
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="tasks/queue.py resolve_overlaps compares a claimed run only with runs claimed "
-    "earlier, never with runs of the same task claimed in the same batch (after a backlog)",
-)
 def test_overlap_skip_holds_between_runs_claimed_together(owner) -> None:
     now = db_now()
     schedule = schedules.normalize({"type": "interval", "every": 1, "overlap": "skip"}, now=now)
@@ -211,3 +231,21 @@ def test_overlap_skip_holds_between_runs_claimed_together(owner) -> None:
     to_run = queue.resolve_overlaps(worker="w-1", claimed=claimed)
 
     assert len(to_run) == 1, "two runs of a task with overlap=skip would run at once"
+
+
+def test_overlap_cancel_previous_runs_only_the_newest_of_a_batch(owner) -> None:
+    now = db_now()
+    schedule = schedules.normalize(
+        {"type": "interval", "every": 1, "overlap": "cancel_previous"}, now=now
+    )
+    task = TaskFactory(owner=owner, schedule=schedule, schedule_type="interval")
+    for seconds in (3, 2):
+        RunFactory(task=task, scheduled_at=now - timedelta(seconds=seconds))
+
+    claimed = queue.claim_runs(worker="w-1", limit=4, prefetch_seconds=0.5, owner_cap=0)
+    to_run = queue.resolve_overlaps(worker="w-1", claimed=claimed)
+
+    newest = max(claimed, key=lambda r: r.scheduled_at)
+    assert [r.id for r in to_run] == [newest.id]
+    older = Run.objects.get(task=task, scheduled_at=now - timedelta(seconds=3))
+    assert older.status == "cancelled" and older.attempt == 0

@@ -30,6 +30,7 @@ class Command(BaseCommand):
         parser.add_argument(
             "--lookahead", type=float, default=None, help="TASKS_LOOKAHEAD_SECONDS for the fleet"
         )
+        parser.add_argument("--log-level", default="WARNING", help="LOG_LEVEL of the fleet")
         parser.add_argument("--keep-db", action="store_true", help="keep the scratch database")
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -54,6 +55,7 @@ class Command(BaseCommand):
                 workers=options["workers"],
                 concurrency=options["concurrency"],
                 lookahead=options["lookahead"],
+                log_level=options["log_level"],
             )
         finally:
             connection.close()
@@ -74,6 +76,8 @@ class Command(BaseCommand):
             ("max ms", "max_ms"),
             ("min ms", "min_ms"),
             ("early starts", "early"),
+            ("body p99 ms", "body_p99_ms"),
+            ("body early", "body_early"),
         ):
             self.stdout.write(f"{label:<16} {result[key]:>10}")
 
