@@ -11,6 +11,7 @@ from datetime import timedelta
 
 import pytest
 
+from tasks.bench.recurring import CRONS, INTERVALS
 from tasks.db import TASK_CHANGED_CHANNEL, db_now, notify
 from tasks.models import TERMINAL_STATUSES, Attempt, Process, Run, Task
 from tests.conftest import process_env, wait_for
@@ -28,17 +29,6 @@ pytestmark = pytest.mark.processes
 
 WINDOW = 60.0
 LEAD = 3.0  # seconds from creating the tasks to their first occurrence
-INTERVALS = (1, 2, 3)
-CRONS = (
-    "* * * * * *",
-    "*/2 * * * * *",
-    "*/3 * * * * *",
-    "1-59/2 * * * * *",
-    "*/4 * * * * *",
-    "*/5 * * * * *",
-    "0,15,30,45 * * * * *",
-    "10-50/10 * * * * *",
-)
 # Second-level crons have a wildcard hour, so they run on absolute time in any zone.
 ZONES = ("UTC", "Europe/Berlin", "America/New_York", "Australia/Lord_Howe")
 
