@@ -10,14 +10,11 @@ makes a replayed enqueue insert nothing.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from uuid import UUID
 
 from django.conf import settings
 from django.db import connection
-
-if TYPE_CHECKING:
-    from tasks.queue import Outcome
 
 NOTIFICATION_CHANNEL = "scheduler_notification"
 
@@ -59,30 +56,6 @@ def enqueue(cursor: Any | None, *, events: Sequence[Event]) -> int:
             return int(own.fetchone()[0])
     cursor.execute(_ENQUEUE_SQL, params)
     return int(cursor.fetchone()[0])
-
-
-def outcome_events(
-    recorded: Iterable[tuple[UUID, UUID, str]], outcomes: Iterable[Outcome]
-) -> list[Event]:
-    """Events for outcomes the worker just recorded (tasks.queue.record_outcomes).
-
-    succeeded -> `succeeded`; a failed or timed-out attempt going back to `scheduled` ->
-    `failed`; the run ending `failed` -> `retries_exhausted`. Releases on shutdown and
-    cancellations notify nobody.
-    """
-    by_run = {outcome.run_id: outcome for outcome in outcomes}
-    events: list[Event] = []
-    for run_id, task_id, status in recorded:
-        outcome = by_run.get(run_id)
-        if outcome is None:
-            continue
-        if status == "succeeded":
-            events.append((run_id, task_id, outcome.attempt, "succeeded"))
-        elif status == "failed":
-            events.append((run_id, task_id, outcome.attempt, "retries_exhausted"))
-        elif status == "scheduled" and outcome.attempt_outcome in ("failed", "timed_out"):
-            events.append((run_id, task_id, outcome.attempt, "failed"))
-    return events
 
 
 def rescue_events(rows: Iterable[tuple[UUID, str, UUID]]) -> list[Event]:

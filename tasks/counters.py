@@ -7,8 +7,6 @@ from collections.abc import Iterable
 from typing import Any
 from uuid import UUID
 
-from tasks.models import TERMINAL_STATUSES
-
 # Each process writes its own shard, so workers recording at once rarely wait on one row; the
 # table stays tiny (shards x metrics x kinds x outcomes) and /metrics sums the shards.
 SHARDS = 32
@@ -49,13 +47,3 @@ def count_events(cursor: Any, *, process: str, events: Iterable[tuple[UUID, str,
             "outcomes": [outcome for _, _, outcome in rows],
         },
     )
-
-
-def outcome_events(
-    recorded: list[tuple[UUID, UUID, str]], attempt_outcomes: dict[UUID, str]
-) -> Iterable[tuple[UUID, str, str]]:
-    """Counter events of recorded `(run id, task id, status)` rows: the attempt, the finish."""
-    for run_id, task_id, status in recorded:
-        yield task_id, "attempt", attempt_outcomes.get(run_id, "unknown")
-        if status in TERMINAL_STATUSES:
-            yield task_id, "finished", status

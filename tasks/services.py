@@ -9,7 +9,7 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 
 from tasks import planning, schedules
-from tasks.db import RUN_CANCEL_CHANNEL, TASK_CHANGED_CHANNEL, notify
+from tasks.db import TASK_CHANGED_CHANNEL, notify
 from tasks.exceptions import Conflict
 from tasks.models import CLAIMABLE_STATUSES, Run, Task
 
@@ -252,7 +252,3 @@ def _complete_if_done(task: Task) -> None:
     from tasks.queue import complete_finished_tasks
 
     complete_finished_tasks(task_ids=[task.pk])
-
-
-def notify_cancel(run_id: Any) -> None:
-    notify(RUN_CANCEL_CHANNEL, str(run_id))
