@@ -94,13 +94,18 @@ class Worker:
             self.pool.shutdown(wait=False, cancel_futures=True)
 
     def _coalesce(self) -> None:
-        """Woken by a finished run while others are still in flight: wait a moment for them, so
-        one commit records them all (group commit) instead of one commit each."""
+        """Woken by a finished run while others are still executing: wait a moment for them, so
+        one commit records them all (group commit) instead of one commit each. A wake-up for
+        anything else (a run became due) is not delayed."""
         window = settings.TASKS_COALESCE_SECONDS
-        if window <= 0:
+        if window <= 0 or self.results.empty():
             return
         deadline = time.monotonic() + window
-        while self.results.qsize() < len(self.inflight) and time.monotonic() < deadline:
+        while time.monotonic() < deadline:
+            with self.lock:
+                started = sum(1 for f in self.inflight.values() if f.started_mono is not None)
+            if self.results.qsize() >= started:
+                return
             self.wake.clear()
             self.wake.wait(max(0.0, deadline - time.monotonic()))
 
