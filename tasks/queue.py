@@ -20,19 +20,30 @@ from tasks.models import TERMINAL_STATUSES
 
 _CLAIM_CTES = """
 capped AS (
-    -- Owners already at their cap of running runs: computed once per claim, from the small
-    -- running set (run_running_idx), not once per candidate row.
-    SELECT owner_id FROM tasks_run
+    -- Running runs per owner (from run_running_idx, a small set), once per claim.
+    SELECT owner_id, count(*) AS running FROM tasks_run
      WHERE status = 'running' AND %(owner_cap)s > 0
-     GROUP BY owner_id HAVING count(*) >= %(owner_cap)s
-), picked AS (
-    SELECT r.id FROM tasks_run r
+     GROUP BY owner_id
+), candidates AS (
+    SELECT r.id, r.owner_id, r.priority, r.execute_at FROM tasks_run r
      WHERE r.status IN ('scheduled', 'waiting_for_resource')
        AND r.execute_at <= clock_timestamp() + make_interval(secs => %(prefetch)s)
-       AND r.owner_id NOT IN (SELECT owner_id FROM capped)
+       AND r.owner_id NOT IN (SELECT owner_id FROM capped WHERE running >= %(owner_cap)s)
      ORDER BY r.priority DESC, r.execute_at
-     LIMIT %(limit)s
+     LIMIT %(candidates)s
      FOR UPDATE OF r SKIP LOCKED
+), picked AS (
+    -- The per-owner cap also holds within this batch: an owner's n-th candidate is taken only
+    -- while its running runs plus n stay within the cap.
+    SELECT id FROM (
+        SELECT c.id, c.priority, c.execute_at, coalesce(k.running, 0) AS running,
+               row_number() OVER (PARTITION BY c.owner_id
+                                  ORDER BY c.priority DESC, c.execute_at) AS nth
+          FROM candidates c LEFT JOIN capped k ON k.owner_id = c.owner_id
+    ) ranked
+     WHERE %(owner_cap)s <= 0 OR running + nth <= %(owner_cap)s
+     ORDER BY priority DESC, execute_at
+     LIMIT %(limit)s
 ), claimed AS (
     UPDATE tasks_run r
        SET status = 'running', attempt = r.attempt + 1, worker = %(worker)s,
@@ -91,9 +102,15 @@ def claim_runs(
 
 
 def _claim(cursor: Any, *, worker: str, limit: int, prefetch: float, cap: int) -> list[ClaimedRun]:
-    params = {"worker": worker, "limit": limit, "prefetch": prefetch, "owner_cap": cap}
+    params = {"worker": worker, "limit": limit, "prefetch": prefetch, "owner_cap": cap,
+              "candidates": _candidates(limit, cap)}  # fmt: skip
     cursor.execute(_CLAIM_SQL, params)
     return _claimed_runs(cursor.fetchall())
+
+
+def _candidates(limit: int, cap: int) -> int:
+    # With a cap, look at twice the batch so one owner's runs do not crowd out everyone else's.
+    return limit * 2 if cap > 0 else limit
 
 
 def _claimed_runs(rows: list[tuple]) -> list[ClaimedRun]:
@@ -121,7 +138,12 @@ def record_and_claim(
     if limit <= 0:
         return record_outcomes(worker=worker, outcomes=outcomes), []
     params = _finish_params(worker, outcomes)
-    params.update(limit=limit, prefetch=prefetch_seconds, owner_cap=owner_cap)
+    params.update(
+        limit=limit,
+        prefetch=prefetch_seconds,
+        owner_cap=owner_cap,
+        candidates=_candidates(limit, owner_cap),
+    )
     # No transaction block: in autocommit the single statement is its own transaction.
     with connection.cursor() as cursor:
         cursor.execute(_CYCLE_SQL, params)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import logging
+import os
 import threading
 from typing import Any
 
@@ -34,3 +35,11 @@ class Command(BaseCommand):
         logger.info("worker started as %s concurrency=%d", worker.name, worker.concurrency)
         worker.serve(stop, once=options["once"])
         logger.info("worker %s stopped after %d runs", worker.name, worker.finished_count)
+        stuck = [t for t in threading.enumerate() if t.name.startswith("executor") and t.is_alive()]
+        if stuck:
+            # A handler past the grace period cannot be interrupted, and its run is already
+            # released to another worker: end the process now rather than wait for the thread,
+            # so two copies never run at once.
+            logger.warning("exiting with %d payload thread(s) still running", len(stuck))
+            logging.shutdown()
+            os._exit(0)
