@@ -43,7 +43,10 @@ def test_killing_workers_loses_nothing_and_records_each_run_once(processes, tmp_
     records = tmp_path / "records"
     records.mkdir()
     env = process_env(
-        SCHEDULER_HANDLER_MODULES="tests.handlers", TEST_RECORD_DIR=str(records), **TIMING
+        SCHEDULER_HANDLER_MODULES="tests.handlers",
+        TEST_RECORD_DIR=str(records),
+        TASKS_CLAIM_AHEAD="0",
+        **TIMING,
     )
     task = TaskFactory(payload={"name": "record", "args": {"sleep": 0.01}}, max_attempts=20)
     now = timezone.now()
@@ -58,7 +61,8 @@ def test_killing_workers_loses_nothing_and_records_each_run_once(processes, tmp_
         for i in range(total)
     )
     processes.start("runreviewer", env=env)
-    # Concurrency 1 per worker: a kill interrupts at most one executed-but-unrecorded run.
+    # Concurrency 1 and no claim-ahead: a kill can repeat at most one executed-but-unrecorded
+    # run's side effect (with claim-ahead, up to concurrency + TASKS_CLAIM_AHEAD per kill).
     workers = [processes.start("runworker", "--concurrency", "1", env=env) for _ in range(4)]
     kills: list[float] = []
     rng = random.Random(7)
