@@ -8,8 +8,9 @@ from datetime import UTC, datetime, timedelta
 from itertools import islice
 
 from django.conf import settings
-from django.db import DatabaseError, transaction
+from django.db import connection, transaction
 from django.db.models import QuerySet
+from django.utils import timezone
 
 from notifications.outbox import enqueue
 from tasks import schedules
@@ -158,36 +159,85 @@ def _new_run(task: Task, at: datetime, *, status: str, now: datetime) -> Run:
     )
 
 
-def plan_due_tasks(*, now: datetime, batch: int = 100) -> PlanResult:
-    """One scheduler pass: lock due tasks with SKIP LOCKED and plan each.
+def plan_due_tasks(*, now: datetime, batch: int = 500) -> PlanResult:
+    """One scheduler pass: lock due tasks with SKIP LOCKED and plan them together.
 
     Any number of schedulers may run this at once: each task row is planned by exactly one of
     them per pass, and the unique (task, scheduled_at) key makes a replayed pass harmless.
+    A pass costs a fixed handful of statements however many tasks it plans: one INSERT of every
+    task's runs, one UPDATE of every task's next_run_at, one NOTIFY. (With 100,000 tasks,
+    statements and savepoints per task were three quarters of the scheduler's time.)
     """
     horizon = now + timedelta(seconds=settings.TASKS_LOOKAHEAD_SECONDS)
-    total = PlanResult()
     with transaction.atomic():
         due = list(
             Task.objects.select_for_update(skip_locked=True)
             .filter(status=Task.Status.ACTIVE, next_run_at__lte=horizon)
             .order_by("next_run_at")[:batch]
         )
+        planned: list[tuple[Task, list[Run]]] = []
+        failed: list[Task] = []
         for task in due:
             try:
-                with transaction.atomic():  # a savepoint: one bad task never undoes the rest
-                    result = plan_task(task, now=now, horizon=horizon)
-            except DatabaseError:
-                raise  # transient: the whole pass is retried
+                # Pure computation: nothing is written until every task of the batch is planned.
+                planned.append((task, advance(task, now=now, horizon=horizon)))
             except Exception:
                 # A schedule this code cannot evaluate would fail every pass and, first in
                 # next_run_at order, hold up every task behind it. It is pushed back instead
                 # of retried in a hot loop; a PATCH of its schedule replans it from now.
-                retry_at = now + timedelta(seconds=PLAN_RETRY_SECONDS)
-                logger.exception("planning task=%s failed; next attempt at %s", task.pk, retry_at)
-                Task.objects.filter(pk=task.pk).update(next_run_at=retry_at)
-                continue
-            total = PlanResult(total.planned + result.planned, total.skipped + result.skipped)
-    return total
+                logger.exception("planning task=%s failed; next attempt at %s", task.pk,
+                                 now + timedelta(seconds=PLAN_RETRY_SECONDS))  # fmt: skip
+                failed.append(task)
+        if failed:
+            Task.objects.filter(pk__in=[t.pk for t in failed]).update(
+                next_run_at=now + timedelta(seconds=PLAN_RETRY_SECONDS)
+            )
+        return _store_plans(planned)
+
+
+_ADVANCE_TASKS_SQL = """
+UPDATE tasks_task t SET next_run_at = v.next_run_at, runs_planned = v.runs_planned,
+       updated_at = %(updated_at)s
+  FROM unnest(%(ids)s::uuid[], %(next)s::timestamptz[], %(planned)s::int[])
+       AS v(id, next_run_at, runs_planned)
+ WHERE t.id = v.id
+"""
+
+
+def _store_plans(planned: list[tuple[Task, list[Run]]]) -> PlanResult:
+    """Write what `advance` computed for a batch of locked tasks, as plan_task does for one."""
+    if not planned:
+        return PlanResult()
+    runs = [run for _, task_runs in planned for run in task_runs]
+    # A long catch-up may plan up to MAX_OCCURRENCES_PER_PASS per task: bounded statements.
+    Run.objects.bulk_create(runs, ignore_conflicts=True, batch_size=2000)
+    # Outbox (issue 5): `missed` per occurrence recorded skipped, in the planning transaction.
+    skipped = [r for r in runs if r.status == Run.Status.SKIPPED]
+    enqueue(None, events=[(r.id, r.task_id, 0, "missed") for r in skipped])
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _ADVANCE_TASKS_SQL,
+            {
+                "updated_at": timezone.now(),
+                "ids": [task.pk for task, _ in planned],
+                "next": [task.next_run_at for task, _ in planned],
+                "planned": [task.runs_planned for task, _ in planned],
+            },
+        )
+    if len(runs) > len(skipped):
+        notify(RUN_DUE_CHANNEL)
+    # Tasks whose last occurrences were all missed and skipped: no worker will finish a run to
+    # complete them, so they are completed here (if no earlier run is still unfinished).
+    ended = [
+        task.pk
+        for task, task_runs in planned
+        if task.next_run_at is None and all(r.status == Run.Status.SKIPPED for r in task_runs)
+    ]
+    if ended:
+        from tasks.queue import complete_finished_tasks
+
+        complete_finished_tasks(task_ids=ended)
+    return PlanResult(planned=len(runs) - len(skipped), skipped=len(skipped))
 
 
 def next_planning_at() -> datetime | None:

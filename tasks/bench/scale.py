@@ -27,6 +27,7 @@ from tasks.models import Task
 CRONS = ("*/1 * * * *", "*/2 * * * *", "*/5 * * * *", "*/10 * * * *", "*/15 * * * *")
 INTERVALS = (60, 120, 180, 240, 300)
 SAMPLE_SECONDS = 5.0
+LEAD_SECONDS = 45.0
 
 
 def _raw(i: int, t0: datetime) -> dict:
@@ -54,15 +55,16 @@ def create(count: int, *, batch: int = 5000) -> float:
     """Store `count` active tasks without planning anything; returns seconds."""
     started = time.monotonic()
     owner = bench_owner()
-    now = datetime.now(UTC)
-    t0 = now + timedelta(seconds=5)
+    # First occurrences from T0, past the time creating the tasks takes, so that none is overdue
+    # when the schedulers start: crons are anchored there, intervals start over their period.
+    t0 = datetime.now(UTC) + timedelta(seconds=LEAD_SECONDS)
     cache: dict[str, dict] = {}
     for offset in range(0, count, batch):
         tasks = []
         for i in range(offset, min(count, offset + batch)):
             raw = _raw(i, t0)
             key = raw.get("expression", "")
-            schedule = dict(cache[key]) if key in cache else schedules.normalize(raw, now=now)
+            schedule = dict(cache[key]) if key in cache else schedules.normalize(raw, now=t0)
             if key:
                 cache.setdefault(key, dict(schedule))
             tasks.append(

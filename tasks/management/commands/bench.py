@@ -108,8 +108,8 @@ class Command(BaseCommand):
             if kind == "soak":
                 soak.measure(
                     database_url=url, runs=options["runs"], minutes=options["minutes"],
-                    workers=_ints(options["workers"] or "4")[0], emit=self._emit,
-                    write=self.stdout.write,
+                    workers=_ints(options["workers"] or "4")[0], processes=options["processes"],
+                    emit=self._emit, write=self.stdout.write,
                 )  # fmt: skip
         finally:
             connection.close()

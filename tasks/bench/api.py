@@ -1,0 +1,273 @@
+"""API latency under an open-loop load (issue 7 item 5): gunicorn as the Dockerfile runs it.
+
+A second process sends `rate` reads/s (task list pages, task detail, a task's runs, run detail,
+in equal shares) plus `writes`/s (POST a task, PATCH a task, alternately) to 127.0.0.1 for
+`seconds`. Requests leave on a fixed timetable from a thread pool, and each latency is measured
+from its *intended* send time, so a slow server is not hidden by the client sending less
+(no coordinated omission). Targets: p95 < 25 ms, p99 < 100 ms, no errors.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import multiprocessing as mp
+import random
+import shutil
+import statistics
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor, wait
+from datetime import UTC, datetime, timedelta
+
+from django.db import connection
+
+from tasks.bench import apiserver, proc
+
+P95_TARGET_MS = 25.0
+P99_TARGET_MS = 100.0
+READS = ("task_list", "task_detail", "task_runs", "run_detail")
+USERNAME = "bench-api"
+DRAIN_SECONDS = 30.0
+
+
+def _timetable(rate: float, writes: float, seconds: float, seed: int) -> list[tuple[float, str]]:
+    rng = random.Random(seed)
+    plan = [(i / rate, READS[rng.randrange(4)]) for i in range(int(rate * seconds))]
+    if writes > 0:
+        kinds = ("create", "patch")
+        plan += [(i / writes, kinds[i % 2]) for i in range(int(writes * seconds))]
+    return sorted(plan)
+
+
+def _request(kind: str, rng: random.Random, ctx: dict) -> tuple[str, str, bytes | None]:
+    tasks, runs = ctx["task_ids"], ctx["run_ids"]
+    if kind == "task_list":
+        return "GET", f"/api/v1/tasks?page={rng.randint(1, ctx['pages'])}", None
+    if kind == "task_detail":
+        return "GET", f"/api/v1/tasks/{rng.choice(tasks)}", None
+    if kind == "task_runs":
+        return "GET", f"/api/v1/tasks/{rng.choice(tasks)}/runs", None
+    if kind == "run_detail":
+        return "GET", f"/api/v1/runs/{rng.choice(runs)}", None
+    if kind == "create":
+        start = (datetime.now(UTC) + timedelta(hours=1)).isoformat().replace("+00:00", "Z")
+        body = {"kind": "handler", "name": "load", "payload": {"name": "bench", "args": {}},
+                "schedule": {"type": "interval", "every": 3600, "start_at": start}}  # fmt: skip
+        return "POST", "/api/v1/tasks", json.dumps(body).encode()
+    body = {"name": f"renamed {rng.randrange(10**6)}", "priority": rng.randrange(10)}
+    return "PATCH", f"/api/v1/tasks/{rng.choice(tasks)}", json.dumps(body).encode()
+
+
+def _send(port: int, token: str, method: str, path: str, body: bytes | None) -> int:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    try:
+        headers = {"Authorization": f"Bearer {token}"}
+        if body is not None:
+            headers["Content-Type"] = "application/json"
+        conn.request(method, path, body=body, headers=headers)
+        response = conn.getresponse()
+        response.read()
+        return response.status
+    finally:
+        conn.close()
+
+
+def _load(ctx: dict, results: mp.Queue) -> None:
+    """The load generator (its own process): send the timetable, report every latency."""
+    plan = _timetable(ctx["rate"], ctx["writes"], ctx["seconds"], ctx["seed"])
+    rng = random.Random(ctx["seed"] + 1)
+    samples: list[tuple[str, float, int]] = []
+    lock = threading.Lock()
+    cpu_before = time.process_time()
+
+    answered: set[int] = set()
+
+    def one(i: int, kind: str, intended: float, request: tuple[str, str, bytes | None]) -> None:
+        try:
+            status = _send(ctx["port"], ctx["token"], *request)
+        except Exception:
+            status = 0
+        with lock:
+            samples.append((kind, (time.perf_counter() - intended) * 1000, status))
+            answered.add(i)
+
+    lag = 0.0
+    pool = ThreadPoolExecutor(max_workers=ctx["threads"])
+    sent: list[tuple[Future, str, float]] = []
+    t0 = time.perf_counter() + 0.2
+    for i, (offset, kind) in enumerate(plan):
+        intended = t0 + offset
+        request = _request(kind, rng, ctx)
+        delay = intended - time.perf_counter()
+        if delay > 0:
+            time.sleep(delay)
+        else:
+            lag = max(lag, -delay)
+        sent.append((pool.submit(one, i, kind, intended, request), kind, intended))
+    # Bounded: what has not answered DRAIN_SECONDS after the last send counts as an error, with
+    # its latency so far (a lower bound) so that an overloaded server shows in the percentiles.
+    wait([future for future, _, _ in sent], timeout=DRAIN_SECONDS)
+    pool.shutdown(wait=False, cancel_futures=True)
+    now = time.perf_counter()
+    with lock:
+        unfinished = [
+            (kind, (now - intended) * 1000, 0)
+            for i, (_, kind, intended) in enumerate(sent)
+            if i not in answered
+        ]
+        samples.extend(unfinished)
+        report = {"samples": list(samples), "unanswered": len(unfinished)}
+    results.put({**report, "dispatch_lag_ms": round(lag * 1000, 2),
+                 "loadgen_cpu_seconds": round(time.process_time() - cpu_before, 2)})  # fmt: skip
+
+
+def run_step(server: apiserver.Gunicorn, seeded: apiserver.Seeded, *, rate: float,
+             writes: float, seconds: float, threads: int = 64) -> dict:  # fmt: skip
+    """One open-loop load of `seconds`; the figures as a dict (milliseconds)."""
+    ctx = {
+        "port": server.port,
+        "token": apiserver.token_for(USERNAME),
+        "rate": rate,
+        "writes": writes,
+        "seconds": seconds,
+        "seed": int(rate * 1000 + writes),
+        "threads": threads,
+        "task_ids": [str(t) for t in seeded.task_ids],
+        "run_ids": [str(r) for r in seeded.run_ids],
+        "pages": max(1, len(seeded.task_ids) // 50),
+    }
+    connection.close()  # nothing of Django's crosses the fork
+    queue = mp.get_context("fork").Queue()
+    child = mp.get_context("fork").Process(target=_load, args=(ctx, queue))
+    server_cpu = server.cpu_seconds()
+    started = time.monotonic()
+    child.start()
+    try:
+        report = queue.get(timeout=seconds + DRAIN_SECONDS + 60)
+    finally:
+        child.join(timeout=30)
+        if child.is_alive():
+            child.kill()
+    elapsed = time.monotonic() - started
+    samples = report["samples"]
+    latencies = sorted(ms for _, ms, _ in samples)
+    errors = sum(1 for _, _, status in samples if not 200 <= status < 300)
+    result = {
+        "workload": "api",
+        "rate": rate,
+        "writes": writes,
+        "seconds": seconds,
+        "api_workers": server.workers,
+        "requests": len(samples),
+        "answered_per_second": round((len(samples) - report["unanswered"]) / elapsed, 1),
+        "errors": errors,
+        "unanswered": report["unanswered"],
+        **_figures(latencies),
+        "by_endpoint": {
+            kind: _figures(sorted(ms for k, ms, _ in samples if k == kind))
+            for kind in (*READS, "create", "patch")
+        },
+        "dispatch_lag_ms": report["dispatch_lag_ms"],
+        "loadgen_cpu_seconds": report["loadgen_cpu_seconds"],
+        "server_cpu_seconds": round(server.cpu_seconds() - server_cpu, 1),
+        "gunicorn_worker_rss_mb": list(server.rss().values()),
+        "machine": proc.machine(),
+    }
+    result["meets_target"] = (
+        result["p95_ms"] < P95_TARGET_MS and result["p99_ms"] < P99_TARGET_MS and errors == 0
+    )
+    return result
+
+
+def service_times(
+    server: apiserver.Gunicorn, seeded: apiserver.Seeded, *, repeat: int = 20
+) -> dict:
+    """Each request kind alone, one at a time (no load): what one request costs the server."""
+    token = apiserver.token_for(USERNAME)
+    rng = random.Random(3)
+    ctx = {"task_ids": seeded.task_ids, "run_ids": seeded.run_ids,
+           "pages": max(1, len(seeded.task_ids) // 50)}  # fmt: skip
+    figures = {}
+    for kind in READS:
+        times = []
+        for _ in range(repeat):
+            method, path, body = _request(kind, rng, ctx)
+            started = time.perf_counter()
+            _send(server.port, token, method, path, body)
+            times.append((time.perf_counter() - started) * 1000)
+        times.sort()
+        figures[kind] = {"median_ms": round(statistics.median(times), 2),
+                         "min_ms": round(times[0], 2)}  # fmt: skip
+    return {"workload": "api service time", "repeat": repeat, "by_endpoint": figures}
+
+
+def _figures(latencies: list[float]) -> dict:
+    return {
+        "n": len(latencies),
+        "p50_ms": round(proc.percentile(latencies, 50), 2),
+        "p95_ms": round(proc.percentile(latencies, 95), 2),
+        "p99_ms": round(proc.percentile(latencies, 99), 2),
+        "max_ms": round(latencies[-1], 2) if latencies else 0.0,
+        "mean_ms": round(sum(latencies) / len(latencies), 2) if latencies else 0.0,
+    }
+
+
+def measure(*, database_url: str, rate: float, writes: float, seconds: float, find_max: bool,
+            api_workers: int, tasks: int, runs_per_task: int,
+            emit: Callable[[dict], None], write: Callable[[str], None]) -> list[dict]:  # fmt: skip
+    """Seed, start gunicorn, run one step (or step the read rate up until a target is missed)."""
+    seeded = apiserver.seed(username=USERNAME, tasks=tasks, runs_per_task=runs_per_task)
+    write(f"seeded {tasks} tasks, {tasks * runs_per_task} runs in {seeded.seconds} s")
+    server = apiserver.Gunicorn(database_url, api_workers, tempfile.mkdtemp(prefix="bench-api-"))
+    results: list[dict] = []
+    try:
+        server.start()
+        alone = service_times(server, seeded)
+        emit(alone)
+        write("one request at a time: " + ", ".join(
+            f"{kind} {f['median_ms']} ms" for kind, f in alone["by_endpoint"].items()))  # fmt: skip
+        step = rate
+        while True:
+            result = run_step(server, seeded, rate=step, writes=writes, seconds=seconds)
+            emit(result)
+            results.append(result)
+            write(_line(result))
+            if not find_max:
+                break
+            if result["meets_target"]:
+                if step < rate:  # stepping down found a rate that holds: stop there
+                    break
+                step += rate
+            elif step <= rate:
+                # Even the first rate misses: halve it until one meets the target.
+                step = step / 2 if step >= 10 else 0
+                if step == 0:
+                    break
+            else:
+                break
+    finally:
+        server.stop()
+        shutil.rmtree(server.log_dir, ignore_errors=True)
+    if find_max:
+        passing = [r["rate"] for r in results if r["meets_target"]]
+        best = max(passing) if passing else None
+        summary = {"workload": "api max rate", "max_read_rate_meeting_target": best,
+                   "writes": writes, "api_workers": api_workers}  # fmt: skip
+        emit(summary)
+        write(f"highest read rate meeting p95 < {P95_TARGET_MS:g} ms and p99 < "
+              f"{P99_TARGET_MS:g} ms: {best} reads/s (+ {writes:g} writes/s)")  # fmt: skip
+    return results
+
+
+def _line(r: dict) -> str:
+    head = (f"api {r['rate']:g} reads/s + {r['writes']:g} writes/s, {r['api_workers']} workers: "
+            f"p50 {r['p50_ms']} / p95 {r['p95_ms']} / p99 {r['p99_ms']} / max {r['max_ms']} ms, "
+            f"{r['errors']} errors, {r['answered_per_second']} answered/s, "
+            f"{'meets' if r['meets_target'] else 'MISSES'} the target")  # fmt: skip
+    rows = [f"  {kind:<12} n={f['n']:<6} p50 {f['p50_ms']:>7} p95 {f['p95_ms']:>7} "
+            f"p99 {f['p99_ms']:>7} max {f['max_ms']:>7} ms"
+            for kind, f in r["by_endpoint"].items()]  # fmt: skip
+    return "\n".join([head, *rows])
