@@ -142,6 +142,16 @@ class TaskInputSerializer(serializers.Serializer):
         # Issue 5: each entry must name one of the owner's channels (errors per index).
         from notifications.api.serializers import validate_notify_channels
 
+        # A PATCH validates nested entries partially, so a missing key could slip through.
+        missing = {
+            str(i): {
+                key: ["This field is required."] for key in ("channel", "events") if key not in e
+            }
+            for i, e in enumerate(value)
+            if "channel" not in e or "events" not in e
+        }
+        if missing:
+            raise serializers.ValidationError(missing)
         request = self.context.get("request")
         owner = request.user if request else getattr(self.instance, "owner", None)
         return validate_notify_channels(value, owner=owner)

@@ -257,3 +257,14 @@ def test_someone_elses_task_is_not_listed(other_api: APIClient, user) -> None:
     TaskFactory(owner=user)
 
     assert other_api.get("/api/v1/tasks").json()["count"] == 0
+
+
+def test_patch_notify_entry_without_channel_is_a_400(api: APIClient, create: Callable) -> None:
+    task = create(kind="handler", payload={"name": "noop"})
+
+    response = api.patch(
+        f"/api/v1/tasks/{task['id']}", {"notify": [{"events": ["failed"]}]}, format="json"
+    )
+
+    assert response.status_code == 400
+    assert "channel" in str(response.json()["notify"])
