@@ -5,7 +5,8 @@
    inserted with SQL in batches of 1,000, as the batch service stores them). Every 10 s the
    harness reads each process's VmRSS; per process it reports start, end, max and a
    least-squares slope (MB/min), also after the first minute (imports and caches warm up then).
-   Target: a worker under 150 MB and flat.
+   Target: a worker under 150 MB and flat. The harness runs VACUUM ANALYZE every minute, as
+   autovacuum would (it is off on the CI machines' PostgreSQL).
 2. API: gunicorn as the Dockerfile runs it, a task with `api_runs` finished runs; the workers'
    RSS before and after `api_requests` GET /api/v1/tasks/{id}/runs?page=N over random pages.
    List endpoints paginate at the database, so memory must not follow the history's size.
@@ -29,6 +30,7 @@ from tasks.bench import apiserver, data, proc, workload
 from tasks.bench.handlers import read_lines
 
 SAMPLE_SECONDS = 10.0
+VACUUM_SECONDS = 60.0
 TARGET_MB = 150.0
 
 
@@ -65,6 +67,8 @@ def run_soak(
     fed = 0
     rss: dict[str, list[tuple[float, float | None]]] = {}
     progress: list[tuple[float, int, int]] = []
+    feed_seconds: list[float] = []  # per batch of 1,000: the feeder's own health
+    vacuum_seconds: list[float] = []
     try:
         fleet.start("runscheduler")
         for _ in range(procs):
@@ -73,6 +77,7 @@ def run_soak(
         names = ["scheduler"] + [f"worker {i + 1}" for i in range(procs)]
         started = time.monotonic()
         next_sample = started + SAMPLE_SECONDS  # once the processes are up
+        next_vacuum = started + VACUUM_SECONDS
         while True:
             elapsed = time.monotonic() - started
             if elapsed >= duration + 60 or (fed >= runs and _succeeded() >= runs):
@@ -82,8 +87,18 @@ def run_soak(
             due = min(runs, int(runs * min(1.0, (elapsed + 1) / duration)))
             while fed < due and elapsed < duration:
                 size = min(MAX_BATCH, due - fed)
+                took = time.monotonic()
                 data.enqueue_due(owner, size)
+                feed_seconds.append(time.monotonic() - took)
                 fed += size
+            if time.monotonic() >= next_vacuum:
+                # What autovacuum does in production (this machine's PostgreSQL runs with
+                # autovacuum = off): without fresh statistics the feeder's cached foreign-key
+                # check plans, made while the tables were empty, stay sequential scans.
+                took = time.monotonic()
+                data.vacuum_analyze()
+                vacuum_seconds.append(time.monotonic() - took)
+                next_vacuum += VACUUM_SECONDS
             if time.monotonic() >= next_sample:
                 t = round(time.monotonic() - started, 1)
                 for name, p in zip(names, fleet.procs, strict=True):
@@ -111,6 +126,11 @@ def run_soak(
         "bodies": len(lines),
         "ran_twice": len(lines) - len(keys),
         "seconds": round(elapsed, 1),
+        "feed_batch_seconds_median_max": [
+            round(sorted(feed_seconds)[len(feed_seconds) // 2], 3) if feed_seconds else None,
+            round(max(feed_seconds), 3) if feed_seconds else None,
+        ],
+        "vacuum_analyze_runs_seconds": [round(v, 2) for v in vacuum_seconds],
         "rss": per_process,
         "worker_max_mb": max((s.get("max_mb", 0) for s in worker_series), default=None),
         "worker_under_target": all(s.get("max_mb", 0) < TARGET_MB for s in worker_series),
