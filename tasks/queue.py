@@ -16,6 +16,7 @@ from django.db import connection, transaction
 
 from notifications import outbox
 from tasks import counters
+from tasks.db import prepared_cursor
 from tasks.models import TERMINAL_STATUSES
 
 _CLAIM_CTES = """
@@ -54,13 +55,13 @@ capped AS (
     RETURNING r.id, r.task_id, r.scheduled_at, r.execute_at, r.attempt, r.max_attempts,
               t.kind, t.payload, t.executable, t.timeout, t.retry_backoff_base,
               t.retry_backoff_cap, clock_timestamp() AS claimed_at,
-              coalesce(t.schedule->>'overlap', 'allow') AS overlap
+              coalesce(t.schedule->>'overlap', 'allow') AS overlap, r.priority
 )"""
 
 _CLAIM_SQL = f"""
 WITH {_CLAIM_CTES}
 SELECT id, task_id, scheduled_at, execute_at, attempt, max_attempts, kind, payload, executable,
-       timeout, retry_backoff_base, retry_backoff_cap, claimed_at, overlap
+       timeout, retry_backoff_base, retry_backoff_cap, claimed_at, overlap, priority
   FROM claimed
 """
 
@@ -81,6 +82,7 @@ class ClaimedRun:
     backoff_cap: float
     claimed_at: datetime  # database clock at claim time
     overlap: str = "allow"
+    priority: int = 0
 
     @property
     def idempotency_key(self) -> str:
@@ -97,7 +99,7 @@ def claim_runs(
     """
     if limit <= 0:
         return []
-    with connection.cursor() as cursor:  # one statement: its own transaction in autocommit
+    with prepared_cursor() as cursor:  # one statement: its own transaction in autocommit
         return _claim(cursor, worker=worker, limit=limit, prefetch=prefetch_seconds, cap=owner_cap)
 
 
@@ -118,7 +120,9 @@ def _claimed_runs(rows: list[tuple]) -> list[ClaimedRun]:
     for run in claimed:
         if isinstance(run.payload, str):  # Django's psycopg setup leaves jsonb undecoded
             run.payload = json.loads(run.payload)
-    claimed.sort(key=lambda run: run.execute_at)
+    # Start order: runs already due first, highest priority first (as they were claimed);
+    # runs claimed ahead of their time by when they are due.
+    claimed.sort(key=lambda r: (max(r.execute_at, r.claimed_at), -r.priority, r.execute_at))
     return claimed
 
 
@@ -145,7 +149,7 @@ def record_and_claim(
         candidates=_candidates(limit, owner_cap),
     )
     # No transaction block: in autocommit the single statement is its own transaction.
-    with connection.cursor() as cursor:
+    with prepared_cursor() as cursor:
         cursor.execute(_CYCLE_SQL, params)
         rows = cursor.fetchall()
     recorded = [(row[1], row[2], row[3]) for row in rows if row[0] == "recorded"]
@@ -311,12 +315,17 @@ v AS (
 ), events AS (
     -- The transactional outbox (notifications/outbox.py): succeeded; a failed attempt that will
     -- be retried -> failed; the last attempt failed -> retries_exhausted.
-    SELECT id, task_id, attempt,
-           CASE WHEN status = 'succeeded' THEN 'succeeded'
-                WHEN status = 'failed' THEN 'retries_exhausted'
-                WHEN status = 'scheduled' AND outcome IN ('failed', 'timed_out') THEN 'failed'
+    -- Only tasks that could notify at all reach notifications_enqueue: calling it costs more
+    -- than the rest of the statement (PL/pgSQL plans its query on every call).
+    SELECT d.id, d.task_id, d.attempt,
+           CASE WHEN d.status = 'succeeded' THEN 'succeeded'
+                WHEN d.status = 'failed' THEN 'retries_exhausted'
+                WHEN d.status = 'scheduled' AND d.outcome IN ('failed', 'timed_out') THEN 'failed'
            END AS event
-      FROM done
+      FROM done d JOIN tasks_task t ON t.id = d.task_id
+     WHERE (jsonb_typeof(t.notify) = 'array' AND t.notify <> '[]'::jsonb)
+        OR EXISTS (SELECT 1 FROM notifications_channel c
+                    WHERE c.owner_id = t.owner_id AND c.all_tasks_events <> '{}')
 ), notified AS (
     SELECT notifications_enqueue(array_agg(id), array_agg(task_id), array_agg(attempt),
                                  array_agg(event), %(window)s, %(channel)s) AS queued
@@ -342,12 +351,12 @@ WITH {_FINISH_CTES}, {_CLAIM_CTES}
 SELECT 'recorded', done.id, done.task_id, done.status, (SELECT count(*) FROM woke),
        (SELECT queued FROM notified), NULL::timestamptz, NULL::timestamptz, NULL::int,
        NULL::int, NULL::text, NULL::jsonb, NULL::text, NULL::float8, NULL::float8,
-       NULL::float8, NULL::timestamptz, NULL::text
+       NULL::float8, NULL::timestamptz, NULL::text, NULL::smallint
   FROM done
 UNION ALL
 SELECT 'claimed', id, task_id, NULL, NULL, NULL, scheduled_at, execute_at, attempt, max_attempts,
        kind, payload, executable, timeout, retry_backoff_base, retry_backoff_cap, claimed_at,
-       overlap
+       overlap, priority
   FROM claimed
 """
 
@@ -363,7 +372,7 @@ def record_outcomes(*, worker: str, outcomes: list[Outcome]) -> list[tuple[UUID,
     """
     if not outcomes:
         return []
-    with connection.cursor() as cursor:  # one statement: its own transaction in autocommit
+    with prepared_cursor() as cursor:  # one statement: its own transaction in autocommit
         return _record(cursor, worker=worker, outcomes=outcomes)
 
 
