@@ -207,8 +207,12 @@ TASKS_MISFIRE_GRACE_SECONDS = env_float("TASKS_MISFIRE_GRACE_SECONDS", 60.0)
 # A worker woken by one finished run waits this long for others still in flight, so one commit
 # records them together; it delays recording, never starting.
 TASKS_COALESCE_SECONDS = env_float("TASKS_COALESCE_SECONDS", 0.002)
-# Runs a worker may hold claimed beyond its --concurrency, started as slots free (0 disables).
-TASKS_CLAIM_AHEAD = env_int("TASKS_CLAIM_AHEAD", 4)
+# Runs a worker may hold claimed beyond its --concurrency, started as slots free (0 disables):
+# at most this many, and only as many as its recent runs would start within
+# TASKS_CLAIM_AHEAD_WAIT_SECONDS, so short runs are claimed in large batches and long runs are
+# never held back from idle workers.
+TASKS_CLAIM_AHEAD = env_int("TASKS_CLAIM_AHEAD", 32)
+TASKS_CLAIM_AHEAD_WAIT_SECONDS = env_float("TASKS_CLAIM_AHEAD_WAIT_SECONDS", 0.05)
 TASKS_POLL_INTERVAL_SECONDS = env_float("TASKS_POLL_INTERVAL_SECONDS", 1.0)
 TASKS_HEARTBEAT_SECONDS = env_float("TASKS_HEARTBEAT_SECONDS", 2.0)
 TASKS_DEFAULT_MAX_ATTEMPTS = env_int("TASKS_DEFAULT_MAX_ATTEMPTS", 5)

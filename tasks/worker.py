@@ -37,6 +37,7 @@ class InFlight:
     claim_seq: int
     cancel: threading.Event = field(default_factory=threading.Event)
     started_mono: float | None = None
+    finished_mono: float | None = None
     deadline_mono: float | None = None
     decided: bool = False  # an outcome was already produced (timeout, release, lost)
 
@@ -53,8 +54,11 @@ class Worker:
         self.poll = settings.TASKS_POLL_INTERVAL_SECONDS
         self.owner_cap = settings.TASKS_OWNER_MAX_RUNNING
         # Runs held beyond the executing slots: they start the moment a slot frees instead of
-        # after the next claim's round trip, and let one commit record a larger batch.
-        self.capacity = concurrency + max(0, settings.TASKS_CLAIM_AHEAD)
+        # after the next claim's round trip, and let one commit record a larger batch. How many
+        # follows how long runs take (see `capacity`).
+        self.max_ahead = max(0, settings.TASKS_CLAIM_AHEAD)
+        self.ahead_wait = settings.TASKS_CLAIM_AHEAD_WAIT_SECONDS
+        self.run_seconds: float | None = None  # moving average of recent runs' durations
         self.inflight: dict[object, InFlight] = {}
         self.lock = threading.Lock()
         self.wake = threading.Event()
@@ -64,6 +68,22 @@ class Worker:
         self.pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="executor")
         self.watch = Watch(self)
         self.finished_count = 0
+
+    @property
+    def capacity(self) -> int:
+        """Executing slots plus the runs held ahead: as many as would start within
+        `ahead_wait` at the recent runs' pace, up to `max_ahead`. Until a run has finished
+        here the worker does not know that pace, and claims only what it can start."""
+        if self.max_ahead == 0 or self.run_seconds is None:
+            return self.concurrency
+        fits = self.concurrency * self.ahead_wait / max(self.run_seconds, 1e-6)
+        return self.concurrency + min(self.max_ahead, int(fits))
+
+    def _observe(self, seconds: float) -> None:
+        if self.run_seconds is None:
+            self.run_seconds = seconds
+        else:  # about the last 10 runs
+            self.run_seconds += 0.1 * (seconds - self.run_seconds)
 
     # --- the loop -------------------------------------------------------------------------
     def serve(self, stop: threading.Event, *, once: bool = False) -> None:
@@ -198,6 +218,7 @@ class Worker:
         try:
             result = execute(flight.run, cancel=flight.cancel, timeout=timeout)
         finally:
+            flight.finished_mono = time.monotonic()
             close_old_connections()
         self.results.put((flight, result))
         self.wake.set()
@@ -222,6 +243,8 @@ class Worker:
                 return
             with self.lock:
                 self.inflight.pop(flight.run.id, None)
+            if flight.started_mono is not None and flight.finished_mono is not None:
+                self._observe(flight.finished_mono - flight.started_mono)
             if not flight.decided:
                 self._decide(flight, result)
 

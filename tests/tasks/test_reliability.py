@@ -300,7 +300,8 @@ def test_payload_receives_the_same_key_after_a_rescue(monkeypatch, tmp_path: Pat
 
 
 @pytest.mark.django_db(transaction=True)
-def test_under_contention_higher_priority_starts_first() -> None:
+@pytest.mark.parametrize("ahead", [0, 32])
+def test_under_contention_higher_priority_starts_first(ahead: int) -> None:
     task = TaskFactory(payload={"name": "noop", "args": {}})
     rng = random.Random(5)
     now = datetime.now(UTC)
@@ -309,7 +310,7 @@ def test_under_contention_higher_priority_starts_first() -> None:
         for i in range(40)
     ]
     assert len({r.priority for r in runs}) > 5
-    with override_settings(TASKS_CLAIM_AHEAD=0):
+    with override_settings(TASKS_CLAIM_AHEAD=ahead):
         worker = Worker(concurrency=1)
     try:
         drive(worker, lambda: not Run.objects.exclude(status="succeeded").exists(), timeout=30)
