@@ -109,12 +109,13 @@ class Fleet:
 
 
 def layout(workers: int, processes: int | None) -> tuple[int, int]:
-    """W executing slots as (processes, concurrency each): by default 4 slots per process.
+    """W executing slots as (processes, concurrency each): by default one process per core.
 
-    Measured on 2 cores: one process with 4 slots records each batch with one commit and beats
-    4 processes of 1 slot (docs/benchmarks.md); beyond 4 slots a second process adds a core.
+    Measured on 2 cores (docs/benchmarks.md): a worker process alternates between Python and
+    waiting for its statement, so a second process keeps both cores busy; more processes than
+    cores only add contention.
     """
-    procs = processes or max(1, workers // 4)
+    procs = processes or min(workers, os.cpu_count() or 1)
     procs = max(1, min(procs, workers))
     return procs, max(1, workers // procs)
 
