@@ -43,16 +43,13 @@ def owned_tasks(request: Request) -> QuerySet[Task]:
     return Task.objects.filter(owner=request.user).select_related("owner")
 
 
-def with_recent_runs(queryset: QuerySet[Task]) -> QuerySet[Task]:
-    # One extra query each for the whole page (a window function per task), never one per task:
-    # the 20 latest runs, and the 5 planned ones not started yet that `next_runs` lists first.
-    recent = Run.objects.order_by("-scheduled_at")[:20]
+def with_pending_runs(queryset: QuerySet[Task]) -> QuerySet[Task]:
+    # One extra query for the whole page (a window function per task), never one per task: the
+    # 5 planned runs not started yet that `next_runs` lists first. The recent runs are loaded
+    # per page by TaskListSerializer.
     pending = planning.pending_runs(Run.objects.only("id", "task_id", "scheduled_at"),
                                     now=timezone.now())[:5]  # fmt: skip
-    return queryset.prefetch_related(
-        Prefetch("runs", queryset=recent, to_attr="recent_runs"),
-        Prefetch("runs", queryset=pending, to_attr="pending_runs"),
-    )
+    return queryset.prefetch_related(Prefetch("runs", queryset=pending, to_attr="pending_runs"))
 
 
 class TaskFilter(django_filters.FilterSet):
@@ -74,7 +71,7 @@ class TaskListCreateView(generics.ListAPIView):
     ordering = ["-created_at"]
 
     def get_queryset(self) -> QuerySet[Task]:
-        return with_recent_runs(owned_tasks(self.request))
+        return with_pending_runs(owned_tasks(self.request))
 
     @extend_schema(
         request=TaskInputSerializer,
