@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
@@ -55,6 +57,9 @@ class Task(models.Model):
     runs_planned = models.PositiveIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
+
+    # Set by the task list for a whole page (tasks.api.serializers.pending_times); not a field.
+    pending_times: list[datetime] | None = None
 
     class Meta:
         constraints = [

@@ -264,9 +264,9 @@ def next_runs(task: Task, *, now: datetime, count: int = 5) -> list[datetime]:
     """
     if task.status != Task.Status.ACTIVE:
         return []
-    prefetched = getattr(task, "pending_runs", None)  # a list endpoint's one query per page
+    prefetched = task.pending_times  # loaded for a whole list page with one query
     if prefetched is not None:
-        pending = [run.scheduled_at for run in prefetched if run.scheduled_at >= now][:count]
+        pending = [at for at in prefetched if at >= now][:count]
     else:
         pending = list(
             pending_runs(task.runs.all(), now=now).values_list("scheduled_at", flat=True)[:count]

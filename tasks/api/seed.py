@@ -17,7 +17,7 @@ from rest_framework.views import APIView
 from tasks import services
 from tasks.api.parsers import PARSERS
 from tasks.api.serializers import TaskInputSerializer, TaskOutputSerializer
-from tasks.api.views import CONFLICT, ERRORS, TaskListCreateView, owned_tasks, with_pending_runs
+from tasks.api.views import CONFLICT, ERRORS, TaskListCreateView, owned_tasks
 from tasks.db import db_now
 from tasks.models import Task
 
@@ -225,4 +225,4 @@ class SeedTaskListView(TaskListCreateView):
     http_method_names = ["get", "head", "options"]
 
     def get_queryset(self):
-        return with_pending_runs(owned_tasks(self.request))
+        return owned_tasks(self.request)

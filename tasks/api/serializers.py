@@ -4,17 +4,19 @@ from __future__ import annotations
 
 import json
 import math
+from datetime import datetime
 from typing import Any
 from uuid import UUID
 
 from django.conf import settings
 from django.db import connection, models
+from django.utils import timezone
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from tasks import schedules
 from tasks.api.payloads import validate_payload
-from tasks.models import Attempt, Run, Task
+from tasks.models import CLAIMABLE_STATUSES, Attempt, Run, Task
 
 PRIORITY_NAMES = {"low": 1, "medium": 5, "high": 9}
 MAX_TIMEOUT_SECONDS = 7 * 24 * 3600
@@ -228,6 +230,17 @@ SELECT t.id, r.id::text, {_iso_sql("r.scheduled_at")}, r.status, r.attempt,
         WHERE task_id = t.id ORDER BY scheduled_at DESC LIMIT %s) AS r
 """
 RECENT_RUNS = 20
+
+# `next_runs` lists planned occurrences not started yet first (planning.next_runs): up to 5 per
+# task, from the same index.
+_PENDING_SQL = """
+SELECT t.id, r.scheduled_at
+  FROM unnest(%s::uuid[]) AS t(id)
+ CROSS JOIN LATERAL (
+       SELECT scheduled_at FROM tasks_run
+        WHERE task_id = t.id AND status = ANY(%s) AND attempt = 0 AND scheduled_at >= %s
+        ORDER BY scheduled_at LIMIT %s) AS r
+"""
 _SUMMARY_KEYS = ("id", "scheduled_at", "status", "attempt", "started_at", "finished_at")
 
 
@@ -262,6 +275,19 @@ class AttemptSerializer(serializers.ModelSerializer):
             "http_status",
         ]
 
+    def to_representation(self, attempt: Attempt) -> dict:
+        # Written out, as TaskOutputSerializer's (a test holds it equal to DRF's rendering).
+        return {
+            "number": attempt.number,
+            "started": _datetime(attempt.started_at),
+            "finished": _datetime(attempt.finished_at),
+            "outcome": attempt.outcome,
+            "error": attempt.error,
+            "worker": attempt.worker,
+            "exit_code": attempt.exit_code,
+            "http_status": attempt.http_status,
+        }
+
 
 class RunSerializer(serializers.ModelSerializer):
     task = serializers.UUIDField(source="task_id", read_only=True)
@@ -290,19 +316,56 @@ class RunSerializer(serializers.ModelSerializer):
             "idempotency_key",
         ]
 
+    def to_representation(self, run: Run) -> dict:
+        # Written out, as TaskOutputSerializer's (a test holds it equal to DRF's rendering).
+        attempt = AttemptSerializer()
+        return {
+            "id": str(run.id),
+            "task": str(run.task_id),
+            "scheduled_at": _datetime(run.scheduled_at),
+            "execute_at": _datetime(run.execute_at),
+            "status": run.status,
+            "attempt": run.attempt,
+            "max_attempts": run.max_attempts,
+            "priority": run.priority,
+            "worker": run.worker,
+            "started_at": _datetime(run.started_at),
+            "finished_at": _datetime(run.finished_at),
+            "attempts": [attempt.to_representation(a) for a in run.attempts.all()],
+            "exit_code": run.exit_code,
+            "http_status": run.http_status,
+            "output": run.output,
+            "error": run.error,
+            "idempotency_key": run.idempotency_key,
+        }
 
-_DATETIME = serializers.DateTimeField()  # one instance for every value, not one per value
+
+def pending_times(task_ids: list[UUID], *, now: datetime, count: int = 5) -> dict[UUID, list]:
+    """Each task's planned occurrences not started yet, due at `now` or later (up to `count`)."""
+    found: dict[UUID, list] = {task_id: [] for task_id in task_ids}
+    if task_ids:
+        with connection.cursor() as cursor:
+            cursor.execute(_PENDING_SQL, [list(task_ids), list(CLAIMABLE_STATUSES), now, count])
+            for task_id, scheduled_at in cursor:
+                found[task_id].append(scheduled_at)
+    return found
 
 
 class TaskListSerializer(serializers.ListSerializer):
-    """Loads the recent runs of every task of a page with one query before serializing them."""
+    """Loads what every task of a page shows from its runs (the recent ones, the planned ones)
+    with one query each, before serializing the page."""
 
     def to_representation(self, data: Any) -> list[dict]:
         tasks = list(data.all() if isinstance(data, models.manager.BaseManager) else data)
         missing = [task for task in tasks if getattr(task, "recent_runs", None) is None]
         recent = recent_run_summaries([task.pk for task in missing])
+        active = [t.pk for t in tasks if t.status == Task.Status.ACTIVE and t.pending_times is None]
+        pending = pending_times(active, now=timezone.now())
         for task in missing:
             task.recent_runs = recent[task.pk]
+        for task in tasks:
+            if task.pk in pending:
+                task.pending_times = pending[task.pk]
         return super().to_representation(tasks)
 
 
@@ -345,7 +408,7 @@ class TaskOutputSerializer(serializers.ModelSerializer):
     def get_next_runs(self, task: Task) -> list[str]:
         from tasks.api.views import next_runs
 
-        return [_DATETIME.to_representation(at) for at in next_runs(task)]
+        return [_datetime(at) for at in next_runs(task)]
 
     @extend_schema_field(RunSummarySerializer(many=True))
     def get_runs(self, task: Task) -> list[dict]:
@@ -357,6 +420,41 @@ class TaskOutputSerializer(serializers.ModelSerializer):
     @extend_schema_field({"type": "string", "nullable": True})
     def get_executable(self, task: Task) -> str | None:
         return task.executable.name.rsplit("/", 1)[-1] if task.executable else None
+
+    def to_representation(self, task: Task) -> dict:
+        """The fields above, written out directly: DRF's generic field-by-field walk took most of
+        a task list page's time (50 tasks). The declared fields still define the schema, and a
+        test holds this equal to DRF's own rendering (`ModelSerializer.to_representation`)."""
+        return {
+            "id": str(task.id),
+            "owner": task.owner.get_username(),
+            "name": task.name,
+            "dedup_key": task.dedup_key,
+            "kind": task.kind,
+            "payload": task.payload,
+            "executable": self.get_executable(task),
+            "schedule": task.schedule,
+            "priority": task.priority,
+            "max_attempts": task.max_attempts,
+            "retry_backoff": self.get_retry_backoff(task),
+            "timeout": None if task.timeout is None else float(task.timeout),
+            "notify": task.notify,
+            "status": task.status,
+            "next_run_at": _datetime(task.next_run_at),
+            "next_runs": self.get_next_runs(task),
+            "runs": self.get_runs(task),
+            "created_at": _datetime(task.created_at),
+            "updated_at": _datetime(task.updated_at),
+        }
+
+
+def _datetime(value: datetime | None) -> str | None:
+    """DRF's DateTimeField output (ISO 8601, "+00:00" as "Z") in the default time zone, which
+    no request changes here; DRF looks up the current zone again for every single value."""
+    if value is None:
+        return None
+    text = value.astimezone(timezone.get_default_timezone()).isoformat()
+    return text[:-6] + "Z" if text.endswith("+00:00") else text
 
 
 class PreviewSerializer(serializers.Serializer):

@@ -6,7 +6,7 @@ from datetime import datetime
 from typing import Any
 
 import django_filters
-from django.db.models import Prefetch, QuerySet
+from django.db.models import QuerySet
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
@@ -43,15 +43,6 @@ def owned_tasks(request: Request) -> QuerySet[Task]:
     return Task.objects.filter(owner=request.user).select_related("owner")
 
 
-def with_pending_runs(queryset: QuerySet[Task]) -> QuerySet[Task]:
-    # One extra query for the whole page (a window function per task), never one per task: the
-    # 5 planned runs not started yet that `next_runs` lists first. The recent runs are loaded
-    # per page by TaskListSerializer.
-    pending = planning.pending_runs(Run.objects.only("id", "task_id", "scheduled_at"),
-                                    now=timezone.now())[:5]  # fmt: skip
-    return queryset.prefetch_related(Prefetch("runs", queryset=pending, to_attr="pending_runs"))
-
-
 class TaskFilter(django_filters.FilterSet):
     name = django_filters.CharFilter(lookup_expr="icontains")
     status = django_filters.ChoiceFilter(choices=Task.Status.choices)
@@ -71,7 +62,7 @@ class TaskListCreateView(generics.ListAPIView):
     ordering = ["-created_at"]
 
     def get_queryset(self) -> QuerySet[Task]:
-        return with_pending_runs(owned_tasks(self.request))
+        return owned_tasks(self.request)
 
     @extend_schema(
         request=TaskInputSerializer,
