@@ -21,7 +21,7 @@ from unittest import mock
 from django.db import connection, transaction
 
 from tasks.bench import data, proc, workload
-from tasks.queue import _CLAIM_SQL
+from tasks.queue import _CLAIM_SQL, _candidates
 
 HISTORY_TASKS = 5000
 
@@ -66,7 +66,8 @@ def explain_claim(n: int) -> dict:
     now = datetime.now(UTC)
     workload.enqueue([now] * n, now=now)
     workload.analyze_queue()
-    params = {"worker": "explain", "limit": 10, "prefetch": 0.5, "owner_cap": 100}
+    params = {"worker": "explain", "limit": 10, "prefetch": 0.5, "owner_cap": 100,
+              "candidates": _candidates(10, 100)}  # fmt: skip
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute("EXPLAIN (ANALYZE, BUFFERS) " + _CLAIM_SQL, params)
         plan = [row[0] for row in cursor.fetchall()]

@@ -51,6 +51,8 @@ class Command(BaseCommand):
         parser.add_argument("--schedulers", default="1,2", help="scheduler: processes")
         parser.add_argument("--runs", type=int, default=100_000, help="soak: runs")
         parser.add_argument("--minutes", type=float, default=10.0, help="soak: minutes")
+        parser.add_argument("--api-runs", type=int, default=100_000, help="soak: runs in history")
+        parser.add_argument("--api-requests", type=int, default=1000, help="soak: API requests")
 
     def handle(self, *args: Any, **options: Any) -> None:
         base = settings.DATABASES["default"]
@@ -109,7 +111,8 @@ class Command(BaseCommand):
                 soak.measure(
                     database_url=url, runs=options["runs"], minutes=options["minutes"],
                     workers=_ints(options["workers"] or "4")[0], processes=options["processes"],
-                    emit=self._emit, write=self.stdout.write,
+                    api_runs=options["api_runs"], api_requests=options["api_requests"],
+                    api_workers=options["api_workers"], emit=self._emit, write=self.stdout.write,
                 )  # fmt: skip
         finally:
             connection.close()

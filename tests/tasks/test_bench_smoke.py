@@ -1,0 +1,82 @@
+"""`manage.py bench` end to end at toy sizes: every workload runs, cleans up, and its own checks
+hold (nothing claimed or run twice, every run recorded). Figures are not asserted: benchmarks
+print figures; docs/benchmarks.md has them at full size."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import psycopg
+import pytest
+from django.db import connection
+
+from tests.conftest import ROOT, process_env
+
+pytestmark = [pytest.mark.processes, pytest.mark.django_db(transaction=True)]
+
+
+def bench(*args: str, timeout: float = 240) -> list[dict]:
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "manage.py"), "bench", *args],
+        env=process_env(LOG_LEVEL="WARNING"),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=ROOT,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    lines = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    assert lines, done.stdout
+    scratch = f"{connection.settings_dict['NAME']}_bench"
+    with psycopg.connect(
+        dbname="postgres", **_conninfo(), autocommit=True
+    ) as conn:  # the scratch database is gone
+        assert (
+            conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [scratch]).fetchone()
+            is None
+        )
+    return lines
+
+
+def _conninfo() -> dict:
+    s = connection.settings_dict
+    info = {"user": s["USER"] or "postgres"}
+    for key, name in (("HOST", "host"), ("PORT", "port"), ("PASSWORD", "password")):
+        if s.get(key):
+            info[name] = str(s[key])
+    return info
+
+
+def test_raw_throughput_and_lateness() -> None:
+    raw = bench("raw", "--workers", "2", "--raw-jobs", "300", "--batch", "1,10", "--repeat", "1")
+    assert {r["batch"] for r in raw} == {1, 10}
+    for r in raw:
+        assert (r["succeeded"], r["claimed_twice"], r["history_mismatch"]) == (300, 0, 0)
+
+    (run,) = [r for r in bench("throughput", "--workers", "2", "--n", "300", "--repeat", "1")]
+    assert (run["succeeded"], run["attempts_recorded"], run["ran_twice"]) == (300, 300, 0)
+    assert run["rate"] > 0
+
+    (late,) = bench("lateness", "--workers", "2", "--jobs", "40", "--window", "2")
+    assert (late["early"], late["missing"], late["ran_twice"]) == (0, 0, 0)
+
+
+def test_history_scheduler_and_soak() -> None:
+    *_, result = bench("history", "--rows", "3000", "--n", "200", "--repeat", "1", "--workers", "2")
+    assert result["workload"] == "history"
+    assert result["claim_with_history"]["on_partial_claim_index"]
+    assert not result["claim_with_history"]["seq_scan_on_tasks_run"]
+    assert len(result["rates_with_history"]) == 1
+
+    lines = bench("scheduler", "--tasks", "300", "--seconds", "8", "--schedulers", "1")
+    (scheduler,) = [r for r in lines if r.get("workload") == "scheduler"]
+    assert scheduler["materialised"] > 0 and scheduler["skipped"] == 0
+
+    lines = bench("soak", "--runs", "300", "--minutes", "0.2", "--api-runs", "2000",
+                  "--api-requests", "50", "--api-workers", "1")  # fmt: skip
+    soak = next(r for r in lines if "ran_twice" in r)
+    assert (soak["succeeded"], soak["ran_twice"]) == (300, 0)
+    api = next(r for r in lines if "rss_before_mb" in r)
+    assert set(api["statuses"]) == {"200"}
