@@ -70,7 +70,8 @@ def test_history_scheduler_and_soak() -> None:
     assert not result["claim_with_history"]["seq_scan_on_tasks_run"]
     assert len(result["rates_with_history"]) == 1
 
-    lines = bench("scheduler", "--tasks", "300", "--seconds", "8", "--schedulers", "1")
+    # First occurrences are 45 s out and the look-ahead is 30 s: planning starts after ~15 s.
+    lines = bench("scheduler", "--tasks", "300", "--seconds", "25", "--schedulers", "1")
     (scheduler,) = [r for r in lines if r.get("workload") == "scheduler"]
     assert scheduler["materialised"] > 0 and scheduler["skipped"] == 0
 
