@@ -61,9 +61,9 @@ def prepared_cursor() -> Iterator[PreparedCursor]:
     `max_prepared_statements` set.)"""
     connection.ensure_connection()
     raw = connection.connection
-    if raw.prepare_threshold is None:
-        raw.prepare_threshold = 2**31 - 1
     with connection.wrap_database_errors, psycopg.Cursor(raw) as cursor:
+        if raw.prepare_threshold is None:
+            raw.prepare_threshold = 2**31 - 1
         yield PreparedCursor(cursor)
 
 

@@ -105,8 +105,13 @@ class Run(models.Model):
         WAITING_FOR_RESOURCE = "waiting_for_resource"
 
     id = models.UUIDField(primary_key=True, default=uuid7, editable=False)
-    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="runs")
-    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    # No single-column indexes on these two: (task, scheduled_at) and (owner, -scheduled_at)
+    # below serve every lookup by task or owner, and each index costs an entry on every update
+    # of a run (status changes, so no update is HOT).
+    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="runs", db_index=False)
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+", db_index=False
+    )
     scheduled_at = models.DateTimeField()
     execute_at = models.DateTimeField()
     priority = models.SmallIntegerField(default=5)
@@ -162,8 +167,7 @@ class Run(models.Model):
             models.Index(fields=["worker"], condition=Q(status="running"), name="run_running_idx"),
             models.Index(fields=["owner", "-scheduled_at"], name="run_owner_scheduled_idx"),
             models.Index(fields=["status", "finished_at"], name="run_status_finished_idx"),
-            # The admin's date filter and its newest-first order (issue 6); scheduled_at never
-            # changes, so this index costs one entry per insert and nothing on updates.
+            # The admin's date filter and its newest-first order (issue 6).
             models.Index(fields=["scheduled_at"], name="run_scheduled_at_idx"),
         ]
 
@@ -187,7 +191,8 @@ class Attempt(models.Model):
         RELEASED = "released"
 
     id = models.BigAutoField(primary_key=True)
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="attempts")
+    # UNIQUE (run, number) serves lookups by run.
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="attempts", db_index=False)
     number = models.PositiveIntegerField()
     worker = models.CharField(max_length=200, blank=True, default="")
     started_at = models.DateTimeField(null=True, blank=True)
