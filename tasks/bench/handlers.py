@@ -39,6 +39,8 @@ def read_lines(folder: str) -> list[tuple[str, float, float]]:
             continue
         with open(os.path.join(folder, name)) as handle:
             for line in handle:
+                if not line.endswith("\n"):
+                    continue  # still being written: the harness reads while bodies run
                 key, scheduled, start = line.split()
                 rows.append((key, float(scheduled), float(start)))
     return rows

@@ -62,6 +62,10 @@ def test_raw_throughput_and_lateness() -> None:
     (late,) = bench("lateness", "--workers", "2", "--jobs", "40", "--window", "2")
     assert (late["early"], late["missing"], late["ran_twice"]) == (0, 0, 0)
 
+    (cycle,) = bench("cycle", "--n", "300", "--concurrency", "2")
+    assert cycle["finished"] == 300 and cycle["cycles"] > 0
+    assert cycle["recorded_per_cycle"] > 0 and cycle["backend_cpu_seconds"] >= 0
+
 
 def test_history_scheduler_and_soak() -> None:
     *_, result = bench("history", "--rows", "3000", "--n", "200", "--repeat", "1", "--workers", "2")

@@ -13,7 +13,7 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 from django.db import connection
 
-from tasks.bench import api, history, raw, scale, soak, workload
+from tasks.bench import api, cycle, history, raw, scale, soak, workload
 
 
 def _ints(text: str) -> list[int]:
@@ -29,7 +29,17 @@ class Command(BaseCommand):
     def add_arguments(self, parser: Any) -> None:
         parser.add_argument(
             "workload",
-            choices=["raw", "throughput", "lateness", "all", "api", "history", "scheduler", "soak"],
+            choices=[
+                "raw",
+                "throughput",
+                "lateness",
+                "all",
+                "api",
+                "history",
+                "scheduler",
+                "soak",
+                "cycle",
+            ],
         )
         parser.add_argument("--workers", default=None, help="W values, e.g. 1,2,4,8")
         parser.add_argument("--n", type=int, default=10_000, help="runs per throughput round")
@@ -52,6 +62,8 @@ class Command(BaseCommand):
         parser.add_argument("--runs", type=int, default=100_000, help="soak: runs")
         parser.add_argument("--minutes", type=float, default=10.0, help="soak: minutes")
         parser.add_argument("--api-runs", type=int, default=100_000, help="soak: runs in history")
+        parser.add_argument("--concurrency", type=int, default=4, help="cycle: worker slots")
+        parser.add_argument("--claim-ahead", type=int, default=None, help="cycle: override")
         parser.add_argument("--api-requests", type=int, default=1000, help="soak: API requests")
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -113,6 +125,11 @@ class Command(BaseCommand):
                     workers=_ints(options["workers"] or "4")[0], processes=options["processes"],
                     api_runs=options["api_runs"], api_requests=options["api_requests"],
                     api_workers=options["api_workers"], emit=self._emit, write=self.stdout.write,
+                )  # fmt: skip
+            if kind == "cycle":
+                cycle.measure(
+                    n=options["n"], concurrency=options["concurrency"],
+                    claim_ahead=options["claim_ahead"], emit=self._emit, write=self.stdout.write,
                 )  # fmt: skip
         finally:
             connection.close()
