@@ -14,9 +14,9 @@ from django.utils import timezone
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from tasks import schedules
+from tasks import planning, schedules
 from tasks.api.payloads import validate_payload
-from tasks.models import CLAIMABLE_STATUSES, Attempt, Run, Task
+from tasks.models import Attempt, Run, Task
 
 PRIORITY_NAMES = {"low": 1, "medium": 5, "high": 9}
 MAX_TIMEOUT_SECONDS = 7 * 24 * 3600
@@ -231,18 +231,6 @@ SELECT t.id, r.id::text, {_iso_sql("r.scheduled_at")}, r.status, r.attempt,
 """
 RECENT_RUNS = 20
 
-# `next_runs` lists planned occurrences not started yet first (planning.next_runs): up to 5 per
-# task, from the same index.
-_PENDING_SQL = """
-SELECT t.id, r.scheduled_at
-  FROM unnest(%s::uuid[]) AS t(id)
- CROSS JOIN LATERAL (
-       SELECT scheduled_at FROM tasks_run
-        WHERE task_id = t.id AND status = ANY(%s) AND attempt = 0 AND scheduled_at >= %s
-        ORDER BY scheduled_at LIMIT %s) AS r
-"""
-_SUMMARY_KEYS = ("id", "scheduled_at", "status", "attempt", "started_at", "finished_at")
-
 
 def recent_run_summaries(task_ids: list[UUID]) -> dict[UUID, list[dict]]:
     """Each task's `runs` (API.md: the most recent 20), in one query for a whole page, built
@@ -254,7 +242,7 @@ def recent_run_summaries(task_ids: list[UUID]) -> dict[UUID, list[dict]]:
     with connection.cursor() as cursor:
         cursor.execute(_RECENT_RUNS_SQL, [list(task_ids), RECENT_RUNS])
         for task_id, *values in cursor:
-            found[task_id].append(dict(zip(_SUMMARY_KEYS, values, strict=True)))
+            found[task_id].append(dict(zip(RUN_SUMMARY_FIELDS, values, strict=True)))
     return found
 
 
@@ -276,17 +264,21 @@ class AttemptSerializer(serializers.ModelSerializer):
         ]
 
     def to_representation(self, attempt: Attempt) -> dict:
-        # Written out, as TaskOutputSerializer's (a test holds it equal to DRF's rendering).
-        return {
-            "number": attempt.number,
-            "started": _datetime(attempt.started_at),
-            "finished": _datetime(attempt.finished_at),
-            "outcome": attempt.outcome,
-            "error": attempt.error,
-            "worker": attempt.worker,
-            "exit_code": attempt.exit_code,
-            "http_status": attempt.http_status,
-        }
+        return attempt_representation(attempt)
+
+
+def attempt_representation(attempt: Attempt) -> dict:
+    # Written out, as TaskOutputSerializer's (a test holds it equal to DRF's rendering).
+    return {
+        "number": attempt.number,
+        "started": _datetime(attempt.started_at),
+        "finished": _datetime(attempt.finished_at),
+        "outcome": attempt.outcome,
+        "error": attempt.error,
+        "worker": attempt.worker,
+        "exit_code": attempt.exit_code,
+        "http_status": attempt.http_status,
+    }
 
 
 class RunSerializer(serializers.ModelSerializer):
@@ -318,7 +310,6 @@ class RunSerializer(serializers.ModelSerializer):
 
     def to_representation(self, run: Run) -> dict:
         # Written out, as TaskOutputSerializer's (a test holds it equal to DRF's rendering).
-        attempt = AttemptSerializer()
         return {
             "id": str(run.id),
             "task": str(run.task_id),
@@ -331,24 +322,13 @@ class RunSerializer(serializers.ModelSerializer):
             "worker": run.worker,
             "started_at": _datetime(run.started_at),
             "finished_at": _datetime(run.finished_at),
-            "attempts": [attempt.to_representation(a) for a in run.attempts.all()],
+            "attempts": [attempt_representation(a) for a in run.attempts.all()],
             "exit_code": run.exit_code,
             "http_status": run.http_status,
             "output": run.output,
             "error": run.error,
             "idempotency_key": run.idempotency_key,
         }
-
-
-def pending_times(task_ids: list[UUID], *, now: datetime, count: int = 5) -> dict[UUID, list]:
-    """Each task's planned occurrences not started yet, due at `now` or later (up to `count`)."""
-    found: dict[UUID, list] = {task_id: [] for task_id in task_ids}
-    if task_ids:
-        with connection.cursor() as cursor:
-            cursor.execute(_PENDING_SQL, [list(task_ids), list(CLAIMABLE_STATUSES), now, count])
-            for task_id, scheduled_at in cursor:
-                found[task_id].append(scheduled_at)
-    return found
 
 
 class TaskListSerializer(serializers.ListSerializer):
@@ -360,7 +340,7 @@ class TaskListSerializer(serializers.ListSerializer):
         missing = [task for task in tasks if getattr(task, "recent_runs", None) is None]
         recent = recent_run_summaries([task.pk for task in missing])
         active = [t.pk for t in tasks if t.status == Task.Status.ACTIVE and t.pending_times is None]
-        pending = pending_times(active, now=timezone.now())
+        pending = planning.pending_times(active, now=timezone.now())
         for task in missing:
             task.recent_runs = recent[task.pk]
         for task in tasks:

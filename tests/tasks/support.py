@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import glob
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from tasks.models import Run, Task
@@ -27,3 +29,15 @@ def finished_run(task: Task, status: str, **fields: Any) -> Run:
     now = datetime.now(UTC)
     values = {"status": status, "attempt": 1, "started_at": now, "finished_at": now}
     return RunFactory(task=task, **(values | fields))
+
+
+def alive_with(marker: str) -> list[int]:
+    """Pids on the host whose command line contains `marker`."""
+    found = []
+    for cmdline in glob.glob("/proc/[0-9]*/cmdline"):
+        try:
+            if marker.encode() in Path(cmdline).read_bytes():
+                found.append(int(cmdline.split("/")[2]))
+        except OSError:
+            pass
+    return found

@@ -8,6 +8,7 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from django.db import connection
@@ -322,14 +323,20 @@ def test_under_contention_higher_priority_starts_first(ahead: int) -> None:
     assert order == sorted(order, reverse=True), order
 
 
-@pytest.mark.django_db
-def test_owner_cap_holds_within_one_claim_batch() -> None:
+def busy_and_quiet_owner() -> tuple[Any, Any, Run]:
+    """Owner A with 5 due runs at priority 9, owner B with one at priority 0 (B's run)."""
     a, b = UserFactory(), UserFactory()
     now = datetime.now(UTC)
     task_a, task_b = TaskFactory(owner=a, priority=9), TaskFactory(owner=b, priority=0)
     for i in range(5):
         RunFactory(task=task_a, scheduled_at=now - timedelta(seconds=i))
     run_b = RunFactory(task=task_b)
+    return a, b, run_b
+
+
+@pytest.mark.django_db
+def test_owner_cap_holds_within_one_claim_batch() -> None:
+    a, _, run_b = busy_and_quiet_owner()
 
     with override_settings(TASKS_OWNER_MAX_RUNNING=2):
         claimed = claim("w-a", limit=10, owner_cap=2)
@@ -341,12 +348,7 @@ def test_owner_cap_holds_within_one_claim_batch() -> None:
 
 @pytest.mark.django_db
 def test_owner_at_the_cap_gets_nothing_while_others_are_served() -> None:
-    a, b = UserFactory(), UserFactory()
-    now = datetime.now(UTC)
-    task_a, task_b = TaskFactory(owner=a, priority=9), TaskFactory(owner=b, priority=0)
-    for i in range(5):
-        RunFactory(task=task_a, scheduled_at=now - timedelta(seconds=i))
-    run_b = RunFactory(task=task_b)
+    a, _, run_b = busy_and_quiet_owner()
     assert len(claim("w-a", limit=2, owner_cap=2)) == 2  # A's two highest-priority runs
 
     claimed = claim("w-b", limit=10, owner_cap=2)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import glob
 import json
 import time
 import uuid
@@ -15,20 +14,9 @@ from rest_framework.test import APIClient
 from tasks.models import Attempt, Run
 from tests.conftest import process_env, wait_for
 from tests.factories import RunFactory, TaskFactory
+from tests.tasks.support import alive_with
 
 pytestmark = pytest.mark.processes
-
-
-def alive_with(marker: str) -> list[int]:
-    """Pids on the host whose command line contains `marker` (the sandbox hides nothing here)."""
-    found = []
-    for cmdline in glob.glob("/proc/[0-9]*/cmdline"):
-        try:
-            if marker.encode() in Path(cmdline).read_bytes():
-                found.append(int(cmdline.split("/")[2]))
-        except OSError:
-            pass
-    return found
 
 
 def test_cancel_kills_a_running_executable_and_records_cancelled(processes, api: APIClient) -> None:

@@ -14,6 +14,7 @@ import pytest
 
 from tasks import sandbox
 from tasks.sandbox import ExecResult, Limits, SandboxUnavailable, run_executable, sandbox_mode
+from tests.tasks.support import alive_with
 
 BWRAP_REASON = sandbox._bwrap_variant()[1]
 MODES = [
@@ -46,17 +47,6 @@ def run(
     return run_executable(
         str(path), args=["arg1"], env=ENV, timeout=timeout, limits=limits, mode=mode, **kw
     )
-
-
-def alive_with(marker: str) -> list[int]:
-    found = []
-    for cmdline in glob.glob("/proc/[0-9]*/cmdline"):
-        try:
-            if marker.encode() in Path(cmdline).read_bytes():
-                found.append(int(cmdline.split("/")[2]))
-        except OSError:
-            pass
-    return found
 
 
 def workdirs_with(canary: str) -> list[str]:
