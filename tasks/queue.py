@@ -6,6 +6,7 @@ round trip; DESIGN.md section 4 is the contract they implement.
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass
 from datetime import datetime
@@ -26,13 +27,25 @@ capped AS (
      WHERE status = 'running' AND %(owner_cap)s > 0
      GROUP BY owner_id
 ), candidates AS (
-    SELECT r.id, r.owner_id, r.priority, r.execute_at FROM tasks_run r
-     WHERE r.status IN ('scheduled', 'waiting_for_resource')
-       AND r.execute_at <= clock_timestamp() + make_interval(secs => %(prefetch)s)
-       AND r.owner_id NOT IN (SELECT owner_id FROM capped WHERE running >= %(owner_cap)s)
-     ORDER BY r.priority DESC, r.execute_at
-     LIMIT %(candidates)s
-     FOR UPDATE OF r SKIP LOCKED
+    -- One index range scan of run_claimable_idx (priority DESC, execute_at) per priority, 9
+    -- down to 0 (run_priority_range): each reads due runs only, in execute_at order, and the
+    -- outer LIMIT stops as soon as the batch is full. A single ORDER BY priority DESC,
+    -- execute_at scan would instead either sort every due run (backlog-sized work per claim) or
+    -- walk past the future runs of higher priorities, and which of the two PostgreSQL picks
+    -- depends on its statistics: with millions of finished runs in the table it picked the sort.
+    -- statement_timestamp(), not clock_timestamp(): a volatile bound cannot be an index bound.
+    SELECT r.id, r.owner_id, r.priority, r.execute_at
+      FROM generate_series(9, 0, -1) AS p(priority)
+     CROSS JOIN LATERAL (
+           SELECT r.id, r.owner_id, r.priority, r.execute_at FROM tasks_run r
+            WHERE r.status IN ('scheduled', 'waiting_for_resource')
+              AND r.priority = p.priority
+              AND r.execute_at <= statement_timestamp() + make_interval(secs => %(prefetch)s)
+              AND r.owner_id NOT IN (SELECT owner_id FROM capped WHERE running >= %(owner_cap)s)
+            ORDER BY r.execute_at
+            LIMIT {candidates}
+              FOR UPDATE OF r SKIP LOCKED) AS r
+     LIMIT {candidates}
 ), picked AS (
     -- The per-owner cap also holds within this batch: an owner's n-th candidate is taken only
     -- while its running runs plus n stay within the cap.
@@ -104,15 +117,35 @@ def claim_runs(
 
 
 def _claim(cursor: Any, *, worker: str, limit: int, prefetch: float, cap: int) -> list[ClaimedRun]:
-    params = {"worker": worker, "limit": limit, "prefetch": prefetch, "owner_cap": cap,
-              "candidates": _candidates(limit, cap)}  # fmt: skip
-    cursor.execute(_CLAIM_SQL, params)
+    params = {"worker": worker, "limit": limit, "prefetch": prefetch, "owner_cap": cap}
+    cursor.execute(claim_sql(_candidates(limit, cap)), params)
     return _claimed_runs(cursor.fetchall())
 
 
 def _candidates(limit: int, cap: int) -> int:
     # With a cap, look at twice the batch so one owner's runs do not crowd out everyone else's.
-    return limit * 2 if cap > 0 else limit
+    wanted = limit * 2 if cap > 0 else limit
+    # Rounded up to a power of two: the LIMIT is written into the statement (see claim_sql), and
+    # a handful of sizes keeps the number of prepared statements per connection small.
+    return 1 << (wanted - 1).bit_length()
+
+
+@functools.cache
+def claim_sql(candidates: int) -> str:
+    """The claim statement for batches of up to `candidates` candidates.
+
+    The candidates' LIMIT is a literal, not a parameter, so that the statement's generic plan
+    (planned once per connection, see db.prepared_cursor) walks run_claimable_idx in priority
+    order and stops after a few entries. With `LIMIT $n` PostgreSQL costs a generic plan as if
+    a tenth of the due runs were wanted and sorts them all; it then re-plans the statement on
+    every execution instead (a third of the database's time for the worker's cycle with 10
+    million finished runs in the table, docs/benchmarks.md)."""
+    return _CLAIM_SQL.replace("{candidates}", str(int(candidates)))
+
+
+@functools.cache
+def cycle_sql(candidates: int) -> str:
+    return _CYCLE_SQL.replace("{candidates}", str(int(candidates)))
 
 
 def _claimed_runs(rows: list[tuple]) -> list[ClaimedRun]:
@@ -120,9 +153,16 @@ def _claimed_runs(rows: list[tuple]) -> list[ClaimedRun]:
     for run in claimed:
         if isinstance(run.payload, str):  # Django's psycopg setup leaves jsonb undecoded
             run.payload = json.loads(run.payload)
-    # Start order: runs already due first, highest priority first (as they were claimed);
-    # runs claimed ahead of their time by when they are due.
-    claimed.sort(key=lambda r: (max(r.execute_at, r.claimed_at), -r.priority, r.execute_at))
+    if not claimed:
+        return claimed
+    # One claim time for the batch, the earliest: each row's clock_timestamp() differs by
+    # microseconds, in no particular order, and start times are counted from it (worker.py).
+    at = min(run.claimed_at for run in claimed)
+    for run in claimed:
+        run.claimed_at = at
+    # Start order: runs already due first, highest priority first; runs claimed ahead of their
+    # time by when they are due.
+    claimed.sort(key=lambda r: (max(r.execute_at, at), -r.priority, r.execute_at))
     return claimed
 
 
@@ -142,15 +182,10 @@ def record_and_claim(
     if limit <= 0:
         return record_outcomes(worker=worker, outcomes=outcomes), []
     params = _finish_params(worker, outcomes)
-    params.update(
-        limit=limit,
-        prefetch=prefetch_seconds,
-        owner_cap=owner_cap,
-        candidates=_candidates(limit, owner_cap),
-    )
+    params.update(limit=limit, prefetch=prefetch_seconds, owner_cap=owner_cap)
     # No transaction block: in autocommit the single statement is its own transaction.
     with prepared_cursor() as cursor:
-        cursor.execute(_CYCLE_SQL, params)
+        cursor.execute(cycle_sql(_candidates(limit, owner_cap)), params)
         rows = cursor.fetchall()
     recorded = [(row[1], row[2], row[3]) for row in rows if row[0] == "recorded"]
     claimed = _claimed_runs([row[1:3] + row[6:] for row in rows if row[0] == "claimed"])
@@ -233,12 +268,22 @@ def _db_now(cursor: Any) -> datetime:
     return cursor.fetchone()[0]
 
 
+# The earliest claimable execute_at: the first entry of run_claimable_idx for each priority (ten
+# index probes, however many runs are queued).
+EARLIEST_CLAIMABLE_SQL = """
+SELECT min(first.execute_at) FROM generate_series(0, 9) AS p(priority)
+ CROSS JOIN LATERAL (
+       SELECT execute_at FROM tasks_run
+        WHERE status IN ('scheduled', 'waiting_for_resource') AND priority = p.priority
+        ORDER BY execute_at LIMIT 1) AS first
+"""
+
+
 def seconds_until_next_due() -> float | None:
     """Seconds (database clock) until the earliest claimable run is due; None when none is."""
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT extract(epoch FROM min(execute_at) - clock_timestamp())::float8 FROM tasks_run"
-            " WHERE status IN ('scheduled', 'waiting_for_resource')"
+            f"SELECT extract(epoch FROM ({EARLIEST_CLAIMABLE_SQL}) - clock_timestamp())::float8"
         )
         return cursor.fetchone()[0]
 

@@ -30,7 +30,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from tasks.db import db_now
-from tasks.models import CLAIMABLE_STATUSES, Process, Run
+from tasks.models import Process
+from tasks.queue import EARLIEST_CLAIMABLE_SQL
 
 logger = logging.getLogger(__name__)
 
@@ -99,10 +100,10 @@ class QueueCheck(Component):
 
     def run(self) -> None:
         now = db_now()
-        # run_claimable_time_idx: the earliest execute_at among claimable runs.
-        due = Run.objects.filter(status__in=CLAIMABLE_STATUSES, execute_at__lte=now)
-        oldest = due.aggregate(oldest=Min("execute_at"))["oldest"]
-        age = (now - oldest).total_seconds() if oldest else 0.0
+        with connection.cursor() as cursor:
+            cursor.execute(EARLIEST_CLAIMABLE_SQL)
+            earliest = cursor.fetchone()[0]
+        age = max(0.0, (now - earliest).total_seconds()) if earliest else 0.0
         sla = settings.TASKS_START_SLA_SECONDS
         self.details.update(oldest_due_seconds=round(age, 3), sla_seconds=sla)
         if age > sla:

@@ -6,7 +6,7 @@ empty again after the history is truncated. Two of the workload's hooks are scop
 benchmark's own rows for all three phases alike, so the history is neither truncated between
 rounds nor counted as the round's completions (the same code path with or without history):
 `reset_queue` deletes only the bench owner's tasks, runs and attempts, and `_db_counts` counts
-only them. The claim statement itself (queue._CLAIM_SQL) is shown with EXPLAIN (ANALYZE,
+only them. The claim statement itself (queue.claim_sql) is shown with EXPLAIN (ANALYZE,
 BUFFERS), in a transaction rolled back, with N runs waiting.
 """
 
@@ -21,7 +21,7 @@ from unittest import mock
 from django.db import connection, transaction
 
 from tasks.bench import data, proc, workload
-from tasks.queue import _CLAIM_SQL, _candidates
+from tasks.queue import _candidates, claim_sql
 
 HISTORY_TASKS = 5000
 
@@ -62,15 +62,23 @@ def bench_counts() -> tuple[int, int, datetime | None, datetime | None]:
 
 
 def explain_claim(n: int) -> dict:
-    """EXPLAIN (ANALYZE, BUFFERS) of the claim with `n` runs due, rolled back."""
+    """EXPLAIN (ANALYZE, BUFFERS) of the claim with `n` runs due, rolled back.
+
+    The plan shown is the generic one, which is what a worker runs: its statements are prepared
+    once per connection (tasks/db.py) and PostgreSQL keeps the generic plan when it costs no
+    more than planning each execution with the actual parameters would."""
     now = datetime.now(UTC)
     workload.enqueue([now] * n, now=now)
     workload.analyze_queue()
-    params = {"worker": "explain", "limit": 10, "prefetch": 0.5, "owner_cap": 100,
-              "candidates": _candidates(10, 100)}  # fmt: skip
+    sql = claim_sql(_candidates(10, 100))
+    for number, name in enumerate(("worker", "limit", "prefetch", "owner_cap"), start=1):
+        sql = sql.replace(f"%({name})s", f"${number}")
     with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute("EXPLAIN (ANALYZE, BUFFERS) " + _CLAIM_SQL, params)
+        cursor.execute("SET LOCAL plan_cache_mode = force_generic_plan")
+        cursor.execute(f"PREPARE bench_claim(text, int, float8, int) AS {sql}")
+        cursor.execute("EXPLAIN (ANALYZE, BUFFERS) EXECUTE bench_claim('explain', 10, 0.5, 100)")
         plan = [row[0] for row in cursor.fetchall()]
+        cursor.execute("DEALLOCATE bench_claim")
         transaction.set_rollback(True)
     reset_keeping_history()
     scans = [line.split(" on tasks_run")[0].strip(" ->") for line in plan
