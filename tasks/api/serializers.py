@@ -8,6 +8,7 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
+import orjson
 from django.conf import settings
 from django.db import connection, models
 from django.utils import timezone
@@ -16,6 +17,7 @@ from rest_framework import serializers
 
 from tasks import planning, schedules
 from tasks.api.payloads import validate_payload
+from tasks.api.renderers import RawJSON
 from tasks.models import Attempt, Run, Task
 
 PRIORITY_NAMES = {"low": 1, "medium": 5, "high": 9}
@@ -210,40 +212,48 @@ class RunSummarySerializer(serializers.ModelSerializer):
 def _iso_sql(column: str) -> str:
     """`column` as DRF's DateTimeField writes it (time zone UTC): ISO 8601, microseconds only
     when not zero, "Z". Formatted by PostgreSQL: parsing and re-formatting thousands of
-    timestamps per page in Python took most of a list request's time."""
-    utc = f"({column} AT TIME ZONE 'UTC')"
+    timestamps per page in Python took most of a list request's time. One to_char and a
+    replace: the cheapest exact form measured (a CASE with two to_char calls took half as long
+    again; PostgreSQL's own JSON timestamps drop trailing zeros, ".0012" for ".001200")."""
     return (
-        f"to_char({utc}, 'YYYY-MM-DD\"T\"HH24:MI:SS')"
-        f" || CASE WHEN extract(microseconds FROM {utc})::int %% 1000000 = 0 THEN ''"
-        f" ELSE to_char({utc}, '.US') END || 'Z'"
+        f"replace(to_char({column} AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"'),"
+        " '.000000Z', 'Z')"
     )
 
 
 # The latest runs of each task, by the (task_id, scheduled_at) unique index: 20 index entries per
 # task however long its history is (a window function over the task's runs would read them all).
+# PostgreSQL writes each task's list as JSON text: a page carries up to 50 x 20 summaries, and
+# building them as Python dicts and encoding them again took more time than the query.
 _RECENT_RUNS_SQL = f"""
-SELECT t.id, r.id::text, {_iso_sql("r.scheduled_at")}, r.status, r.attempt,
-       {_iso_sql("r.started_at")}, {_iso_sql("r.finished_at")}
+SELECT t.id, (
+       SELECT coalesce(json_agg(json_build_object(
+                  'id', r.id, 'scheduled_at', {_iso_sql("r.scheduled_at")}, 'status', r.status,
+                  'attempt', r.attempt, 'started_at', {_iso_sql("r.started_at")},
+                  'finished_at', {_iso_sql("r.finished_at")})
+                  ORDER BY r.scheduled_at DESC), '[]')::text
+         FROM (SELECT id, scheduled_at, status, attempt, started_at, finished_at FROM tasks_run
+                WHERE task_id = t.id ORDER BY scheduled_at DESC LIMIT %s) AS r)
   FROM unnest(%s::uuid[]) AS t(id)
- CROSS JOIN LATERAL (
-       SELECT id, scheduled_at, status, attempt, started_at, finished_at FROM tasks_run
-        WHERE task_id = t.id ORDER BY scheduled_at DESC LIMIT %s) AS r
 """
 RECENT_RUNS = 20
 
 
-def recent_run_summaries(task_ids: list[UUID]) -> dict[UUID, list[dict]]:
-    """Each task's `runs` (API.md: the most recent 20), in one query for a whole page, built
-    without DRF's per-field machinery: a list page carries up to 50 x 20 of them. Matches
-    RunSummarySerializer's output (a test holds them equal)."""
-    found: dict[UUID, list[dict]] = {task_id: [] for task_id in task_ids}
+def recent_runs_json(task_ids: list[UUID]) -> dict[UUID, RawJSON]:
+    """Each task's `runs` (API.md: the most recent 20) as JSON, in one query for a whole page.
+    Matches RunSummarySerializer's output (a test holds them equal); the response renderer
+    (tasks/api/renderers.py) writes them as they are."""
     if not task_ids:
-        return found
+        return {}
     with connection.cursor() as cursor:
-        cursor.execute(_RECENT_RUNS_SQL, [list(task_ids), RECENT_RUNS])
-        for task_id, *values in cursor:
-            found[task_id].append(dict(zip(RUN_SUMMARY_FIELDS, values, strict=True)))
-    return found
+        cursor.execute(_RECENT_RUNS_SQL, [RECENT_RUNS, list(task_ids)])
+        return {task_id: RawJSON(text) for task_id, text in cursor}
+
+
+def recent_run_summaries(task_ids: list[UUID]) -> dict[UUID, list[dict]]:
+    """recent_runs_json, read back into lists (one task's view, where `.data` is used as is)."""
+    found = recent_runs_json(task_ids)
+    return {task_id: orjson.loads(found[task_id].text) for task_id in task_ids}
 
 
 class AttemptSerializer(serializers.ModelSerializer):
@@ -338,7 +348,7 @@ class TaskListSerializer(serializers.ListSerializer):
     def to_representation(self, data: Any) -> list[dict]:
         tasks = list(data.all() if isinstance(data, models.manager.BaseManager) else data)
         missing = [task for task in tasks if getattr(task, "recent_runs", None) is None]
-        recent = recent_run_summaries([task.pk for task in missing])
+        recent = recent_runs_json([task.pk for task in missing])
         active = [t.pk for t in tasks if t.status == Task.Status.ACTIVE and t.pending_times is None]
         pending = planning.pending_times(active, now=timezone.now())
         for task in missing:
@@ -391,8 +401,8 @@ class TaskOutputSerializer(serializers.ModelSerializer):
         return [_datetime(at) for at in next_runs(task)]
 
     @extend_schema_field(RunSummarySerializer(many=True))
-    def get_runs(self, task: Task) -> list[dict]:
-        recent = getattr(task, "recent_runs", None)  # set for a whole page by TaskListSerializer
+    def get_runs(self, task: Task) -> list[dict] | RawJSON:
+        recent = getattr(task, "recent_runs", None)  # JSON, set for a page by TaskListSerializer
         if recent is None:
             recent = recent_run_summaries([task.pk])[task.pk]
         return recent
@@ -407,7 +417,7 @@ class TaskOutputSerializer(serializers.ModelSerializer):
         test holds this equal to DRF's own rendering (`ModelSerializer.to_representation`)."""
         return {
             "id": str(task.id),
-            "owner": task.owner.get_username(),
+            "owner": getattr(task, "owner_name", None) or task.owner.get_username(),
             "name": task.name,
             "dedup_key": task.dedup_key,
             "kind": task.kind,

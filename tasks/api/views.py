@@ -6,7 +6,9 @@ from datetime import datetime
 from typing import Any
 
 import django_filters
-from django.db.models import QuerySet
+from django.contrib.auth import get_user_model
+from django.db.models import F, QuerySet
+from django.http import Http404
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
@@ -40,7 +42,9 @@ def next_runs(task: Task, count: int = 5) -> list[datetime]:
 
 
 def owned_tasks(request: Request) -> QuerySet[Task]:
-    return Task.objects.filter(owner=request.user).select_related("owner")
+    # The owner's name as a column (TaskOutputSerializer reads it), not a User row per task.
+    owner_name = F(f"owner__{get_user_model().USERNAME_FIELD}")
+    return Task.objects.filter(owner=request.user).annotate(owner_name=owner_name)
 
 
 class TaskFilter(django_filters.FilterSet):
@@ -169,8 +173,10 @@ class TaskRunListView(generics.ListAPIView):
     def get_queryset(self) -> QuerySet[Run]:
         if getattr(self, "swagger_fake_view", False):
             return Run.objects.none()
-        task = get_object_or_404(owned_tasks(self.request), pk=self.kwargs["pk"])
-        return Run.objects.filter(task=task).prefetch_related("attempts")
+        task_id = self.kwargs["pk"]
+        if not Task.objects.filter(owner=self.request.user, pk=task_id).exists():
+            raise Http404("No Task matches the given query.")
+        return Run.objects.filter(task_id=task_id).prefetch_related("attempts")
 
 
 class RunDetailView(generics.RetrieveAPIView):

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+import orjson
 import pytest
 
-from tasks.api.serializers import RunSummarySerializer, recent_run_summaries
+from tasks.api.renderers import ORJSONRenderer
+from tasks.api.serializers import RunSummarySerializer, recent_run_summaries, recent_runs_json
 from tasks.models import Run
 from tests.factories import RunFactory, TaskFactory
 
@@ -38,3 +40,6 @@ def test_summaries_match_the_serializer_and_keep_the_latest_twenty() -> None:
     assert found[task.pk][-1]["scheduled_at"] == "2026-03-01T12:05:00Z"
     assert [r["id"] for r in found[other.pk]] == [str(Run.objects.get(task=other).pk)]
     assert list(found.values())[2] == []
+    # The list page writes the same JSON as PostgreSQL built it.
+    raw = recent_runs_json([task.pk])[task.pk]
+    assert orjson.loads(ORJSONRenderer().render({"runs": raw}))["runs"] == found[task.pk]
