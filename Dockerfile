@@ -21,6 +21,6 @@ USER scheduler
 EXPOSE 8000
 HEALTHCHECK --interval=30s --timeout=3s CMD curl -fsS http://127.0.0.1:8000/health/live || exit 1
 # Migrations run as a one-off release step: `docker run IMAGE python manage.py migrate`.
-CMD ["gunicorn", "scheduler_project.wsgi", "--bind", "0.0.0.0:8000", "--workers", "4", \
-     "--timeout", "30", "--graceful-timeout", "20", "--max-requests", "10000", \
-     "--max-requests-jitter", "1000", "--access-logfile", "-"]
+# Workers, timeouts, access log: scheduler_project/gunicorn_conf.py (WEB_CONCURRENCY sets the
+# worker count; one per core plus one by default).
+CMD ["gunicorn", "-c", "scheduler_project/gunicorn_conf.py", "scheduler_project.wsgi"]

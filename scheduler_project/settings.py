@@ -169,7 +169,7 @@ REST_FRAMEWORK = {
     "DEFAULT_PAGINATION_CLASS": "tasks.api.pagination.Pagination",
     "PAGE_SIZE": 50,
     "DEFAULT_FILTER_BACKENDS": [
-        "django_filters.rest_framework.DjangoFilterBackend",
+        "tasks.api.filtering.FilterBackend",
         "rest_framework.filters.OrderingFilter",
     ],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",

@@ -19,12 +19,13 @@ from uuid import UUID
 
 from rest_framework_simplejwt.tokens import RefreshToken
 
+from scheduler_project import gunicorn_conf
 from tasks.bench import data, proc
 
 ROOT = Path(__file__).resolve().parents[2]
-# The Dockerfile's CMD, but for the address (127.0.0.1 on a free port) and the worker count.
-DOCKERFILE_ARGS = ["--timeout", "30", "--graceful-timeout", "20", "--max-requests", "10000",
-                   "--max-requests-jitter", "1000", "--access-logfile", "-"]  # fmt: skip
+# The Dockerfile's CMD, but for the address (127.0.0.1 on a free port) and, when asked, the
+# worker count.
+CONFIG = "scheduler_project/gunicorn_conf.py"
 
 
 def free_port() -> int:
@@ -36,7 +37,7 @@ def free_port() -> int:
 @dataclass
 class Gunicorn:
     database_url: str
-    workers: int
+    workers: int | None  # None: gunicorn_conf.py's (one per core plus one)
     log_dir: str
     port: int = 0
     process: subprocess.Popen | None = None
@@ -55,8 +56,12 @@ class Gunicorn:
             **self.env,
         )
         gunicorn = str(Path(sys.executable).with_name("gunicorn"))
-        command = [gunicorn, "scheduler_project.wsgi", "--bind", f"127.0.0.1:{self.port}",
-                   "--workers", str(self.workers), *DOCKERFILE_ARGS]  # fmt: skip
+        command = [gunicorn, "-c", CONFIG, "scheduler_project.wsgi",
+                   "--bind", f"127.0.0.1:{self.port}"]  # fmt: skip
+        if self.workers:
+            command += ["--workers", str(self.workers)]
+        else:
+            self.workers = gunicorn_conf.workers
         self.process = subprocess.Popen(
             command,
             cwd=ROOT,

@@ -140,7 +140,8 @@ def run_soak(
     }
 
 
-def run_api_memory(*, database_url: str, api_runs: int, requests: int, api_workers: int) -> dict:
+def run_api_memory(*, database_url: str, api_runs: int, requests: int,
+                   api_workers: int | None) -> dict:  # fmt: skip
     """gunicorn worker RSS before/after `requests` random pages of a `api_runs`-run history."""
     username = "bench-api-memory"
     owner = data.owner_id(username)
@@ -169,6 +170,7 @@ def run_api_memory(*, database_url: str, api_runs: int, requests: int, api_worke
 
     try:
         server.start()
+        api_workers = server.workers
         with ThreadPoolExecutor(max_workers=api_workers) as pool:
             # Every worker serves the endpoint once before "before": imports are not growth.
             list(pool.map(one, [1] * (api_workers * 5)))
@@ -188,7 +190,7 @@ def run_api_memory(*, database_url: str, api_runs: int, requests: int, api_worke
         "workload": "api memory",
         "history_runs": api_runs,
         "requests": requests,
-        "api_workers": api_workers,
+        "api_workers": server.workers,
         "seed_seconds": round(seed_seconds, 1),
         "statuses": statuses,
         "rss_before_mb": list(before.values()),
@@ -206,7 +208,7 @@ def run_api_memory(*, database_url: str, api_runs: int, requests: int, api_worke
 def measure(*, database_url: str, runs: int, minutes: float, workers: int,
             processes: int | None, emit: Callable[[dict], None], write: Callable[[str], None],
             api_runs: int = 100_000, api_requests: int = 1000,
-            api_workers: int = 4) -> list[dict]:  # fmt: skip
+            api_workers: int | None = None) -> list[dict]:  # fmt: skip
     soak = run_soak(database_url=database_url, runs=runs, minutes=minutes, workers=workers,
                     processes=processes)  # fmt: skip
     emit(soak)
@@ -223,8 +225,8 @@ def measure(*, database_url: str, runs: int, minutes: float, workers: int,
                          api_workers=api_workers)  # fmt: skip
     emit(api)
     write(f"api memory: {api_requests} GET /api/v1/tasks/{{id}}/runs?page=N over {api_runs:,} "
-          f"runs, {api_workers} gunicorn workers: RSS before {api['rss_before_mb']} MB, after "
-          f"{api['rss_after_mb']} MB (growth {api['growth_mb']} MB); "
+          f"runs, {api['api_workers']} gunicorn workers: RSS before {api['rss_before_mb']} MB, "
+          f"after {api['rss_after_mb']} MB (growth {api['growth_mb']} MB); "
           f"statuses {api['statuses']}; latency p50 {api['p50_ms']} / p99 {api['p99_ms']} / "
           f"max {api['max_ms']} ms")  # fmt: skip
     for c in api["checkpoints"]:

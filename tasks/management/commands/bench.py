@@ -55,7 +55,12 @@ class Command(BaseCommand):
         parser.add_argument("--writes", type=float, default=5.0, help="api: writes/s")
         parser.add_argument("--seconds", type=float, default=60.0, help="api/scheduler: seconds")
         parser.add_argument("--find-max", action="store_true", help="api: step the rate up")
-        parser.add_argument("--api-workers", type=int, default=4, help="gunicorn --workers")
+        parser.add_argument(
+            "--api-workers",
+            type=int,
+            default=None,
+            help="gunicorn --workers (default: scheduler_project/gunicorn_conf.py)",
+        )
         parser.add_argument("--rows", type=int, default=10_000_000, help="history: finished runs")
         parser.add_argument("--tasks", type=int, default=100_000, help="scheduler: tasks")
         parser.add_argument("--schedulers", default="1,2", help="scheduler: processes")
