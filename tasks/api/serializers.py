@@ -6,16 +6,15 @@ import json
 import math
 from datetime import datetime
 from typing import Any
-from uuid import UUID
 
-import orjson
 from django.conf import settings
-from django.db import connection, models
+from django.db import models
 from django.utils import timezone
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from tasks import planning, schedules
+from tasks.api.json_sql import recent_run_summaries, recent_runs_json
 from tasks.api.payloads import validate_payload
 from tasks.api.renderers import RawJSON
 from tasks.models import Attempt, Run, Task
@@ -207,53 +206,6 @@ class RunSummarySerializer(serializers.ModelSerializer):
     class Meta:
         model = Run
         fields = list(RUN_SUMMARY_FIELDS)
-
-
-def _iso_sql(column: str) -> str:
-    """`column` as DRF's DateTimeField writes it (time zone UTC): ISO 8601, microseconds only
-    when not zero, "Z". Formatted by PostgreSQL: parsing and re-formatting thousands of
-    timestamps per page in Python took most of a list request's time. One to_char and a
-    replace: the cheapest exact form measured (a CASE with two to_char calls took half as long
-    again; PostgreSQL's own JSON timestamps drop trailing zeros, ".0012" for ".001200")."""
-    return (
-        f"replace(to_char({column} AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"'),"
-        " '.000000Z', 'Z')"
-    )
-
-
-# The latest runs of each task, by the (task_id, scheduled_at) unique index: 20 index entries per
-# task however long its history is (a window function over the task's runs would read them all).
-# PostgreSQL writes each task's list as JSON text: a page carries up to 50 x 20 summaries, and
-# building them as Python dicts and encoding them again took more time than the query.
-_RECENT_RUNS_SQL = f"""
-SELECT t.id, (
-       SELECT coalesce(json_agg(json_build_object(
-                  'id', r.id, 'scheduled_at', {_iso_sql("r.scheduled_at")}, 'status', r.status,
-                  'attempt', r.attempt, 'started_at', {_iso_sql("r.started_at")},
-                  'finished_at', {_iso_sql("r.finished_at")})
-                  ORDER BY r.scheduled_at DESC), '[]')::text
-         FROM (SELECT id, scheduled_at, status, attempt, started_at, finished_at FROM tasks_run
-                WHERE task_id = t.id ORDER BY scheduled_at DESC LIMIT %s) AS r)
-  FROM unnest(%s::uuid[]) AS t(id)
-"""
-RECENT_RUNS = 20
-
-
-def recent_runs_json(task_ids: list[UUID]) -> dict[UUID, RawJSON]:
-    """Each task's `runs` (API.md: the most recent 20) as JSON, in one query for a whole page.
-    Matches RunSummarySerializer's output (a test holds them equal); the response renderer
-    (tasks/api/renderers.py) writes them as they are."""
-    if not task_ids:
-        return {}
-    with connection.cursor() as cursor:
-        cursor.execute(_RECENT_RUNS_SQL, [RECENT_RUNS, list(task_ids)])
-        return {task_id: RawJSON(text) for task_id, text in cursor}
-
-
-def recent_run_summaries(task_ids: list[UUID]) -> dict[UUID, list[dict]]:
-    """recent_runs_json, read back into lists (one task's view, where `.data` is used as is)."""
-    found = recent_runs_json(task_ids)
-    return {task_id: orjson.loads(found[task_id].text) for task_id in task_ids}
 
 
 class AttemptSerializer(serializers.ModelSerializer):

@@ -18,6 +18,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from tasks import planning, run_services, services
+from tasks.api.json_sql import json_array, runs_json
 from tasks.api.parsers import PARSERS
 from tasks.api.serializers import (
     PreviewSerializer,
@@ -165,7 +166,7 @@ class RunFilter(django_filters.FilterSet):
 
 
 class TaskRunListView(generics.ListAPIView):
-    serializer_class = RunSerializer
+    serializer_class = RunSerializer  # the schema; the page itself is built by json_sql.runs_json
     filterset_class = RunFilter
     ordering_fields = ["scheduled_at", "finished_at"]
     ordering = ["-scheduled_at"]
@@ -176,14 +177,27 @@ class TaskRunListView(generics.ListAPIView):
         task_id = self.kwargs["pk"]
         if not Task.objects.filter(owner=self.request.user, pk=task_id).exists():
             raise Http404("No Task matches the given query.")
-        return Run.objects.filter(task_id=task_id).prefetch_related("attempts")
+        return Run.objects.filter(task_id=task_id)
+
+    def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        # Filtered, ordered and counted by the ORM; the page's runs written by PostgreSQL.
+        ids = self.filter_queryset(self.get_queryset()).values_list("id", flat=True)
+        page = self.paginate_queryset(ids)
+        runs = json_array(runs_json(list(ids) if page is None else page, owner_id=request.user.pk))
+        return Response(runs) if page is None else self.get_paginated_response(runs)
 
 
 class RunDetailView(generics.RetrieveAPIView):
-    serializer_class = RunSerializer
+    serializer_class = RunSerializer  # the schema; the run itself is built by json_sql.runs_json
 
     def get_queryset(self) -> QuerySet[Run]:
-        return Run.objects.filter(owner=self.request.user).prefetch_related("attempts")
+        return Run.objects.filter(owner=self.request.user)
+
+    def retrieve(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        found = runs_json([kwargs["pk"]], owner_id=request.user.pk)
+        if not found:
+            raise Http404("No Run matches the given query.")
+        return Response(found[0])
 
 
 class RunActionView(APIView):

@@ -7,8 +7,9 @@ from datetime import UTC, datetime, timedelta
 import orjson
 import pytest
 
+from tasks.api.json_sql import recent_run_summaries, recent_runs_json
 from tasks.api.renderers import ORJSONRenderer
-from tasks.api.serializers import RunSummarySerializer, recent_run_summaries, recent_runs_json
+from tasks.api.serializers import RunSummarySerializer
 from tasks.models import Run
 from tests.factories import RunFactory, TaskFactory
 
