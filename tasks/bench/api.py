@@ -215,6 +215,18 @@ def _figures(latencies: list[float]) -> dict:
     }
 
 
+def _next_rate(rate: float, passing: float, failing: float) -> float | None:
+    """--find-max: double until a rate misses (halve while none has met), then bisect to within
+    a tenth of the first rate."""
+    if not failing:
+        return (passing or rate) * 2
+    if not passing:
+        return failing / 2 if failing >= 10 else None
+    if failing - passing <= rate / 10:
+        return None
+    return round((passing + failing) / 2, 1)
+
+
 def measure(*, database_url: str, rate: float, writes: float, seconds: float, find_max: bool,
             api_workers: int | None, tasks: int, runs_per_task: int,
             emit: Callable[[dict], None], write: Callable[[str], None]) -> list[dict]:  # fmt: skip
@@ -229,6 +241,7 @@ def measure(*, database_url: str, rate: float, writes: float, seconds: float, fi
         emit(alone)
         write("one request at a time: " + ", ".join(
             f"{kind} {f['median_ms']} ms" for kind, f in alone["by_endpoint"].items()))  # fmt: skip
+        passing, failing = 0.0, 0.0  # the highest rate that met the targets, the lowest missed
         step = rate
         while True:
             result = run_step(server, seeded, rate=step, writes=writes, seconds=seconds)
@@ -238,15 +251,11 @@ def measure(*, database_url: str, rate: float, writes: float, seconds: float, fi
             if not find_max:
                 break
             if result["meets_target"]:
-                if step < rate:  # stepping down found a rate that holds: stop there
-                    break
-                step += rate
-            elif step <= rate:
-                # Even the first rate misses: halve it until one meets the target.
-                step = step / 2 if step >= 10 else 0
-                if step == 0:
-                    break
+                passing = step
             else:
+                failing = step
+            step = _next_rate(rate, passing, failing)
+            if step is None:
                 break
     finally:
         server.stop()

@@ -85,3 +85,15 @@ def test_history_scheduler_and_soak() -> None:
     assert (soak["succeeded"], soak["ran_twice"]) == (300, 0)
     api = next(r for r in lines if "rss_before_mb" in r)
     assert set(api["statuses"]) == {"200"}
+
+
+def test_api_find_max_doubles_until_a_miss_then_bisects() -> None:
+    from tasks.bench.api import _next_rate
+
+    assert _next_rate(150, passing=0, failing=0) == 300
+    assert _next_rate(150, passing=150, failing=0) == 300
+    assert _next_rate(150, passing=150, failing=300) == 225
+    assert _next_rate(150, passing=225, failing=300) == 262.5
+    assert _next_rate(150, passing=262.5, failing=275) is None  # within a tenth of 150
+    assert _next_rate(150, passing=0, failing=150) == 75  # nothing met yet: halve
+    assert _next_rate(150, passing=0, failing=8) is None
