@@ -134,12 +134,11 @@ def _candidates(limit: int, cap: int) -> int:
 def claim_sql(candidates: int) -> str:
     """The claim statement for batches of up to `candidates` candidates.
 
-    The candidates' LIMIT is a literal, not a parameter, so that the statement's generic plan
-    (planned once per connection, see db.prepared_cursor) walks run_claimable_idx in priority
-    order and stops after a few entries. With `LIMIT $n` PostgreSQL costs a generic plan as if
-    a tenth of the due runs were wanted and sorts them all; it then re-plans the statement on
-    every execution instead (a third of the database's time for the worker's cycle with 10
-    million finished runs in the table, docs/benchmarks.md)."""
+    The candidates' LIMIT is a literal, not a parameter. With `LIMIT $n` PostgreSQL costs the
+    statement's generic plan (prepared once per connection, see db.prepared_cursor) as if a
+    tenth of the due runs were wanted, finds it dearer than a plan for the actual values, and
+    plans the statement again on every execution: a third of the database's time for the
+    worker's cycle with 10 million finished runs in the table (docs/benchmarks.md)."""
     return _CLAIM_SQL.replace("{candidates}", str(int(candidates)))
 
 
