@@ -2,8 +2,8 @@
 
 A task list page is 50 tasks with their 20 latest runs each (about 250 KB); DRF's renderer
 (the standard library's encoder with DRF's `default`) took 2-3 ms of a page's time, orjson a
-tenth of that. It also writes `RawJSON` verbatim: JSON that PostgreSQL already built (a page's
-run summaries, tasks/api/serializers.py) goes out without being parsed and encoded again.
+tenth of that. It also writes `RawJSON` verbatim: JSON that PostgreSQL already built
+(tasks/api/json_sql.py) goes out without being parsed and encoded again.
 
 What DRF's renderer does that orjson would not do by itself is kept: datetimes, decimals, lazy
 strings and the rest go through DRF's own encoder (`default`), U+2028/U+2029 are escaped so the
@@ -41,10 +41,13 @@ class _Encoder(JSONEncoder):
         return super().default(obj)
 
 
+_ENCODER = _Encoder()  # stateless: one for every response
+
+
 def _default(obj: Any) -> Any:
     if isinstance(obj, RawJSON):
         return orjson.Fragment(obj.text)
-    return _Encoder().default(obj)
+    return _ENCODER.default(obj)
 
 
 class ORJSONRenderer(JSONRenderer):

@@ -180,11 +180,11 @@ class TaskRunListView(generics.ListAPIView):
         return Run.objects.filter(task_id=task_id)
 
     def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
-        # Filtered, ordered and counted by the ORM; the page's runs written by PostgreSQL.
+        # Filtered, ordered, counted and paged by the ORM (every list is paginated, settings
+        # DEFAULT_PAGINATION_CLASS); the page's runs written by PostgreSQL.
         ids = self.filter_queryset(self.get_queryset()).values_list("id", flat=True)
         page = self.paginate_queryset(ids)
-        runs = json_array(runs_json(list(ids) if page is None else page, owner_id=request.user.pk))
-        return Response(runs) if page is None else self.get_paginated_response(runs)
+        return self.get_paginated_response(json_array(runs_json(page, owner_id=request.user.pk)))
 
 
 class RunDetailView(generics.RetrieveAPIView):
