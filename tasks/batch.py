@@ -11,7 +11,7 @@ from django.db import transaction
 from tasks import planning
 from tasks.db import RUN_DUE_CHANNEL, TASK_CHANGED_CHANNEL, notify
 from tasks.models import Run, Task
-from tasks.services import TASK_FIELDS, first_fire_at
+from tasks.services import TASK_FIELDS, first_fire_at, holding_dedup_key
 
 MAX_BATCH = 1000
 
@@ -25,7 +25,7 @@ def create_tasks(*, owner: Any, items: list[dict], now: datetime) -> list[Task]:
     """
     keys = [item["dedup_key"] for item in items if item.get("dedup_key")]
     existing = {
-        task.dedup_key: task for task in Task.objects.filter(owner=owner, dedup_key__in=keys)
+        task.dedup_key: task for task in holding_dedup_key(owner).filter(dedup_key__in=keys)
     }
     horizon = now + timedelta(seconds=settings.TASKS_LOOKAHEAD_SECONDS)
     result: list[Task] = []

@@ -38,7 +38,8 @@ class Task(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid7, editable=False)
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
     name = models.CharField(max_length=200, blank=True, default="")
-    # NULL, not "": the partial unique index must ignore tasks without a key.
+    # NULL, not "": the partial unique index must ignore tasks without a key. A cancelled
+    # (deleted) task keeps its key for the record but no longer holds it (ACTIVE_DEDUP).
     dedup_key = models.CharField(max_length=200, null=True, blank=True)  # noqa: DJ001
     kind = models.CharField(max_length=16, choices=Kind.choices)
     payload = models.JSONField(default=dict, blank=True)
@@ -65,7 +66,7 @@ class Task(models.Model):
         constraints = [
             models.UniqueConstraint(
                 fields=["owner", "dedup_key"],
-                condition=Q(dedup_key__isnull=False),
+                condition=Q(dedup_key__isnull=False) & ~Q(status="cancelled"),
                 name="task_unique_owner_dedup_key",
             ),
             models.CheckConstraint(

@@ -7,6 +7,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
+from django.db.models import QuerySet
 
 from tasks import planning, schedules
 from tasks.db import TASK_CHANGED_CHANNEL, notify
@@ -40,6 +41,12 @@ def _plan_now(task: Task, *, now: datetime) -> None:
     notify(TASK_CHANGED_CHANNEL)
 
 
+def holding_dedup_key(owner: Any) -> QuerySet[Task]:
+    """The owner's tasks that hold their dedup_key: all but cancelled ones (the unique index's
+    condition), so a key is free again once its task is deleted."""
+    return Task.objects.filter(owner=owner).exclude(status=Task.Status.CANCELLED)
+
+
 def create_task(*, owner: Any, data: dict, now: datetime) -> tuple[Task, bool]:
     """Create a task (and its due runs) in one transaction; returns (task, created).
 
@@ -48,7 +55,7 @@ def create_task(*, owner: Any, data: dict, now: datetime) -> tuple[Task, bool]:
     """
     dedup_key = data.get("dedup_key")
     if dedup_key:
-        existing = Task.objects.filter(owner=owner, dedup_key=dedup_key).first()
+        existing = holding_dedup_key(owner).filter(dedup_key=dedup_key).first()
         if existing:
             return existing, False
     schedule = data["schedule"]
@@ -66,7 +73,7 @@ def create_task(*, owner: Any, data: dict, now: datetime) -> tuple[Task, bool]:
             _plan_now(task, now=now)
     except IntegrityError:
         if dedup_key:
-            existing = Task.objects.filter(owner=owner, dedup_key=dedup_key).first()
+            existing = holding_dedup_key(owner).filter(dedup_key=dedup_key).first()
             if existing:
                 return existing, False
         raise

@@ -158,6 +158,36 @@ def test_dedup_key_repeated_returns_the_same_task(api: APIClient) -> None:
     assert Run.objects.filter(task_id=first.json()["id"]).count() == 1
 
 
+def test_a_deleted_tasks_dedup_key_is_free_again(api: APIClient) -> None:
+    body = {"kind": "handler", "payload": {"name": "noop"}, "dedup_key": "nightly"}
+    first = api.post("/api/v1/tasks", body, format="json").json()
+    assert api.delete(f"/api/v1/tasks/{first['id']}").status_code == 204
+
+    again = api.post("/api/v1/tasks", body, format="json")
+    repeat = api.post("/api/v1/tasks", body, format="json")
+
+    assert again.status_code == 201
+    assert again.json()["id"] != first["id"]
+    assert again.json()["status"] == "active"
+    assert repeat.status_code == 200
+    assert repeat.json()["id"] == again.json()["id"]
+    statuses = Task.objects.filter(dedup_key="nightly").values_list("status", flat=True)
+    assert sorted(statuses) == ["active", "cancelled"]
+
+
+def test_batch_create_reuses_no_deleted_tasks_key(api: APIClient) -> None:
+    body = {"kind": "handler", "payload": {"name": "noop"}, "dedup_key": "b"}
+    first = api.post("/api/v1/tasks", body, format="json").json()
+    api.delete(f"/api/v1/tasks/{first['id']}")
+
+    response = api.post("/api/v1/tasks/batch", {"tasks": [body, body]}, format="json")
+
+    assert response.status_code == 201, response.content
+    ids = set(response.json()["ids"])
+    assert len(ids) == 1
+    assert first["id"] not in ids
+
+
 def test_dedup_key_is_per_owner(api: APIClient, other_api: APIClient) -> None:
     body = {"kind": "handler", "payload": {"name": "noop"}, "dedup_key": "shared"}
 

@@ -56,6 +56,19 @@ def test_post_dedup_id_is_the_dedup_key(api: APIClient) -> None:
     assert Task.objects.get().dedup_key == "abc"
 
 
+def test_dedup_id_is_free_again_after_delete(api: APIClient) -> None:
+    first = api.post("/task", NOOP | {"dedup_id": "abc"}, format="json").json()["task_id"]
+    assert api.delete(f"/task/{first}").status_code == 204
+
+    again = api.post("/task", NOOP | {"dedup_id": "abc"}, format="json")
+    repeat = api.post("/task", NOOP | {"dedup_id": "abc"}, format="json")
+
+    assert (again.status_code, repeat.status_code) == (201, 200)
+    assert again.json()["task_id"] != first
+    assert repeat.json()["task_id"] == again.json()["task_id"]
+    assert Task.objects.get(pk=again.json()["task_id"]).status == "active"
+
+
 @pytest.mark.parametrize(("given", "stored"), [("high", 9), ("low", 1), (3, 3)])
 def test_post_priority_name_or_number(api: APIClient, given: object, stored: int) -> None:
     response = api.post("/task", NOOP | {"priority": given}, format="json")
