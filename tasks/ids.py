@@ -1,10 +1,12 @@
-"""Time-ordered UUIDs (RFC 9562 version 7): new rows land at the right edge of the index."""
+"""Identifiers: time-ordered UUIDs (RFC 9562 version 7), so new rows land at the right edge of
+the index, and the idempotency key of a run."""
 
 from __future__ import annotations
 
 import os
 import time
 import uuid
+from datetime import UTC, datetime
 
 
 def uuid7() -> uuid.UUID:
@@ -14,3 +16,17 @@ def uuid7() -> uuid.UUID:
     value = value & ~(0xF << 76) | 0x7 << 76  # version 7
     value = value & ~(0x3 << 62) | 0x2 << 62  # RFC 4122 variant
     return uuid.UUID(int=value)
+
+
+# A run's idempotency key (docs/schedules.md): its task and its nominal time, in microseconds.
+# Written here once for Python and once for SQL (a test holds the two equal).
+def idempotency_key(task_id: uuid.UUID | str, scheduled_at: datetime) -> str:
+    return f"{task_id}:{scheduled_at.astimezone(UTC).strftime('%Y-%m-%dT%H:%M:%S.%fZ')}"
+
+
+def idempotency_key_sql(task_id: str, scheduled_at: str) -> str:
+    """idempotency_key() as an SQL expression of two columns."""
+    return (
+        f"{task_id} || ':' || to_char({scheduled_at} AT TIME ZONE 'UTC',"
+        ' \'YYYY-MM-DD"T"HH24:MI:SS.US"Z"\')'
+    )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from itertools import islice
 from uuid import UUID
 
@@ -15,6 +15,7 @@ from django.utils import timezone
 from notifications.outbox import enqueue
 from tasks import schedules
 from tasks.db import RUN_DUE_CHANNEL, notify
+from tasks.ids import idempotency_key
 from tasks.models import CLAIMABLE_STATUSES, Run, Task
 
 logger = logging.getLogger(__name__)
@@ -141,8 +142,7 @@ def _next_after(task: Task, times: list[datetime]) -> datetime | None:
 
 
 def _new_run(task: Task, at: datetime, *, status: str, now: datetime) -> Run:
-    # The run's idempotency key, as docs/schedules.md says (Run.idempotency_key's format).
-    key = f"{task.id}:{at.astimezone(UTC).strftime('%Y-%m-%dT%H:%M:%S.%fZ')}"
+    key = idempotency_key(task.id, at)
     execute_at = at + timedelta(seconds=schedules.jitter_offset(task.schedule, key=key))
     return Run(
         task=task,

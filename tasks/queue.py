@@ -18,6 +18,7 @@ from django.db import connection, transaction
 from notifications import outbox
 from tasks import counters
 from tasks.db import prepared_cursor
+from tasks.ids import idempotency_key
 from tasks.models import TERMINAL_STATUSES
 
 _CLAIM_CTES = """
@@ -99,7 +100,7 @@ class ClaimedRun:
 
     @property
     def idempotency_key(self) -> str:
-        return f"{self.task_id}:{self.scheduled_at.strftime('%Y-%m-%dT%H:%M:%S.%fZ')}"
+        return idempotency_key(self.task_id, self.scheduled_at)
 
 
 def claim_runs(
