@@ -8,7 +8,7 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
-from tasks.ids import uuid7
+from tasks.ids import idempotency_key, uuid7
 
 RUN_STATUSES = (
     "scheduled",
@@ -59,7 +59,7 @@ class Task(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
-    # Set by the task list for a whole page (tasks.api.serializers.pending_times); not a field.
+    # Set with the task's JSON (tasks/api/json_sql.py) for planning.next_runs; not a field.
     pending_times: list[datetime] | None = None
 
     class Meta:
@@ -173,7 +173,7 @@ class Run(models.Model):
 
     @property
     def idempotency_key(self) -> str:
-        return f"{self.task_id}:{self.scheduled_at.strftime('%Y-%m-%dT%H:%M:%S.%fZ')}"
+        return idempotency_key(self.task_id, self.scheduled_at)
 
 
 class Attempt(models.Model):
