@@ -1,21 +1,36 @@
-"""API representations built as JSON by PostgreSQL, for the endpoints that carry many runs.
+"""Every read of the task API (a task, a page of tasks, a run, a task's runs) as JSON built by
+PostgreSQL: the one place the output shape is written.
 
-A task list page carries 50 x 20 run summaries and a task's runs page 20 runs with their
-attempts. Loading them as models, parsing every timestamp and formatting it again took most of
-those requests' time; PostgreSQL writes the same JSON in a fraction of it, and the response
-renderer (tasks/api/renderers.py) writes it as it is. The serializers stay the reference: tests
-hold each of these equal to their output (tests/tasks/api/test_json_sql.py,
-test_run_summaries.py).
+A task list page carries 50 tasks with 20 run summaries each, a task's runs page 20 runs with
+their attempts. Loading them as models, parsing every timestamp and formatting it again took
+most of those requests' time; PostgreSQL writes the same JSON in a fraction of it, and the
+response renderer (tasks/api/renderers.py) writes it as it is. The serializers describe this
+shape in the OpenAPI schema; tests hold every served response to that schema
+(tests/tasks/api/test_schema_conformance.py) and these statements to DRF's formats
+(tests/tasks/api/test_json_sql.py).
+
+Only a task's `next_runs` is computed in Python: the schedule's fire times come from the same
+code the scheduler plans with (tasks/schedules.py), and are written into the task's JSON text.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
 from uuid import UUID
 
 import orjson
-from django.db import connection
+from django.db import connections, router
+from rest_framework import serializers
 
+from tasks import planning
 from tasks.api.renderers import RawJSON
+from tasks.ids import idempotency_key_sql
+from tasks.models import CLAIMABLE_STATUSES, Run, Task
+
+RECENT_RUNS = 20  # a task's `runs` (API.md: the most recent 20)
+NEXT_RUNS = 5  # a task's `next_runs` (API.md: up to the next 5 fire times)
 
 
 def iso_sql(column: str) -> str:
@@ -30,39 +45,80 @@ def iso_sql(column: str) -> str:
     )
 
 
-# The latest runs of each task, by the (task_id, scheduled_at) unique index: 20 index entries per
-# task however long its history is (a window function over the task's runs would read them all).
-# PostgreSQL writes each task's list as JSON text: a page carries up to 50 x 20 summaries, and
-# building them as Python dicts and encoding them again took more time than the query.
-_RECENT_RUNS_SQL = f"""
-SELECT t.id, (
-       SELECT coalesce(json_agg(json_build_object(
-                  'id', r.id, 'scheduled_at', {iso_sql("r.scheduled_at")}, 'status', r.status,
-                  'attempt', r.attempt, 'started_at', {iso_sql("r.started_at")},
-                  'finished_at', {iso_sql("r.finished_at")})
-                  ORDER BY r.scheduled_at DESC), '[]')::text
-         FROM (SELECT id, scheduled_at, status, attempt, started_at, finished_at FROM tasks_run
-                WHERE task_id = t.id ORDER BY scheduled_at DESC LIMIT %s) AS r)
-  FROM unnest(%s::uuid[]) AS t(id)
+# The few times formatted in Python (a task's next fire times, a schedule preview): DRF's own
+# field, whose output iso_sql matches (a test holds them equal).
+_DATETIME = serializers.DateTimeField()
+
+
+def iso(value: datetime) -> str:
+    return _DATETIME.to_representation(value)
+
+
+# A task's latest runs (RunSummarySerializer), by the (task_id, scheduled_at) unique index: 20
+# index entries per task however long its history is (a window function would read them all).
+_RECENT_RUNS_SQL = f"""(
+SELECT coalesce(json_agg(json_build_object(
+           'id', r.id, 'scheduled_at', {iso_sql("r.scheduled_at")}, 'status', r.status,
+           'attempt', r.attempt, 'started_at', {iso_sql("r.started_at")},
+           'finished_at', {iso_sql("r.finished_at")})
+           ORDER BY r.scheduled_at DESC), '[]')
+  FROM (SELECT id, scheduled_at, status, attempt, started_at, finished_at FROM tasks_run
+         WHERE task_id = t.id ORDER BY scheduled_at DESC LIMIT {RECENT_RUNS}) AS r)"""
+
+# TaskOutputSerializer's fields in its order, in two parts: `next_runs` goes between them. The
+# last columns are what next_runs needs: the occurrences planned but not started come first.
+_TASKS_SQL = f"""
+SELECT json_build_object(
+           'id', t.id, 'owner', %(owner_name)s::text, 'name', t.name, 'dedup_key', t.dedup_key,
+           'kind', t.kind, 'payload', t.payload,
+           'executable', nullif(regexp_replace(t.executable, '^.*/', ''), ''),
+           'schedule', t.schedule, 'priority', t.priority, 'max_attempts', t.max_attempts,
+           'retry_backoff', json_build_object('base', t.retry_backoff_base,
+                                              'cap', t.retry_backoff_cap),
+           'timeout', t.timeout, 'notify', t.notify, 'status', t.status,
+           'next_run_at', {iso_sql("t.next_run_at")})::text,
+       json_build_object(
+           'runs', {_RECENT_RUNS_SQL},
+           'created_at', {iso_sql("t.created_at")}, 'updated_at', {iso_sql("t.updated_at")})::text,
+       t.id, t.status, t.schedule::text, t.next_run_at, t.runs_planned,
+       CASE WHEN t.status = 'active' THEN ARRAY(
+           SELECT scheduled_at FROM tasks_run
+            WHERE task_id = t.id AND status = ANY(%(claimable)s) AND attempt = 0
+              AND scheduled_at >= %(now)s
+            ORDER BY scheduled_at LIMIT {NEXT_RUNS}) END
+  FROM unnest(%(ids)s::uuid[]) WITH ORDINALITY AS page(id, position)
+  JOIN tasks_task t ON t.id = page.id
+ WHERE t.owner_id = %(owner)s
+ ORDER BY page.position
 """
-RECENT_RUNS = 20
 
 
-def recent_runs_json(task_ids: list[UUID]) -> dict[UUID, RawJSON]:
-    """Each task's `runs` (API.md: the most recent 20) as JSON, in one query for a whole page.
-    Matches RunSummarySerializer's output (a test holds them equal); the response renderer
-    (tasks/api/renderers.py) writes them as they are."""
+def tasks_json(task_ids: Sequence[UUID], *, owner: Any, now: datetime) -> list[RawJSON]:
+    """Each of `owner`'s tasks among `task_ids` as the API returns it, in that order; one query
+    for a whole page."""
     if not task_ids:
-        return {}
-    with connection.cursor() as cursor:
-        cursor.execute(_RECENT_RUNS_SQL, [RECENT_RUNS, list(task_ids)])
-        return {task_id: RawJSON(text) for task_id, text in cursor}
+        return []
+    params = {"ids": list(task_ids), "owner": owner.pk, "owner_name": owner.get_username(),
+              "claimable": list(CLAIMABLE_STATUSES), "now": now}  # fmt: skip
+    with _cursor(Task) as cursor:
+        cursor.execute(_TASKS_SQL, params)
+        rows = cursor.fetchall()
+    found = []
+    for head, tail, task_id, status, schedule, next_run_at, runs_planned, pending in rows:
+        times: list[datetime] = []
+        if status == Task.Status.ACTIVE:
+            task = Task(id=task_id, status=status, schedule=orjson.loads(schedule),
+                        next_run_at=next_run_at, runs_planned=runs_planned)  # fmt: skip
+            task.pending_times = pending
+            times = planning.next_runs(task, now=now, count=NEXT_RUNS)
+        next_runs = orjson.dumps([iso(at) for at in times]).decode()
+        found.append(RawJSON(f'{head[:-1]}, "next_runs" : {next_runs}, {tail[1:]}'))
+    return found
 
 
-def recent_run_summaries(task_ids: list[UUID]) -> dict[UUID, list[dict]]:
-    """recent_runs_json, read back into lists (one task's view, where `.data` is used as is)."""
-    found = recent_runs_json(task_ids)
-    return {task_id: orjson.loads(found[task_id].text) for task_id in task_ids}
+def task_json(task_id: UUID, *, owner: Any, now: datetime) -> RawJSON | None:
+    found = tasks_json([task_id], owner=owner, now=now)
+    return found[0] if found else None
 
 
 _ATTEMPTS_SQL = f"""
@@ -74,7 +130,7 @@ SELECT coalesce(json_agg(json_build_object(
   FROM tasks_attempt a WHERE a.run_id = r.id
 """
 
-# RunSerializer's fields, in its order; the idempotency key as Run.idempotency_key writes it.
+# RunSerializer's fields, in its order.
 _RUNS_SQL = f"""
 SELECT json_build_object(
            'id', r.id, 'task', r.task_id, 'scheduled_at', {iso_sql("r.scheduled_at")},
@@ -83,8 +139,7 @@ SELECT json_build_object(
            'started_at', {iso_sql("r.started_at")}, 'finished_at', {iso_sql("r.finished_at")},
            'attempts', ({_ATTEMPTS_SQL}), 'exit_code', r.exit_code,
            'http_status', r.http_status, 'output', r.output, 'error', r.error,
-           'idempotency_key', r.task_id || ':' || to_char(r.scheduled_at AT TIME ZONE 'UTC',
-                                                         'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')
+           'idempotency_key', {idempotency_key_sql("r.task_id", "r.scheduled_at")}
        )::text
   FROM unnest(%(ids)s::uuid[]) WITH ORDINALITY AS page(id, position)
   JOIN tasks_run r ON r.id = page.id
@@ -93,14 +148,19 @@ SELECT json_build_object(
 """
 
 
-def runs_json(run_ids: list[UUID], *, owner_id: int) -> list[RawJSON]:
-    """RunSerializer's output for each of `owner_id`'s runs among `run_ids`, in that order."""
+def runs_json(run_ids: Sequence[UUID], *, owner_id: int) -> list[RawJSON]:
+    """Each of `owner_id`'s runs among `run_ids` as the API returns it, in that order."""
     if not run_ids:
         return []
-    with connection.cursor() as cursor:
+    with _cursor(Run) as cursor:
         cursor.execute(_RUNS_SQL, {"ids": list(run_ids), "owner": owner_id})
         return [RawJSON(text) for (text,) in cursor]
 
 
 def json_array(items: list[RawJSON]) -> RawJSON:
-    return RawJSON("[" + ",".join(item.text for item in items) + "]")
+    return RawJSON("[" + ",".join(item.text for item in items) + "]")  # type: ignore[arg-type]
+
+
+def _cursor(model: type) -> Any:
+    # The database the ORM reads this model from: the replica for a GET when one is configured.
+    return connections[router.db_for_read(model)].cursor()

@@ -6,8 +6,10 @@ import json
 import math
 from typing import Any
 
+import orjson
 from django.http import QueryDict
 from django.shortcuts import get_object_or_404
+from django.utils import timezone
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers, status
 from rest_framework.request import Request
@@ -15,6 +17,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from tasks import services
+from tasks.api.json_sql import task_json
 from tasks.api.parsers import PARSERS
 from tasks.api.serializers import TaskInputSerializer, TaskOutputSerializer
 from tasks.api.views import CONFLICT, ERRORS, TaskListCreateView, owned_tasks
@@ -90,9 +93,9 @@ def _task_from(request: Request, value: Any) -> Task:
     return get_object_or_404(owned_tasks(request), pk=pk)
 
 
-def seed_representation(task: Task) -> dict:
+def seed_representation(request: Request, task: Task) -> dict:
     """The task as API.md returns it, plus the fields the seed's GET /task names."""
-    data = TaskOutputSerializer(task).data
+    data = orjson.loads(task_json(task.pk, owner=request.user, now=timezone.now()).text)
     data["task_id"] = str(task.id)
     data["detail"] = {"name": task.name, "kind": task.kind, "schedule": task.schedule}
     data["history"] = [
@@ -136,7 +139,7 @@ class SeedTaskView(APIView):
             owner=request.user, data=serializer.validated_data, now=now
         )
         code = status.HTTP_201_CREATED if created else status.HTTP_200_OK
-        return Response(seed_representation(task), status=code)
+        return Response(seed_representation(request, task), status=code)
 
     @extend_schema(
         operation_id="seed_task_update",
@@ -146,7 +149,7 @@ class SeedTaskView(APIView):
     def put(self, request: Request) -> Response:
         task = _task_from(request, _plain(request.data).get("task_id"))
         task = _update(request, task, seed_to_api(request.data, partial=True))
-        return Response(seed_representation(task))
+        return Response(seed_representation(request, task))
 
     @extend_schema(
         operation_id="seed_task_retrieve",
@@ -155,7 +158,7 @@ class SeedTaskView(APIView):
     )
     def get(self, request: Request) -> Response:
         task = _task_from(request, request.query_params.get("id"))
-        return Response(seed_representation(task))
+        return Response(seed_representation(request, task))
 
     @extend_schema(
         operation_id="seed_task_destroy",
@@ -190,7 +193,7 @@ class SeedTaskStatusView(APIView):
             task = services.resume_task(task=task, now=now)
         else:
             task = services.pause_task(task=task, now=now)
-        return Response(seed_representation(task))
+        return Response(seed_representation(request, task))
 
 
 class SeedTaskDetailView(APIView):
@@ -200,7 +203,8 @@ class SeedTaskDetailView(APIView):
 
     @extend_schema(responses={200: TaskOutputSerializer, **ERRORS})
     def get(self, request: Request, pk: Any) -> Response:
-        return Response(seed_representation(get_object_or_404(owned_tasks(request), pk=pk)))
+        task = get_object_or_404(owned_tasks(request), pk=pk)
+        return Response(seed_representation(request, task))
 
     @extend_schema(request=TaskInputSerializer, responses={204: None, **ERRORS, **CONFLICT})
     def put(self, request: Request, pk: Any) -> Response:

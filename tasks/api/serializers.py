@@ -1,23 +1,19 @@
-"""Input validation and output shapes of the task API (API.md)."""
+"""Input validation of the task API (API.md) and the shape of a task as returned."""
 
 from __future__ import annotations
 
 import json
 import math
-from datetime import datetime
 from typing import Any
 
 from django.conf import settings
-from django.db import models
-from django.utils import timezone
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from tasks import planning, schedules
-from tasks.api.json_sql import recent_run_summaries, recent_runs_json
+from tasks import schedules
 from tasks.api.payloads import validate_payload
-from tasks.api.renderers import RawJSON
-from tasks.models import Attempt, Run, Task
+from tasks.api.run_serializers import RunSummarySerializer
+from tasks.models import Task
 
 PRIORITY_NAMES = {"low": 1, "medium": 5, "high": 9}
 MAX_TIMEOUT_SECONDS = 7 * 24 * 3600
@@ -199,128 +195,18 @@ class TaskInputSerializer(serializers.Serializer):
         return attrs
 
 
-RUN_SUMMARY_FIELDS = ("id", "scheduled_at", "status", "attempt", "started_at", "finished_at")
-
-
-class RunSummarySerializer(serializers.ModelSerializer):
-    class Meta:
-        model = Run
-        fields = list(RUN_SUMMARY_FIELDS)
-
-
-class AttemptSerializer(serializers.ModelSerializer):
-    started = serializers.DateTimeField(source="started_at")
-    finished = serializers.DateTimeField(source="finished_at")
-
-    class Meta:
-        model = Attempt
-        fields = [
-            "number",
-            "started",
-            "finished",
-            "outcome",
-            "error",
-            "worker",
-            "exit_code",
-            "http_status",
-        ]
-
-    def to_representation(self, attempt: Attempt) -> dict:
-        return attempt_representation(attempt)
-
-
-def attempt_representation(attempt: Attempt) -> dict:
-    # Written out, as TaskOutputSerializer's (a test holds it equal to DRF's rendering).
-    return {
-        "number": attempt.number,
-        "started": _datetime(attempt.started_at),
-        "finished": _datetime(attempt.finished_at),
-        "outcome": attempt.outcome,
-        "error": attempt.error,
-        "worker": attempt.worker,
-        "exit_code": attempt.exit_code,
-        "http_status": attempt.http_status,
-    }
-
-
-class RunSerializer(serializers.ModelSerializer):
-    task = serializers.UUIDField(source="task_id", read_only=True)
-    attempts = AttemptSerializer(many=True, read_only=True)
-    idempotency_key = serializers.CharField(read_only=True)
-
-    class Meta:
-        model = Run
-        fields = [
-            "id",
-            "task",
-            "scheduled_at",
-            "execute_at",
-            "status",
-            "attempt",
-            "max_attempts",
-            "priority",
-            "worker",
-            "started_at",
-            "finished_at",
-            "attempts",
-            "exit_code",
-            "http_status",
-            "output",
-            "error",
-            "idempotency_key",
-        ]
-
-    def to_representation(self, run: Run) -> dict:
-        # Written out, as TaskOutputSerializer's (a test holds it equal to DRF's rendering).
-        return {
-            "id": str(run.id),
-            "task": str(run.task_id),
-            "scheduled_at": _datetime(run.scheduled_at),
-            "execute_at": _datetime(run.execute_at),
-            "status": run.status,
-            "attempt": run.attempt,
-            "max_attempts": run.max_attempts,
-            "priority": run.priority,
-            "worker": run.worker,
-            "started_at": _datetime(run.started_at),
-            "finished_at": _datetime(run.finished_at),
-            "attempts": [attempt_representation(a) for a in run.attempts.all()],
-            "exit_code": run.exit_code,
-            "http_status": run.http_status,
-            "output": run.output,
-            "error": run.error,
-            "idempotency_key": run.idempotency_key,
-        }
-
-
-class TaskListSerializer(serializers.ListSerializer):
-    """Loads what every task of a page shows from its runs (the recent ones, the planned ones)
-    with one query each, before serializing the page."""
-
-    def to_representation(self, data: Any) -> list[dict]:
-        tasks = list(data.all() if isinstance(data, models.manager.BaseManager) else data)
-        missing = [task for task in tasks if getattr(task, "recent_runs", None) is None]
-        recent = recent_runs_json([task.pk for task in missing])
-        active = [t.pk for t in tasks if t.status == Task.Status.ACTIVE and t.pending_times is None]
-        pending = planning.pending_times(active, now=timezone.now())
-        for task in missing:
-            task.recent_runs = recent[task.pk]
-        for task in tasks:
-            if task.pk in pending:
-                task.pending_times = pending[task.pk]
-        return super().to_representation(tasks)
-
-
 class TaskOutputSerializer(serializers.ModelSerializer):
-    owner = serializers.CharField(source="owner.get_username", read_only=True)
-    retry_backoff = serializers.SerializerMethodField()
-    next_runs = serializers.SerializerMethodField()
-    runs = serializers.SerializerMethodField()
-    executable = serializers.SerializerMethodField()
+    """The shape of a task as the API returns it, for the OpenAPI schema. The JSON itself is
+    written by PostgreSQL (tasks/api/json_sql.py); tests hold every served task to this shape."""
+
+    owner = serializers.CharField(read_only=True)
+    retry_backoff = RetryBackoffSerializer(read_only=True)
+    next_runs = serializers.ListField(child=serializers.DateTimeField(), read_only=True)
+    runs = RunSummarySerializer(many=True, read_only=True)
+    executable = serializers.CharField(read_only=True, allow_null=True)
 
     class Meta:
         model = Task
-        list_serializer_class = TaskListSerializer
         fields = [
             "id",
             "owner",
@@ -342,61 +228,6 @@ class TaskOutputSerializer(serializers.ModelSerializer):
             "created_at",
             "updated_at",
         ]
-
-    def get_retry_backoff(self, task: Task) -> dict[str, float]:
-        return {"base": task.retry_backoff_base, "cap": task.retry_backoff_cap}
-
-    @extend_schema_field({"type": "array", "items": {"type": "string", "format": "date-time"}})
-    def get_next_runs(self, task: Task) -> list[str]:
-        from tasks.api.views import next_runs
-
-        return [_datetime(at) for at in next_runs(task)]
-
-    @extend_schema_field(RunSummarySerializer(many=True))
-    def get_runs(self, task: Task) -> list[dict] | RawJSON:
-        recent = getattr(task, "recent_runs", None)  # JSON, set for a page by TaskListSerializer
-        if recent is None:
-            recent = recent_run_summaries([task.pk])[task.pk]
-        return recent
-
-    @extend_schema_field({"type": "string", "nullable": True})
-    def get_executable(self, task: Task) -> str | None:
-        return task.executable.name.rsplit("/", 1)[-1] if task.executable else None
-
-    def to_representation(self, task: Task) -> dict:
-        """The fields above, written out directly: DRF's generic field-by-field walk took most of
-        a task list page's time (50 tasks). The declared fields still define the schema, and a
-        test holds this equal to DRF's own rendering (`ModelSerializer.to_representation`)."""
-        return {
-            "id": str(task.id),
-            "owner": getattr(task, "owner_name", None) or task.owner.get_username(),
-            "name": task.name,
-            "dedup_key": task.dedup_key,
-            "kind": task.kind,
-            "payload": task.payload,
-            "executable": self.get_executable(task),
-            "schedule": task.schedule,
-            "priority": task.priority,
-            "max_attempts": task.max_attempts,
-            "retry_backoff": self.get_retry_backoff(task),
-            "timeout": None if task.timeout is None else float(task.timeout),
-            "notify": task.notify,
-            "status": task.status,
-            "next_run_at": _datetime(task.next_run_at),
-            "next_runs": self.get_next_runs(task),
-            "runs": self.get_runs(task),
-            "created_at": _datetime(task.created_at),
-            "updated_at": _datetime(task.updated_at),
-        }
-
-
-def _datetime(value: datetime | None) -> str | None:
-    """DRF's DateTimeField output (ISO 8601, "+00:00" as "Z") in the default time zone, which
-    no request changes here; DRF looks up the current zone again for every single value."""
-    if value is None:
-        return None
-    text = value.astimezone(timezone.get_default_timezone()).isoformat()
-    return text[:-6] + "Z" if text.endswith("+00:00") else text
 
 
 class PreviewSerializer(serializers.Serializer):

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any
 
 import django_filters
-from django.contrib.auth import get_user_model
-from django.db.models import F, QuerySet
+from django.db.models import QuerySet
 from django.http import Http404
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
@@ -18,14 +16,10 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from tasks import planning, run_services, services
-from tasks.api.json_sql import json_array, runs_json
+from tasks.api.json_sql import iso, json_array, runs_json, task_json, tasks_json
 from tasks.api.parsers import PARSERS
-from tasks.api.serializers import (
-    PreviewSerializer,
-    RunSerializer,
-    TaskInputSerializer,
-    TaskOutputSerializer,
-)
+from tasks.api.run_serializers import RunSerializer
+from tasks.api.serializers import PreviewSerializer, TaskInputSerializer, TaskOutputSerializer
 from tasks.db import db_now
 from tasks.models import Run, Task
 
@@ -37,15 +31,17 @@ ERRORS = {
 CONFLICT = {409: OpenApiResponse(description="Conflicts with a run in flight or a finished run.")}
 
 
-def next_runs(task: Task, count: int = 5) -> list[datetime]:
-    """Up to `count` upcoming runs: planned ones not started, then the schedule's fire times."""
-    return planning.next_runs(task, now=timezone.now(), count=count)
-
-
 def owned_tasks(request: Request) -> QuerySet[Task]:
-    # The owner's name as a column (TaskOutputSerializer reads it), not a User row per task.
-    owner_name = F(f"owner__{get_user_model().USERNAME_FIELD}")
-    return Task.objects.filter(owner=request.user).annotate(owner_name=owner_name)
+    return Task.objects.filter(owner=request.user)
+
+
+def task_response(request: Request, task: Task, code: int = status.HTTP_200_OK) -> Response:
+    """The task as every read returns it (tasks/api/json_sql.py), after a write too."""
+    return Response(task_json(task.pk, owner=request.user, now=timezone.now()), status=code)
+
+
+def run_response(request: Request, run: Run, code: int = status.HTTP_200_OK) -> Response:
+    return Response(runs_json([run.pk], owner_id=request.user.pk)[0], status=code)
 
 
 class TaskFilter(django_filters.FilterSet):
@@ -60,7 +56,7 @@ class TaskFilter(django_filters.FilterSet):
 
 
 class TaskListCreateView(generics.ListAPIView):
-    serializer_class = TaskOutputSerializer
+    serializer_class = TaskOutputSerializer  # the schema; the page is built by json_sql
     parser_classes = PARSERS
     filterset_class = TaskFilter
     ordering_fields = ["created_at", "updated_at", "priority", "next_run_at", "name"]
@@ -68,6 +64,13 @@ class TaskListCreateView(generics.ListAPIView):
 
     def get_queryset(self) -> QuerySet[Task]:
         return owned_tasks(self.request)
+
+    def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        # Filtered, ordered, counted and paged by the ORM; the page's tasks written by PostgreSQL.
+        ids = self.filter_queryset(self.get_queryset()).values_list("id", flat=True)
+        page = self.paginate_queryset(ids)
+        tasks = tasks_json(page, owner=request.user, now=timezone.now())
+        return self.get_paginated_response(json_array(tasks))
 
     @extend_schema(
         request=TaskInputSerializer,
@@ -84,7 +87,7 @@ class TaskListCreateView(generics.ListAPIView):
             owner=request.user, data=serializer.validated_data, now=now
         )
         code = status.HTTP_201_CREATED if created else status.HTTP_200_OK
-        return Response(TaskOutputSerializer(task).data, status=code)
+        return task_response(request, task, code)
 
 
 class TaskDetailView(APIView):
@@ -95,7 +98,10 @@ class TaskDetailView(APIView):
 
     @extend_schema(responses={200: TaskOutputSerializer, **ERRORS})
     def get(self, request: Request, pk: Any) -> Response:
-        return Response(TaskOutputSerializer(self.get_object(request, pk)).data)
+        found = task_json(pk, owner=request.user, now=timezone.now())
+        if found is None:
+            raise Http404("No Task matches the given query.")
+        return Response(found)
 
     @extend_schema(
         request=TaskInputSerializer, responses={200: TaskOutputSerializer, **ERRORS, **CONFLICT}
@@ -121,7 +127,7 @@ class TaskDetailView(APIView):
         )
         serializer.is_valid(raise_exception=True)
         task = services.update_task(task=task, data=serializer.validated_data, now=now)
-        return Response(TaskOutputSerializer(task).data)
+        return task_response(request, task)
 
     @extend_schema(
         parameters=[OpenApiParameter("force", bool, description="also cancel a running run")],
@@ -135,26 +141,32 @@ class TaskDetailView(APIView):
 
 
 class TaskActionView(APIView):
-    """POST /tasks/{id}/pause|resume|run-now|skip-next."""
+    """POST /tasks/{id}/pause|resume: the task as it is then."""
+
+    verb = ""
+
+    @extend_schema(request=None, responses={200: TaskOutputSerializer, **ERRORS, **CONFLICT})
+    def post(self, request: Request, pk: Any) -> Response:
+        task = get_object_or_404(owned_tasks(request), pk=pk)
+        if self.verb == "pause":
+            return task_response(request, services.pause_task(task=task, now=db_now()))
+        return task_response(request, services.resume_task(task=task, now=db_now()))
+
+
+class TaskRunActionView(APIView):
+    """POST /tasks/{id}/run-now|skip-next: the run it created (201) or skipped (200)."""
 
     verb = ""
 
     @extend_schema(
-        request=None,
-        responses={200: TaskOutputSerializer, 201: RunSerializer, **ERRORS, **CONFLICT},
+        request=None, responses={200: RunSerializer, 201: RunSerializer, **ERRORS, **CONFLICT}
     )
     def post(self, request: Request, pk: Any) -> Response:
         task = get_object_or_404(owned_tasks(request), pk=pk)
-        now = db_now()
-        if self.verb == "pause":
-            return Response(TaskOutputSerializer(services.pause_task(task=task, now=now)).data)
-        if self.verb == "resume":
-            return Response(TaskOutputSerializer(services.resume_task(task=task, now=now)).data)
         if self.verb == "run-now":
-            run = services.run_now(task=task, now=now)
-            return Response(RunSerializer(run).data, status=status.HTTP_201_CREATED)
-        run = services.skip_next(task=task, now=now)
-        return Response(RunSerializer(run).data)
+            run = services.run_now(task=task, now=db_now())
+            return run_response(request, run, status.HTTP_201_CREATED)
+        return run_response(request, services.skip_next(task=task, now=db_now()))
 
 
 class RunFilter(django_filters.FilterSet):
@@ -213,7 +225,7 @@ class RunActionView(APIView):
             run = run_services.cancel_run(run=run, now=now)
         else:
             run = run_services.retry_run(run=run, now=now)
-        return Response(RunSerializer(run).data)
+        return run_response(request, run)
 
 
 class SchedulePreviewView(APIView):
@@ -230,5 +242,4 @@ class SchedulePreviewView(APIView):
         times = planning.preview(
             serializer.validated_data["schedule"], now=now, count=serializer.validated_data["count"]
         )
-        field = TaskOutputSerializer().fields["created_at"]
-        return Response({"next_runs": [field.to_representation(at) for at in times]})
+        return Response({"next_runs": [iso(at) for at in times]})

@@ -1,16 +1,21 @@
-"""Runs written as JSON by PostgreSQL read as RunSerializer writes them, through the API too."""
+"""The JSON PostgreSQL writes for every read: DRF's formats, RunSerializer's fields (DRF's own
+rendering of it is the reference), the idempotency key as Python writes it."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from zoneinfo import ZoneInfo
 
 import orjson
 import pytest
+from django.db import connection
+from rest_framework import serializers
 from rest_framework.test import APIClient
 
-from tasks.api.json_sql import json_array, runs_json
+from tasks.api.json_sql import iso, iso_sql, json_array, runs_json, tasks_json
 from tasks.api.renderers import ORJSONRenderer
-from tasks.api.serializers import RunSerializer
+from tasks.api.run_serializers import RunSerializer, RunSummarySerializer
+from tasks.ids import idempotency_key, idempotency_key_sql
 from tasks.models import Attempt, Run
 from tests.factories import RunFactory, TaskFactory, UserFactory
 
@@ -48,6 +53,7 @@ def _varied_runs(task) -> list[Run]:
 
 
 def _serialized(run: Run) -> dict:
+    # DRF's generic rendering (RunSerializer declares no representation of its own).
     data = RunSerializer(Run.objects.get(pk=run.pk)).data
     data["attempts"] = sorted(data["attempts"], key=lambda a: a["number"])
     return data
@@ -85,3 +91,50 @@ def test_run_endpoints_serve_the_sql_json(api: APIClient, user) -> None:
     assert api.get(f"/api/v1/runs/{done.pk}").json() == _serialized(done)
     assert api.get(f"/api/v1/runs/{other.pk}").status_code == 404
     assert api.get(f"/api/v1/tasks/{other.task_id}/runs").status_code == 404
+
+
+TIMES = [
+    datetime(2026, 3, 1, 12, 0, tzinfo=UTC),
+    datetime(2026, 3, 1, 12, 0, 0, 1200, tzinfo=UTC),  # trailing zeros kept: ".001200"
+    datetime(2026, 3, 1, 12, 0, 0, 999999, tzinfo=UTC),
+    datetime(1999, 12, 31, 23, 59, 59, 100000, tzinfo=ZoneInfo("America/New_York")),
+]
+
+
+def test_datetimes_and_idempotency_keys_are_written_as_python_writes_them() -> None:
+    task_id = "0190d7a1-0000-7000-8000-000000000001"
+    drf = serializers.DateTimeField()
+    with connection.cursor() as cursor:
+        for at in TIMES:
+            cursor.execute(
+                f"SELECT {iso_sql('%(at)s::timestamptz')},"
+                f" {idempotency_key_sql('%(task)s::uuid', '%(at)s::timestamptz')}",
+                {"at": at, "task": task_id},
+            )
+            assert cursor.fetchone() == (drf.to_representation(at), idempotency_key(task_id, at))
+            assert iso(at) == drf.to_representation(at)
+
+
+def test_a_tasks_runs_are_its_latest_twenty_as_summaries() -> None:
+    task, other = TaskFactory(), TaskFactory(owner=UserFactory())
+    base = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+    for i in range(25):
+        at = base + timedelta(minutes=i, microseconds=0 if i % 2 else 1234)
+        done = i < 23
+        RunFactory(
+            task=task,
+            scheduled_at=at,
+            status="succeeded" if done else "scheduled",
+            attempt=1 if done else 0,
+            started_at=at + timedelta(seconds=1) if done else None,
+            finished_at=at + timedelta(seconds=2) if done else None,
+        )
+    RunFactory(task=other, scheduled_at=base)
+
+    (found,) = tasks_json([task.pk, other.pk], owner=task.owner, now=base)
+
+    runs = orjson.loads(found.text)["runs"]
+    latest = Run.objects.filter(task=task).order_by("-scheduled_at")[:20]
+    assert runs == RunSummarySerializer(latest, many=True).data
+    assert runs[0]["started_at"] is None  # the newest two are not started
+    assert runs[-1]["scheduled_at"] == "2026-03-01T12:05:00Z"

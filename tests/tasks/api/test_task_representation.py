@@ -1,81 +1,123 @@
-"""The task as returned is written out by hand for speed; it must equal DRF's own rendering."""
+"""A task as every read returns it: the JSON PostgreSQL writes, with `next_runs` from Python."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+import orjson
 import pytest
 from django.core.files.base import ContentFile
-from rest_framework import serializers
 
+from tasks.api.json_sql import task_json, tasks_json
 from tasks.api.serializers import TaskOutputSerializer
-from tasks.models import Task
-from tests.factories import RunFactory, TaskFactory
+from tests.factories import RunFactory, TaskFactory, UserFactory
 
 pytestmark = pytest.mark.django_db
 
 AT = datetime(2026, 5, 4, 3, 2, 1, tzinfo=UTC)
 
 
-def tasks() -> list[Task]:
-    plain = TaskFactory(name="plain")
-    recurring = TaskFactory(
+def _read(task, now=AT) -> dict:
+    found = task_json(task.pk, owner=task.owner, now=now)
+    assert found is not None
+    data = orjson.loads(found.text)
+    assert list(data) == TaskOutputSerializer.Meta.fields  # the schema's order
+    return data
+
+
+def test_every_field_of_a_recurring_task() -> None:
+    owner = UserFactory(username="ada")
+    task = TaskFactory(
+        owner=owner,
         name="every minute",
         dedup_key="nightly",
+        payload={"name": "noop", "args": {"x": [1, None, "caf\u00e9"]}},
         schedule={"type": "interval", "every": 60, "start_at": "2026-05-04T03:02:01Z"},
         schedule_type="interval",
-        next_run_at=AT + timedelta(minutes=1, microseconds=250),
-        runs_planned=1,
-        timeout=12,
+        next_run_at=AT + timedelta(minutes=2),
+        runs_planned=2,
+        timeout=12.5,
         priority=9,
+        max_attempts=3,
         notify=[{"channel": "c", "events": ["failed"]}],
         retry_backoff_base=1.5,
+        retry_backoff_cap=60,
     )
-    RunFactory(task=recurring, scheduled_at=AT, status="succeeded", attempt=1,
-               started_at=AT, finished_at=AT + timedelta(seconds=1))  # fmt: skip
-    RunFactory(task=recurring, scheduled_at=AT + timedelta(hours=1))
-    paused = TaskFactory(status="paused", payload={"name": "noop", "args": {"x": [1, None]}})
+    done = RunFactory(task=task, scheduled_at=AT, status="succeeded", attempt=1,
+                      started_at=AT, finished_at=AT + timedelta(seconds=1))  # fmt: skip
+    planned = RunFactory(task=task, scheduled_at=AT + timedelta(minutes=1))
+    task.refresh_from_db()
+
+    data = _read(task, now=AT + timedelta(seconds=30))
+
+    assert data == {
+        "id": str(task.pk),
+        "owner": "ada",
+        "name": "every minute",
+        "dedup_key": "nightly",
+        "kind": "handler",
+        "payload": {"name": "noop", "args": {"x": [1, None, "caf\u00e9"]}},
+        "executable": None,
+        "schedule": task.schedule,
+        "priority": 9,
+        "max_attempts": 3,
+        "retry_backoff": {"base": 1.5, "cap": 60},
+        "timeout": 12.5,
+        "notify": [{"channel": "c", "events": ["failed"]}],
+        "status": "active",
+        "next_run_at": "2026-05-04T03:04:01Z",
+        # The planned run first, then the schedule's fire times from next_run_at.
+        "next_runs": [
+            "2026-05-04T03:03:01Z",
+            "2026-05-04T03:04:01Z",
+            "2026-05-04T03:05:01Z",
+            "2026-05-04T03:06:01Z",
+            "2026-05-04T03:07:01Z",
+        ],
+        "runs": [
+            {
+                "id": str(planned.pk),
+                "scheduled_at": "2026-05-04T03:03:01Z",
+                "status": "scheduled",
+                "attempt": 0,
+                "started_at": None,
+                "finished_at": None,
+            },
+            {
+                "id": str(done.pk),
+                "scheduled_at": "2026-05-04T03:02:01Z",
+                "status": "succeeded",
+                "attempt": 1,
+                "started_at": "2026-05-04T03:02:01Z",
+                "finished_at": "2026-05-04T03:02:02Z",
+            },
+        ],
+        "created_at": task.created_at.isoformat().replace("+00:00", "Z"),
+        "updated_at": task.updated_at.isoformat().replace("+00:00", "Z"),
+    }
+
+
+def test_paused_executable_and_one_time_tasks() -> None:
+    paused = TaskFactory(status="paused", next_run_at=AT + timedelta(hours=1))
     binary = TaskFactory(kind="executable", payload={"args": ["-v"]})
     binary.executable.save("tool.sh", ContentFile(b"#!/bin/sh\n"), save=True)
-    return [plain, recurring, paused, binary]
+    once = TaskFactory(schedule={"type": "once", "run_at": "2026-05-04T04:00:00Z"},
+                       next_run_at=datetime(2026, 5, 4, 4, tzinfo=UTC))  # fmt: skip
+
+    assert _read(paused)["next_runs"] == []  # only an active task runs
+    assert _read(binary)["executable"] == binary.executable.name.rsplit("/", 1)[-1]
+    assert _read(binary)["timeout"] is None
+    assert _read(once)["next_runs"] == ["2026-05-04T04:00:00Z"]
+    assert _read(once)["runs"] == []
 
 
-def test_hand_written_task_equals_drf_rendering() -> None:
-    for task in tasks():
-        task = Task.objects.select_related("owner").get(pk=task.pk)
-        serializer = TaskOutputSerializer(task)
-        fast = serializer.to_representation(task)
-        generic = serializers.ModelSerializer.to_representation(serializer, task)
-        assert fast == dict(generic), task.name
-        assert list(fast) == TaskOutputSerializer.Meta.fields
+def test_only_the_owners_tasks_in_the_order_asked() -> None:
+    owner = UserFactory()
+    first, second = TaskFactory(owner=owner), TaskFactory(owner=owner)
+    stranger = TaskFactory()
 
+    found = tasks_json([second.pk, stranger.pk, first.pk], owner=owner, now=AT)
 
-def test_hand_written_run_and_attempts_equal_drf_rendering() -> None:
-    from tasks.api.serializers import AttemptSerializer, RunSerializer
-    from tasks.models import Run
-
-    task = TaskFactory()
-    finished = RunFactory(task=task, scheduled_at=AT, status="failed", attempt=2, worker="w-1",
-                          started_at=AT, finished_at=AT + timedelta(seconds=3), exit_code=3,
-                          output="out\n", error="exit code 3")  # fmt: skip
-    for number, outcome in ((1, "timed_out"), (2, "failed")):
-        finished.attempts.create(
-            number=number,
-            worker="w-1",
-            started_at=AT,
-            finished_at=AT + timedelta(seconds=number),
-            outcome=outcome,
-            error="boom",
-            http_status=502 if number == 1 else None,
-        )
-    waiting = RunFactory(task=task, scheduled_at=AT + timedelta(minutes=1, microseconds=7))
-    for run in Run.objects.prefetch_related("attempts").filter(pk__in=[finished.pk, waiting.pk]):
-        serializer = RunSerializer(run)
-        generic = serializers.ModelSerializer.to_representation(serializer, run)
-        generic["attempts"] = [
-            dict(serializers.ModelSerializer.to_representation(AttemptSerializer(), a))
-            for a in run.attempts.all()
-        ]
-        assert serializer.to_representation(run) == dict(generic)
-        assert list(serializer.to_representation(run)) == RunSerializer.Meta.fields
-    assert len(RunSerializer(finished).data["attempts"]) == 2
+    assert [orjson.loads(raw.text)["id"] for raw in found] == [str(second.pk), str(first.pk)]
+    assert task_json(stranger.pk, owner=owner, now=AT) is None
+    assert tasks_json([], owner=owner, now=AT) == []

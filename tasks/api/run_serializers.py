@@ -1,0 +1,65 @@
+"""The shape of a run as the API returns it, for the OpenAPI schema.
+
+The JSON itself is written by PostgreSQL (tasks/api/json_sql.py); tests hold every served run
+to the schema these describe.
+"""
+
+from __future__ import annotations
+
+from rest_framework import serializers
+
+from tasks.models import Attempt, Run
+
+
+class RunSummarySerializer(serializers.ModelSerializer):
+    """One of a task's `runs` (its most recent 20)."""
+
+    class Meta:
+        model = Run
+        fields = ["id", "scheduled_at", "status", "attempt", "started_at", "finished_at"]
+
+
+class AttemptSerializer(serializers.ModelSerializer):
+    started = serializers.DateTimeField(source="started_at", allow_null=True)
+    finished = serializers.DateTimeField(source="finished_at")
+
+    class Meta:
+        model = Attempt
+        fields = [
+            "number",
+            "started",
+            "finished",
+            "outcome",
+            "error",
+            "worker",
+            "exit_code",
+            "http_status",
+        ]
+
+
+class RunSerializer(serializers.ModelSerializer):
+    task = serializers.UUIDField(source="task_id", read_only=True)
+    attempts = AttemptSerializer(many=True, read_only=True)
+    idempotency_key = serializers.CharField(read_only=True)
+
+    class Meta:
+        model = Run
+        fields = [
+            "id",
+            "task",
+            "scheduled_at",
+            "execute_at",
+            "status",
+            "attempt",
+            "max_attempts",
+            "priority",
+            "worker",
+            "started_at",
+            "finished_at",
+            "attempts",
+            "exit_code",
+            "http_status",
+            "output",
+            "error",
+            "idempotency_key",
+        ]
