@@ -19,13 +19,15 @@ urlpatterns = [
     path("runs/<uuid:pk>", views.RunDetailView.as_view(), name="run-detail"),
     path("schedules/preview", views.SchedulePreviewView.as_view(), name="schedule-preview"),
 ]
-for action in ("pause", "resume", "run-now", "skip-next"):
+TASK_ACTIONS = {
+    "pause": views.TaskActionView,
+    "resume": views.TaskActionView,
+    "run-now": views.TaskRunActionView,
+    "skip-next": views.TaskRunActionView,
+}
+for action, view in TASK_ACTIONS.items():
     urlpatterns.append(
-        path(
-            f"tasks/<uuid:pk>/{action}",
-            views.TaskActionView.as_view(verb=action),
-            name=f"task-{action}",
-        )
+        path(f"tasks/<uuid:pk>/{action}", view.as_view(verb=action), name=f"task-{action}")
     )
 for action in ("cancel", "retry"):
     urlpatterns.append(
