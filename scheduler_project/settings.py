@@ -184,6 +184,9 @@ SIMPLE_JWT = {
     "ALGORITHM": "HS256",
     "UPDATE_LAST_LOGIN": False,
 }
+# A token's user is read once per this many seconds per API process (scheduler_project/auth.py):
+# a deactivated or deleted user is refused within it. 0: on every request.
+SCHEDULER_AUTH_USER_CACHE_SECONDS = env_float("SCHEDULER_AUTH_USER_CACHE_SECONDS", 5.0)
 
 SPECTACULAR_SETTINGS = {
     "TITLE": "Scheduler API",

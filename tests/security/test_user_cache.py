@@ -1,0 +1,61 @@
+"""A token's user is read once per SCHEDULER_AUTH_USER_CACHE_SECONDS per process, and a
+deactivated user is refused once that many seconds have passed."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from rest_framework_simplejwt.tokens import AccessToken
+
+from scheduler_project.auth import clear_user_cache
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def _fresh_cache() -> Iterator[None]:
+    clear_user_cache()
+    yield
+    clear_user_cache()
+
+
+def _user_queries(anon, token: str) -> tuple[int, int]:
+    anon.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
+    with CaptureQueriesContext(connection) as captured:
+        status = anon.get("/api/v1/tasks").status_code
+    return status, sum('FROM "auth_user"' in q["sql"] for q in captured.captured_queries)
+
+
+def test_the_user_is_read_once_then_deactivation_takes_effect_within_the_window(
+    anon, user, settings
+) -> None:
+    settings.SCHEDULER_AUTH_USER_CACHE_SECONDS = 0.5
+    token = str(AccessToken.for_user(user))
+    assert _user_queries(anon, token) == (200, 1)
+    assert _user_queries(anon, token) == (200, 0)  # from the cache
+
+    user.is_active = False
+    user.save(update_fields=["is_active"])
+    started = time.monotonic()
+    while _user_queries(anon, token)[0] == 200:
+        assert time.monotonic() - started < 0.5 + 0.2, "still accepted after the window"
+        time.sleep(0.05)
+    assert _user_queries(anon, token) == (401, 1)  # a refusal is not cached
+
+
+def test_zero_reads_the_user_on_every_request(anon, user, settings) -> None:
+    settings.SCHEDULER_AUTH_USER_CACHE_SECONDS = 0
+    token = str(AccessToken.for_user(user))
+    assert _user_queries(anon, token) == (200, 1)
+    user.delete()
+    assert _user_queries(anon, token)[0] == 401
+
+
+def test_the_default_window_is_five_seconds(settings) -> None:
+    from scheduler_project import settings as project_settings
+
+    assert project_settings.SCHEDULER_AUTH_USER_CACHE_SECONDS == 5.0
