@@ -11,7 +11,8 @@ from datetime import datetime
 from typing import Any
 
 import psycopg
-from django.db import connection
+from django.db import DEFAULT_DB_ALIAS, connection, connections
+from django.db.backends.base.base import BaseDatabaseWrapper
 
 logger = logging.getLogger(__name__)
 
@@ -33,24 +34,25 @@ class PreparedCursor:
     """Executes each statement as a prepared statement of this connection (see
     `prepared_cursor`); logged like Django's own queries when query logging is on."""
 
-    def __init__(self, cursor: psycopg.Cursor) -> None:
+    def __init__(self, cursor: psycopg.Cursor, wrapper: BaseDatabaseWrapper) -> None:
         self.cursor = cursor
+        self.wrapper = wrapper
 
     def execute(self, sql: str, params: dict[str, Any]) -> None:
         started = time.monotonic()
         try:
             self.cursor.execute(sql, params, prepare=True)
         finally:
-            if connection.queries_logged:  # CaptureQueriesContext, DEBUG
+            if self.wrapper.queries_logged:  # CaptureQueriesContext, DEBUG
                 took = time.monotonic() - started
-                connection.queries_log.append({"sql": sql, "time": f"{took:.3f}"})
+                self.wrapper.queries_log.append({"sql": sql, "time": f"{took:.3f}"})
 
     def fetchall(self) -> list[tuple]:
         return self.cursor.fetchall()
 
 
 @contextlib.contextmanager
-def prepared_cursor() -> Iterator[PreparedCursor]:
+def prepared_cursor(using: str = DEFAULT_DB_ALIAS) -> Iterator[PreparedCursor]:
     """A cursor on Django's connection for the hot path's statements: each is parsed and planned
     once per connection instead of on every execution, which took the worker's cycle statement
     from about 9 ms to 3-5 ms on a 2-core machine (docs/benchmarks.md). Django binds parameters
@@ -58,13 +60,15 @@ def prepared_cursor() -> Iterator[PreparedCursor]:
     psycopg's server-binding cursor and a threshold no query reaches: only statements run
     through this cursor are prepared. Errors come out as Django's DatabaseError, as from
     `connection.cursor()`. (Behind PgBouncer, transaction pooling needs PgBouncer 1.21+ with
-    `max_prepared_statements` set.)"""
-    connection.ensure_connection()
-    raw = connection.connection
-    with connection.wrap_database_errors, psycopg.Cursor(raw) as cursor:
+    `max_prepared_statements` set.) `using`: the database alias (the API's reads may use the
+    replica)."""
+    wrapper = connections[using]
+    wrapper.ensure_connection()
+    raw = wrapper.connection
+    with wrapper.wrap_database_errors, psycopg.Cursor(raw) as cursor:
         if raw.prepare_threshold is None:
             raw.prepare_threshold = 2**31 - 1
-        yield PreparedCursor(cursor)
+        yield PreparedCursor(cursor, wrapper)
 
 
 def notify(channel: str, payload: str = "") -> None:

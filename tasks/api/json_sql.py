@@ -16,16 +16,16 @@ code the scheduler plans with (tasks/schedules.py), and are written into the tas
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID
 
 import orjson
-from django.db import connections, router
-from rest_framework import serializers
+from django.db import router
 
 from tasks import planning
 from tasks.api.renderers import RawJSON
+from tasks.db import prepared_cursor
 from tasks.ids import idempotency_key_sql
 from tasks.models import CLAIMABLE_STATUSES, Run, Task
 
@@ -45,13 +45,11 @@ def iso_sql(column: str) -> str:
     )
 
 
-# The few times formatted in Python (a task's next fire times, a schedule preview): DRF's own
-# field, whose output iso_sql matches (a test holds them equal).
-_DATETIME = serializers.DateTimeField()
-
-
-def iso(value: datetime) -> str:
-    return _DATETIME.to_representation(value)
+def iso_json(times: list[datetime]) -> str:
+    """`times` as a JSON array of what iso_sql writes, for the few times computed in Python (a
+    task's next fire times, a schedule preview): orjson's RFC 3339 in UTC is that format (a test
+    holds both equal to DRF's DateTimeField), at a tenth of the cost of DRF's field."""
+    return orjson.dumps([at.astimezone(UTC) for at in times], option=orjson.OPT_UTC_Z).decode()
 
 
 # A task's latest runs (RunSummarySerializer), by the (task_id, scheduled_at) unique index: 20
@@ -100,7 +98,7 @@ def tasks_json(task_ids: Sequence[UUID], *, owner: Any, now: datetime) -> list[R
         return []
     params = {"ids": list(task_ids), "owner": owner.pk, "owner_name": owner.get_username(),
               "claimable": list(CLAIMABLE_STATUSES), "now": now}  # fmt: skip
-    with _cursor(Task) as cursor:
+    with prepared_cursor(router.db_for_read(Task)) as cursor:
         cursor.execute(_TASKS_SQL, params)
         rows = cursor.fetchall()
     found = []
@@ -111,8 +109,7 @@ def tasks_json(task_ids: Sequence[UUID], *, owner: Any, now: datetime) -> list[R
                         next_run_at=next_run_at, runs_planned=runs_planned)  # fmt: skip
             task.pending_times = pending
             times = planning.next_runs(task, now=now, count=NEXT_RUNS)
-        next_runs = orjson.dumps([iso(at) for at in times]).decode()
-        found.append(RawJSON(f'{head[:-1]}, "next_runs" : {next_runs}, {tail[1:]}'))
+        found.append(RawJSON(f'{head[:-1]}, "next_runs" : {iso_json(times)}, {tail[1:]}'))
     return found
 
 
@@ -152,15 +149,10 @@ def runs_json(run_ids: Sequence[UUID], *, owner_id: int) -> list[RawJSON]:
     """Each of `owner_id`'s runs among `run_ids` as the API returns it, in that order."""
     if not run_ids:
         return []
-    with _cursor(Run) as cursor:
+    with prepared_cursor(router.db_for_read(Run)) as cursor:
         cursor.execute(_RUNS_SQL, {"ids": list(run_ids), "owner": owner_id})
-        return [RawJSON(text) for (text,) in cursor]
+        return [RawJSON(text) for (text,) in cursor.fetchall()]
 
 
 def json_array(items: list[RawJSON]) -> RawJSON:
     return RawJSON("[" + ",".join(item.text for item in items) + "]")  # type: ignore[arg-type]
-
-
-def _cursor(model: type) -> Any:
-    # The database the ORM reads this model from: the replica for a GET when one is configured.
-    return connections[router.db_for_read(model)].cursor()

@@ -16,8 +16,9 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from tasks import planning, run_services, services
-from tasks.api.json_sql import iso, json_array, runs_json, task_json, tasks_json
+from tasks.api.json_sql import iso_json, json_array, runs_json, task_json, tasks_json
 from tasks.api.parsers import PARSERS
+from tasks.api.renderers import RawJSON
 from tasks.api.run_serializers import RunSerializer
 from tasks.api.serializers import PreviewSerializer, TaskInputSerializer, TaskOutputSerializer
 from tasks.db import db_now
@@ -242,4 +243,4 @@ class SchedulePreviewView(APIView):
         times = planning.preview(
             serializer.validated_data["schedule"], now=now, count=serializer.validated_data["count"]
         )
-        return Response({"next_runs": [iso(at) for at in times]})
+        return Response({"next_runs": RawJSON(iso_json(times))})
