@@ -14,8 +14,9 @@ RUN apt-get update && apt-get install -y --no-install-recommends bubblewrap curl
 COPY --from=build /opt/venv /opt/venv
 WORKDIR /app
 COPY --chown=scheduler:scheduler . /app
-# collectstatic needs settings but no database: a throwaway URL and key for the build step only.
-RUN DATABASE_URL=postgres://build@localhost/build SECRET_KEY=build-only \
+# collectstatic needs settings but no database: a throwaway URL and key (32 bytes at least, as
+# settings.py requires) for the build step only.
+RUN DATABASE_URL=postgres://build@localhost/build SECRET_KEY=build-only-not-a-secret-0123456789abcdef \
     python manage.py collectstatic --no-input -v 0
 USER scheduler
 EXPOSE 8000

@@ -46,6 +46,6 @@ fmt: $(VENV)/.dev ## format and auto-fix
 	$(VENV)/bin/ruff check --fix .
 
 bench: $(VENV)/.dev ## the benchmark set (docs/benchmarks.md)
-	$(PY) manage.py bench all
+	$(PY) -m bench all
 
 .PHONY: help install run test test-chaos test-fuzz lint fmt bench

@@ -1,4 +1,4 @@
-"""`manage.py bench` end to end at toy sizes: every workload runs, cleans up, and its own checks
+"""`python -m bench` end to end at toy sizes: every workload runs, cleans up, and its own checks
 hold (nothing claimed or run twice, every run recorded). Figures are not asserted: benchmarks
 print figures; docs/benchmarks.md has them at full size."""
 
@@ -17,9 +17,9 @@ from tests.conftest import ROOT, process_env
 pytestmark = [pytest.mark.processes, pytest.mark.django_db(transaction=True)]
 
 
-def bench(*args: str, timeout: float = 240) -> list[dict]:
+def bench(*args: str, timeout: float = 240, scratch: str = "bench") -> list[dict]:
     done = subprocess.run(
-        [sys.executable, str(ROOT / "manage.py"), "bench", *args],
+        [sys.executable, "-m", "bench", *args],
         env=process_env(LOG_LEVEL="WARNING"),
         capture_output=True,
         text=True,
@@ -29,7 +29,7 @@ def bench(*args: str, timeout: float = 240) -> list[dict]:
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     lines = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
     assert lines, done.stdout
-    scratch = f"{connection.settings_dict['NAME']}_bench"
+    scratch = f"{connection.settings_dict['NAME']}_{scratch}"
     with psycopg.connect(
         dbname="postgres", **_conninfo(), autocommit=True
     ) as conn:  # the scratch database is gone
@@ -87,8 +87,27 @@ def test_history_scheduler_and_soak() -> None:
     assert set(api["statuses"]) == {"200"}
 
 
+def test_recurring_notify_and_admin() -> None:
+    (late,) = bench("recurring", "--tasks", "3", "--seconds", "4", "--schedulers", "1",
+                    "--workers", "1", scratch="lateness")  # fmt: skip
+    assert (late["missing"], late["ran_twice"], late["early"]) == (0, 0, 0)
+    assert late["occurrences"] > 0
+
+    # notify runs on the configured database with its own user, removed afterwards.
+    (notified,) = bench("notify", "--runs", "3", "--workers", "1", "--json")
+    assert (notified["missing"], notified["duplicates"], notified["bad_signatures"]) == (0, 0, 0)
+
+    done = subprocess.run(
+        [sys.executable, "-m", "bench", "admin", "--runs", "6000", "--repeat", "1"],
+        env=process_env(LOG_LEVEL="WARNING"), capture_output=True, text=True, timeout=240,
+        cwd=ROOT,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "dashboard" in done.stdout and "runs, page 50" in done.stdout
+
+
 def test_api_find_max_doubles_until_a_miss_then_bisects() -> None:
-    from tasks.bench.api import _next_rate
+    from bench.api import _next_rate
 
     assert _next_rate(150, passing=0, failing=0) == 300
     assert _next_rate(150, passing=150, failing=0) == 300

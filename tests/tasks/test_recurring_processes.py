@@ -11,7 +11,7 @@ from datetime import timedelta
 
 import pytest
 
-from tasks.bench.recurring import CRONS, INTERVALS
+from bench.recurring import CRONS, INTERVALS
 from tasks.db import TASK_CHANGED_CHANNEL, db_now, notify
 from tasks.models import TERMINAL_STATUSES, Attempt, Process, Run, Task
 from tests.conftest import process_env, wait_for

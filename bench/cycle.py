@@ -21,14 +21,14 @@ from datetime import UTC, datetime
 from django.db import connection
 from django.test import override_settings
 
+from bench import proc, workload
 from tasks import queue
-from tasks.bench import proc, workload
 
 
 def measure(*, n: int, concurrency: int, claim_ahead: int | None,
             emit: Callable[[dict], None], write: Callable[[str], None]) -> dict:  # fmt: skip
     os.environ.setdefault("BENCH_RUN_DIR", tempfile.mkdtemp(prefix="bench-cycle-"))
-    from tasks.bench import handlers  # noqa: F401  (registers the `bench` handler here)
+    from bench import handlers  # noqa: F401  (registers the `bench` handler here)
     from tasks.worker import Worker
 
     workload.reset_queue()

@@ -20,7 +20,7 @@ from unittest import mock
 
 from django.db import connection, transaction
 
-from tasks.bench import data, proc, workload
+from bench import data, proc, workload
 from tasks.queue import _candidates, claim_sql
 
 HISTORY_TASKS = 5000

@@ -1,4 +1,4 @@
-"""Pieces of `manage.py benchnotify`: a local webhook receiver, role processes, percentiles."""
+"""Pieces of `python -m bench notify`: a local webhook receiver, role processes, percentiles."""
 
 from __future__ import annotations
 

@@ -15,11 +15,11 @@ from pathlib import Path
 from django.contrib.auth import get_user_model
 from django.db import connection
 
+from bench.handlers import read_lines
 from tasks import schedules
 from tasks.batch import MAX_BATCH, create_tasks
-from tasks.bench.handlers import read_lines
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 TABLES = "tasks_attempt, tasks_run, tasks_task, tasks_process"
 
 
@@ -124,7 +124,7 @@ def fleet_env(run_dir: str, database_url: str) -> dict[str, str]:
     env = dict(os.environ)
     env.update(
         DATABASE_URL=database_url,
-        SCHEDULER_HANDLER_MODULES="tasks.bench.handlers",
+        SCHEDULER_HANDLER_MODULES="bench.handlers",
         BENCH_RUN_DIR=run_dir,
         LOG_LEVEL="WARNING",
         PYTHONUNBUFFERED="1",

@@ -24,7 +24,7 @@ from datetime import UTC, datetime, timedelta
 
 from django.db import connection
 
-from tasks.bench import apiserver, proc
+from bench import apiserver, proc
 
 P95_TARGET_MS = 25.0
 P99_TARGET_MS = 100.0

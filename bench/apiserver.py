@@ -19,10 +19,10 @@ from uuid import UUID
 
 from rest_framework_simplejwt.tokens import RefreshToken
 
+from bench import data, proc
 from scheduler_project import gunicorn_conf
-from tasks.bench import data, proc
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 # The Dockerfile's CMD, but for the address (127.0.0.1 on a free port) and, when asked, the
 # worker count.
 CONFIG = "scheduler_project/gunicorn_conf.py"
@@ -49,7 +49,7 @@ class Gunicorn:
         env.update(
             DATABASE_URL=self.database_url,
             DJANGO_SETTINGS_MODULE="scheduler_project.settings",
-            SCHEDULER_HANDLER_MODULES="tasks.bench.handlers",
+            SCHEDULER_HANDLER_MODULES="bench.handlers",
             BENCH_RUN_DIR=self.log_dir,
             PYTHONUNBUFFERED="1",
             PYTHONDONTWRITEBYTECODE="1",

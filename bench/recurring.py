@@ -25,12 +25,12 @@ from typing import IO
 from django.contrib.auth import get_user_model
 from django.db import connection
 
+from bench.handlers import read_lines
 from tasks import schedules
-from tasks.bench.handlers import read_lines
 from tasks.db import TASK_CHANGED_CHANNEL, db_now, notify
 from tasks.models import Process, Run, Task
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 INTERVALS = (1, 2, 3)
 CRONS = (
     "* * * * * *",
@@ -125,7 +125,7 @@ def measure(
     env = dict(os.environ)
     env.update(
         DATABASE_URL=database_url,
-        SCHEDULER_HANDLER_MODULES="tasks.bench.handlers",
+        SCHEDULER_HANDLER_MODULES="bench.handlers",
         BENCH_RUN_DIR=str(run_dir),
         LOG_LEVEL=log_level,
         PYTHONUNBUFFERED="1",

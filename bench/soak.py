@@ -25,9 +25,9 @@ from datetime import timedelta
 
 from django.db import connection
 
+from bench import apiserver, data, proc, workload
+from bench.handlers import read_lines
 from tasks.batch import MAX_BATCH
-from tasks.bench import apiserver, data, proc, workload
-from tasks.bench.handlers import read_lines
 
 SAMPLE_SECONDS = 10.0
 VACUUM_SECONDS = 60.0

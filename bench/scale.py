@@ -19,9 +19,9 @@ from itertools import pairwise
 from django.conf import settings
 from django.db import connection
 
+from bench import proc
+from bench.workload import Fleet, bench_owner, fleet_env
 from tasks import schedules
-from tasks.bench import proc
-from tasks.bench.workload import Fleet, bench_owner, fleet_env
 from tasks.models import Task
 
 CRONS = ("*/1 * * * *", "*/2 * * * *", "*/5 * * * *", "*/10 * * * *", "*/15 * * * *")

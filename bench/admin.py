@@ -1,36 +1,18 @@
-"""Time the admin changelists over a million runs (docs/operations.md, "Admin at scale").
-
-Run against a scratch database, never a real one (it inserts a million rows):
-
-    createdb -h 127.0.0.1 -U postgres scheduler_bench
-    export DATABASE_URL=postgres://postgres@127.0.0.1:5432/scheduler_bench
-    export SECRET_KEY=bench-only-secret-key-0123456789abcdef
-    .venv/bin/python manage.py migrate -v 0
-    .venv/bin/python tests/ops/bench_admin.py --runs 1000000
-    dropdb -h 127.0.0.1 -U postgres scheduler_bench
-"""
+"""`python -m bench admin`: time the admin changelists over a million runs (docs/operations.md,
+"Admin at scale"), on a scratch database (it inserts a million rows)."""
 
 from __future__ import annotations
 
-import argparse
-import os
 import statistics
-import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "scheduler_project.settings")
-os.environ.setdefault("ALLOWED_HOSTS", "testserver")
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.db import connection
+from django.test import Client, override_settings
+from django.test.utils import CaptureQueriesContext
 
-import django
-
-django.setup()
-
-from django.contrib.auth import get_user_model  # noqa: E402
-from django.db import connection  # noqa: E402
-from django.test import Client  # noqa: E402
-from django.test.utils import CaptureQueriesContext  # noqa: E402
+from tasks.models import Run, Task
 
 # A year of history for 1,000 tasks: UUIDv7 ids in time order, 95 % succeeded, 3 % failed,
 # 1 % cancelled, 1 % skipped, then a live queue (scheduled, running) at the end.
@@ -98,8 +80,11 @@ def populate(runs: int) -> None:
 
 
 def measure(repeat: int) -> None:
-    from tasks.models import Run, Task
+    with override_settings(ALLOWED_HOSTS=[*settings.ALLOWED_HOSTS, "testserver"]):
+        _measure(repeat)
 
+
+def _measure(repeat: int) -> None:
     client = Client()
     client.force_login(get_user_model().objects.get(username="bench"))
     run = Run.objects.order_by("-id").only("id").first()
@@ -117,12 +102,3 @@ def measure(repeat: int) -> None:
             assert response.status_code == 200, (url, response.status_code)
         print(f"{label:34} {statistics.median(timings):9.1f} {max(timings):7.1f} "
               f"{len(queries):7d}")  # fmt: skip
-
-
-if __name__ == "__main__":
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--runs", type=int, default=1_000_000)
-    parser.add_argument("--repeat", type=int, default=5)
-    args = parser.parse_args()
-    populate(args.runs)
-    measure(args.repeat)

@@ -1,21 +1,23 @@
-"""`manage.py benchnotify --runs 200`: latency from a run's finish to its webhook's arrival."""
+"""`python -m bench notify --runs 200`: latency from a run's finish to its webhook's arrival."""
 
 from __future__ import annotations
 
 import json
 import secrets
 import shutil
+import sys
 import tempfile
 import time
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 from django.contrib.auth import get_user_model
-from django.core.management.base import BaseCommand, CommandError
 
+from bench import BenchError
+from bench.webhook import Receiver, Roles, percentile
 from notifications import services as notification_services
-from notifications.bench import Receiver, Roles, percentile
 from notifications.models import Notification
 from tasks import schedules
 from tasks import services as task_services
@@ -23,27 +25,19 @@ from tasks.db import db_now
 from tasks.models import Run
 
 
-class Command(BaseCommand):
+class NotifyBench:
     """Starts real worker processes (their delivery threads deliver) and a scheduler, a local
     webhook receiver verifying signatures, then N one-time no-op tasks due `--spacing` apart
     with a `succeeded` webhook each, so workers are idle when each run finishes. Prints
     percentiles of arrival time (receiver clock) minus the run's finished_at (database clock;
     the same host, so the same clock). Creates its own user and deletes it afterwards."""
 
-    help = "Measure notification latency (run finished -> webhook arrived) with real workers."
+    def __init__(self, write: Callable[[str], None]) -> None:
+        self.write = write
 
-    def add_arguments(self, parser: Any) -> None:
-        parser.add_argument("--runs", type=int, default=200)
-        parser.add_argument("--workers", type=int, default=2, help="worker processes")
-        parser.add_argument("--concurrency", type=int, default=4, help="slots per worker")
-        parser.add_argument("--spacing", type=float, default=0.05, help="seconds between runs")
-        parser.add_argument("--timeout", type=float, default=120.0, help="give up after")
-        parser.add_argument("--keep", action="store_true", help="keep rows and role logs")
-        parser.add_argument("--json", action="store_true", help="print one JSON object")
-
-    def handle(self, *args: Any, **options: Any) -> None:
+    def handle(self, **options: Any) -> None:
         if options["runs"] < 1 or options["workers"] < 1:
-            raise CommandError("--runs and --workers must be at least 1")
+            raise BenchError("--runs and --workers must be at least 1")
         secret = secrets.token_urlsafe(24)
         owner = get_user_model().objects.create(username=f"benchnotify-{secrets.token_hex(4)}")
         logdir = Path(tempfile.mkdtemp(prefix="benchnotify-"))
@@ -72,7 +66,7 @@ class Command(BaseCommand):
             if done and not options["keep"]:
                 shutil.rmtree(logdir, ignore_errors=True)
             else:
-                self.stderr.write(f"role logs in {logdir}")
+                print(f"role logs in {logdir}", file=sys.stderr)
 
     def _warm_up(self, owner: Any, channel: Any, receiver: Receiver, roles: Roles) -> None:
         """One run end to end, so workers and their delivery threads are up and idle."""
@@ -110,11 +104,11 @@ class Command(BaseCommand):
         deadline = time.monotonic() + timeout
         while receiver.count() < count:
             if time.monotonic() > deadline:
-                raise CommandError(
+                raise BenchError(
                     f"only {receiver.count()} of {count} notifications arrived in {timeout:g}s"
                 )
             if roles and any(p.poll() is not None for p in roles.procs):
-                raise CommandError(f"a role process exited; logs in {roles.logdir}")
+                raise BenchError(f"a role process exited; logs in {roles.logdir}")
             time.sleep(0.05)
 
     def _report(self, owner: Any, receiver: Receiver, options: dict, elapsed: float) -> None:
@@ -145,13 +139,13 @@ class Command(BaseCommand):
             "bad_signatures": receiver.unverified,
         }
         if options["json"]:
-            self.stdout.write(json.dumps(figures))
+            self.write(json.dumps(figures))
             return
 
         def ms(value: float) -> str:
             return f"{value * 1000:.0f} ms"
 
-        self.stdout.write(
+        self.write(
             f"benchnotify: {len(latencies)} runs, {options['workers']} workers x "
             f"{options['concurrency']} slots, one run every {options['spacing'] * 1000:g} ms "
             f"({elapsed:.1f} s)\n"

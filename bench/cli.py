@@ -1,0 +1,233 @@
+"""The workloads of `python -m bench` (BENCHMARK.md's and this project's, docs/benchmarks.md):
+each on a scratch database, printing JSON lines and then a table."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from typing import Any
+
+from bench import BenchError, api, cycle, history, raw, recurring, scale, scratch, soak, workload
+
+CORE = ["raw", "throughput", "lateness", "all", "api", "history", "scheduler", "soak", "cycle"]
+
+
+def write(line: str = "") -> None:
+    print(line, flush=True)
+
+
+def emit(result: dict) -> None:
+    write(json.dumps(result, default=str))
+
+
+def _ints(text: str) -> list[int]:
+    try:
+        return [int(part) for part in text.split(",") if part]
+    except ValueError:
+        raise BenchError(f"expected a comma-separated list of integers, not {text!r}") from None
+
+
+def parser() -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
+    sub = top.add_subparsers(dest="workload", required=True, metavar="WORKLOAD")
+    core = argparse.ArgumentParser(add_help=False)
+    core.add_argument("--workers", default=None, help="W values, e.g. 1,2,4,8")
+    core.add_argument("--n", type=int, default=10_000, help="runs per throughput round")
+    core.add_argument("--raw-jobs", type=int, default=50_000)
+    core.add_argument("--batch", default="1,10", help="raw: jobs claimed per transaction")
+    core.add_argument("--jobs", type=int, default=2000, help="lateness: runs")
+    core.add_argument("--window", type=float, default=60.0, help="lateness: seconds")
+    core.add_argument("--repeat", type=int, default=3, help="repetitions (median)")
+    core.add_argument("--processes", type=int, default=None, help="worker processes")
+    core.add_argument("--keep-db", action="store_true", help="keep the scratch database")
+    core.add_argument("--rate", type=float, default=150.0, help="api: reads/s")
+    core.add_argument("--writes", type=float, default=5.0, help="api: writes/s")
+    core.add_argument("--seconds", type=float, default=60.0, help="api/scheduler: seconds")
+    core.add_argument("--find-max", action="store_true", help="api: step the rate up")
+    gunicorn = "gunicorn --workers (default: scheduler_project/gunicorn_conf.py)"
+    core.add_argument("--api-workers", type=int, default=None, help=gunicorn)
+    core.add_argument("--rows", type=int, default=10_000_000, help="history: finished runs")
+    core.add_argument("--tasks", type=int, default=100_000, help="scheduler: tasks")
+    core.add_argument("--schedulers", default="1,2", help="scheduler: processes")
+    core.add_argument("--runs", type=int, default=100_000, help="soak: runs")
+    core.add_argument("--minutes", type=float, default=10.0, help="soak: minutes")
+    core.add_argument("--api-runs", type=int, default=100_000, help="soak: runs in history")
+    core.add_argument("--concurrency", type=int, default=4, help="cycle: worker slots")
+    core.add_argument("--claim-ahead", type=int, default=None, help="cycle: override")
+    core.add_argument("--api-requests", type=int, default=1000, help="soak: API requests")
+    for name in CORE:
+        sub.add_parser(name, parents=[core], help=f"{name} (docs/benchmarks.md)")
+
+    late = sub.add_parser("recurring", help="start lateness of recurring tasks, idle workers")
+    late.add_argument("--tasks", type=int, default=100, help="recurring tasks")
+    late.add_argument("--seconds", type=float, default=60.0, help="measured window")
+    late.add_argument("--schedulers", type=int, default=3)
+    late.add_argument("--workers", type=int, default=3, help="worker processes")
+    late.add_argument("--concurrency", type=int, default=4, help="slots per worker")
+    lookahead = "TASKS_LOOKAHEAD_SECONDS for the fleet"
+    late.add_argument("--lookahead", type=float, default=None, help=lookahead)
+    late.add_argument("--log-level", default="WARNING", help="LOG_LEVEL of the fleet")
+    late.add_argument("--keep-db", action="store_true", help="keep the scratch database")
+
+    note = sub.add_parser("notify", help="run finished -> webhook arrived, real workers")
+    note.add_argument("--runs", type=int, default=200)
+    note.add_argument("--workers", type=int, default=2, help="worker processes")
+    note.add_argument("--concurrency", type=int, default=4, help="slots per worker")
+    note.add_argument("--spacing", type=float, default=0.05, help="seconds between runs")
+    note.add_argument("--timeout", type=float, default=120.0, help="give up after")
+    note.add_argument("--keep", action="store_true", help="keep rows and role logs")
+    note.add_argument("--json", action="store_true", help="print one JSON object")
+
+    admin = sub.add_parser("admin", help="admin changelists over a million runs")
+    admin.add_argument("--runs", type=int, default=1_000_000)
+    admin.add_argument("--repeat", type=int, default=5)
+    admin.add_argument("--keep-db", action="store_true", help="keep the scratch database")
+    return top
+
+
+def main(argv: list[str]) -> int:
+    options = vars(parser().parse_args(argv))
+    try:
+        kind = options["workload"]
+        if kind == "recurring":
+            run_recurring(options)
+        elif kind == "notify":
+            from bench import notify
+
+            notify.NotifyBench(write=write).handle(**options)
+        elif kind == "admin":
+            from bench import admin
+
+            with scratch.database("admin", keep=options["keep_db"]):
+                admin.populate(options["runs"])
+                admin.measure(options["repeat"])
+        else:
+            run_core(options)
+    except BenchError as error:
+        print(f"bench {options['workload']}: {error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def run_core(options: dict[str, Any]) -> None:
+    results: list[dict] = []
+    kind = options["workload"]
+    with scratch.database("bench", keep=options["keep_db"]) as url:
+        if kind in ("raw", "all"):
+            workers = _ints(options["workers"] or ("4" if kind == "all" else "1,2,4,8"))
+            for batch in _ints(options["batch"]):
+                for w in workers:
+                    rounds = [
+                        raw.run_raw(url, workers=w, batch=batch, jobs=options["raw_jobs"])
+                        for _ in range(options["repeat"])
+                    ]
+                    results.append(_median(rounds, label=f"raw claim {batch}/tx"))
+        if kind in ("throughput", "all"):
+            for w in _ints(options["workers"] or "1,2,4,8"):
+                rounds = [
+                    workload.throughput(
+                        database_url=url, workers=w, n=options["n"],
+                        processes=options["processes"],
+                    )
+                    for _ in range(options["repeat"])
+                ]  # fmt: skip
+                results.append(_median(rounds, label="scheduler"))
+        if kind in ("lateness", "all"):
+            w = _ints(options["workers"] or "4")[0] if kind == "lateness" else 4
+            result = workload.lateness(
+                database_url=url, workers=w, jobs=options["jobs"], window=options["window"]
+            )
+            emit(result)
+            results.append(result)
+        if kind == "api":
+            api.measure(
+                database_url=url, rate=options["rate"], writes=options["writes"],
+                seconds=options["seconds"], find_max=options["find_max"],
+                api_workers=options["api_workers"], tasks=1000, runs_per_task=20,
+                emit=emit, write=write,
+            )  # fmt: skip
+        if kind == "history":
+            history.measure(
+                database_url=url, rows=options["rows"], n=options["n"],
+                workers=_ints(options["workers"] or "4")[0], repeat=options["repeat"],
+                emit=emit, write=write,
+            )  # fmt: skip
+        if kind == "scheduler":
+            scale.measure(
+                database_url=url, tasks=options["tasks"], seconds=options["seconds"],
+                schedulers=_ints(options["schedulers"]), emit=emit, write=write,
+            )  # fmt: skip
+        if kind == "soak":
+            soak.measure(
+                database_url=url, runs=options["runs"], minutes=options["minutes"],
+                workers=_ints(options["workers"] or "4")[0], processes=options["processes"],
+                api_runs=options["api_runs"], api_requests=options["api_requests"],
+                api_workers=options["api_workers"], emit=emit, write=write,
+            )  # fmt: skip
+        if kind == "cycle":
+            cycle.measure(
+                n=options["n"], concurrency=options["concurrency"],
+                claim_ahead=options["claim_ahead"], emit=emit, write=write,
+            )  # fmt: skip
+    if results:
+        _table(results)
+
+
+def run_recurring(options: dict[str, Any]) -> None:
+    if options["tasks"] < 1 or options["seconds"] <= 0:
+        raise BenchError("--tasks and --seconds must be positive")
+    with scratch.database("lateness", keep=options["keep_db"]) as url:
+        result = recurring.measure(
+            database_url=url,
+            tasks=options["tasks"],
+            seconds=options["seconds"],
+            schedulers=options["schedulers"],
+            workers=options["workers"],
+            concurrency=options["concurrency"],
+            lookahead=options["lookahead"],
+            log_level=options["log_level"],
+        )
+    write(json.dumps(result))
+    write()
+    for label, key in (
+        ("occurrences", "occurrences"),
+        ("missing", "missing"),
+        ("executed twice", "ran_twice"),
+        ("p50 ms", "p50_ms"),
+        ("p95 ms", "p95_ms"),
+        ("p99 ms", "p99_ms"),
+        ("max ms", "max_ms"),
+        ("min ms", "min_ms"),
+        ("early starts", "early"),
+        ("body p99 ms", "body_p99_ms"),
+        ("body early", "body_early"),
+    ):
+        write(f"{label:<16} {result[key]:>10}")
+
+
+def _median(rounds: list[Any], *, label: str) -> dict:
+    dicts = [r if isinstance(r, dict) else dict(vars(r)) for r in rounds]
+    for one in dicts:
+        emit({**one, "label": label})
+    best = sorted(dicts, key=lambda d: d["rate"])[len(dicts) // 2]
+    return {**best, "label": label, "rates": [d["rate"] for d in dicts],
+            "median_rate": statistics.median(d["rate"] for d in dicts)}  # fmt: skip
+
+
+def _table(results: list[dict]) -> None:
+    write()
+    write(f"{'measurement':<28} {'W':>3} {'runs/s (median)':>16}  detail")
+    for r in results:
+        if r.get("workload") == "lateness":
+            write(
+                f"{'lateness':<28} {r['workers']:>3} {'':>16}  p50 {r['p50_ms']} ms, "
+                f"p99 {r['p99_ms']} ms, max {r['max_ms']} ms, min {r['min_ms']} ms, "
+                f"early {r['early']}, missing {r['missing']}"
+            )
+        else:
+            detail = f"rounds {r['rates']}"
+            if "processes" in r:
+                detail += f", {r['processes']} x --concurrency {r['concurrency']}"
+            write(f"{r['label']:<28} {r['workers']:>3} {r['median_rate']:>16.1f}  {detail}")

@@ -1,0 +1,60 @@
+"""A scratch database for one benchmark: created empty, migrated, made the current connection's
+database, and dropped afterwards (unless kept), so a benchmark never touches real rows."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+from urllib.parse import quote
+
+import psycopg
+from django.conf import settings
+from django.core.management import call_command
+from django.db import connection
+
+
+def admin_conninfo(base: dict[str, Any]) -> dict[str, str]:
+    """Connection parameters for the server's `postgres` database (CREATE/DROP DATABASE)."""
+    params = {"dbname": "postgres", "user": base.get("USER") or "postgres"}
+    for key, name in (("HOST", "host"), ("PORT", "port"), ("PASSWORD", "password")):
+        if base.get(key):
+            params[name] = str(base[key])
+    return params
+
+
+def url(base: dict[str, Any], name: str) -> str:
+    """DATABASE_URL of database `name` on the server of `base` (for role processes)."""
+    auth = quote(base.get("USER") or "postgres", safe="")
+    if base.get("PASSWORD"):
+        auth += ":" + quote(base["PASSWORD"], safe="")
+    port = f":{base['PORT']}" if base.get("PORT") else ""
+    return f"postgres://{auth}@{quote(base.get('HOST') or '', safe='')}{port}/{name}"
+
+
+def _drop(admin: dict[str, str], name: str) -> None:
+    with psycopg.connect(autocommit=True, **admin) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@contextmanager
+def database(suffix: str, *, keep: bool = False) -> Iterator[str]:
+    """`<configured name>_<suffix>`, migrated and current; yields its URL."""
+    base = dict(settings.DATABASES["default"])
+    name = f"{base['NAME']}_{suffix}"
+    admin = admin_conninfo(base)
+    _drop(admin, name)
+    with psycopg.connect(autocommit=True, **admin) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    try:
+        connection.close()
+        settings.DATABASES["default"]["NAME"] = name
+        connection.settings_dict["NAME"] = name
+        call_command("migrate", verbosity=0)
+        yield url(base, name)
+    finally:
+        connection.close()
+        settings.DATABASES["default"]["NAME"] = base["NAME"]
+        connection.settings_dict["NAME"] = base["NAME"]
+        if not keep:
+            _drop(admin, name)
