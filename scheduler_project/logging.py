@@ -130,5 +130,11 @@ def logging_config(*, log_format: str, level: str) -> dict[str, Any]:
             }
         },
         "root": {"handlers": ["console"], "level": level},
-        "loggers": {"django.db.backends": {"level": "INFO"}},
+        "loggers": {
+            "django.db.backends": {"level": "INFO"},
+            # urllib3 logs each request line at DEBUG, path and query included: a Slack webhook
+            # URL's path is its credential, and that line has no scheme or host for the
+            # redaction filter to spot.
+            "urllib3": {"level": "INFO"},
+        },
     }

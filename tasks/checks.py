@@ -27,3 +27,22 @@ def check_timing(app_configs: Any, **kwargs: Any) -> list[checks.CheckMessage]:
             )
         )
     return errors
+
+
+@checks.register()
+def check_task_defaults(app_configs: Any, **kwargs: Any) -> list[checks.CheckMessage]:
+    """The defaults of new tasks must be values the API itself would accept."""
+    errors = []
+    if not 1 <= settings.TASKS_DEFAULT_MAX_ATTEMPTS <= 100:
+        errors.append(checks.Error("TASKS_DEFAULT_MAX_ATTEMPTS must be 1 to 100.", id="tasks.E003"))
+    base = settings.TASKS_DEFAULT_BACKOFF_BASE_SECONDS
+    cap = settings.TASKS_DEFAULT_BACKOFF_CAP_SECONDS
+    if not (0 <= base <= 86400 and base <= cap <= 7 * 86400):
+        errors.append(
+            checks.Error(
+                "TASKS_DEFAULT_BACKOFF_BASE_SECONDS must be 0 to 86400 and "
+                "TASKS_DEFAULT_BACKOFF_CAP_SECONDS at least that and at most 604800.",
+                id="tasks.E004",
+            )
+        )
+    return errors

@@ -23,6 +23,20 @@ TERMINAL_STATUSES = ("succeeded", "failed", "cancelled", "skipped")
 CLAIMABLE_STATUSES = ("scheduled", "waiting_for_resource")
 
 
+# A task's retry policy when its request sets none, read from settings each time a row is built
+# (not frozen into the migration), so a deployment changes it without a schema change.
+def default_max_attempts() -> int:
+    return settings.TASKS_DEFAULT_MAX_ATTEMPTS
+
+
+def default_backoff_base() -> float:
+    return settings.TASKS_DEFAULT_BACKOFF_BASE_SECONDS
+
+
+def default_backoff_cap() -> float:
+    return settings.TASKS_DEFAULT_BACKOFF_CAP_SECONDS
+
+
 class Task(models.Model):
     class Kind(models.TextChoices):
         HTTP = "http"
@@ -48,9 +62,9 @@ class Task(models.Model):
     schedule_type = models.CharField(max_length=16, default="once")
     priority = models.SmallIntegerField(default=5)
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.ACTIVE)
-    max_attempts = models.PositiveIntegerField(default=5)
-    retry_backoff_base = models.FloatField(default=2.0)
-    retry_backoff_cap = models.FloatField(default=600.0)
+    max_attempts = models.PositiveIntegerField(default=default_max_attempts)
+    retry_backoff_base = models.FloatField(default=default_backoff_base)
+    retry_backoff_cap = models.FloatField(default=default_backoff_cap)
     timeout = models.FloatField(null=True, blank=True)
     notify = models.JSONField(default=list, blank=True)
     # The next nominal occurrence not yet materialised as a Run; NULL when none remain.
@@ -118,7 +132,7 @@ class Run(models.Model):
     priority = models.SmallIntegerField(default=5)
     status = models.CharField(max_length=24, choices=Status.choices, default=Status.SCHEDULED)
     attempt = models.PositiveIntegerField(default=0)
-    max_attempts = models.PositiveIntegerField(default=5)
+    max_attempts = models.PositiveIntegerField(default=default_max_attempts)
     worker = models.CharField(max_length=200, blank=True, default="")
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)
