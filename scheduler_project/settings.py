@@ -9,12 +9,11 @@ import re
 import sys
 from datetime import timedelta
 from pathlib import Path
-from urllib.parse import unquote
 
-import environ
 from django.core.exceptions import ImproperlyConfigured
 
 from scheduler_project import settings_fallbacks as fallbacks
+from scheduler_project.database import database_config
 from scheduler_project.logging import logging_config
 
 # --- Reading the environment ------------------------------------------------------------------
@@ -126,16 +125,14 @@ MEDIA_ROOT = Path(os.environ.get("MEDIA_ROOT", data_dir / "media"))
 
 # --- Database ---------------------------------------------------------------------------------
 database_url = fallbacks.database_url(configured_database_url, data_dir=data_dir)
-_default = environ.Env.db_url_config(database_url)
+# Several hosts (`h1:5432,h2:5432/db?target_session_attrs=read-write`) fail over by libpq.
+_default = database_config(database_url)
 _default_db = {
     **_default,
-    "ENGINE": "django.db.backends.postgresql",
-    # A socket directory travels percent-encoded in the URL's host part.
-    "HOST": unquote(str(_default.get("HOST") or "")),
     "CONN_MAX_AGE": env_int("DATABASE_CONN_MAX_AGE", 60),
     "CONN_HEALTH_CHECKS": True,
     "OPTIONS": {
-        **_default.get("OPTIONS", {}),
+        **_default["OPTIONS"],
         "application_name": os.environ.get("SCHEDULER_APPLICATION_NAME", "scheduler"),
     },
 }
@@ -143,15 +140,15 @@ _default_db = {
 # every read by the scheduler, worker and reviewer, stays on the primary.
 replica_url = env_secret("DATABASE_REPLICA_URL")
 if replica_url:
-    _replica = environ.Env.db_url_config(replica_url)
+    _replica = database_config(replica_url)
+    # The primary's target_session_attrs (read-write) would refuse every standby.
+    _inherited = {k: v for k, v in _default_db["OPTIONS"].items() if k != "target_session_attrs"}
     DATABASES = {
         "default": _default_db,
         "replica": {
             **_default_db,
             **_replica,
-            "ENGINE": "django.db.backends.postgresql",
-            "HOST": unquote(str(_replica.get("HOST") or "")),
-            "OPTIONS": {**_default_db["OPTIONS"], **_replica.get("OPTIONS", {})},
+            "OPTIONS": {**_inherited, **_replica["OPTIONS"]},
             "TEST": {"MIRROR": "default"},
         },
     }

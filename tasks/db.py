@@ -23,6 +23,24 @@ TASK_CHANGED_CHANNEL = "scheduler_task_changed"
 RUN_CANCEL_CHANNEL = "scheduler_run_cancel"
 
 
+# SQLSTATE 25006: "cannot execute ... in a read-only transaction" (a standby, or a demoted or
+# fenced primary still answering).
+READ_ONLY_SQLSTATE = "25006"
+
+
+def is_unavailable(exc: BaseException) -> bool:
+    """True for the errors of a database that is down, unreachable or no longer the primary:
+    worth retrying once the failover is over, and never the request's fault (the API answers
+    503 with Retry-After). Django wraps psycopg's errors and keeps the original as `__cause__`."""
+    from django.db import InterfaceError, OperationalError
+
+    lost = (OperationalError, InterfaceError, psycopg.OperationalError, psycopg.InterfaceError)
+    if isinstance(exc, lost):
+        return True
+    cause = exc if isinstance(exc, psycopg.Error) else exc.__cause__
+    return isinstance(cause, psycopg.Error) and cause.sqlstate == READ_ONLY_SQLSTATE
+
+
 def db_now() -> datetime:
     """The database clock: every process compares times against this one clock."""
     with connection.cursor() as cursor:
@@ -83,7 +101,8 @@ def connect(application_name: str = "scheduler-listen") -> psycopg.Connection:
     for key in ("cursor_factory", "context", "prepare_threshold", "server_side_binding"):
         params.pop(key, None)
     params["application_name"] = application_name
-    return psycopg.connect(autocommit=True, connect_timeout=5, **params)
+    params.setdefault("connect_timeout", 5)
+    return psycopg.connect(autocommit=True, **params)
 
 
 class Listener(threading.Thread):

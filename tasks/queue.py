@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -462,15 +463,18 @@ def complete_finished_tasks(*, task_ids: list[UUID]) -> None:
         )
 
 
-def renew_heartbeats(cursor: Any, *, worker: str) -> set[UUID]:
-    """Renew the heartbeat of every run this worker holds; return the ids still held.
+def renew_heartbeats(cursor: Any, *, worker: str, run_ids: Iterable[UUID]) -> set[UUID]:
+    """Renew the heartbeat of the runs this worker knows it holds; return the ids still held.
 
     One statement per worker process, however many runs it holds. A run missing from the
     answer was cancelled or taken back by the reviewer: the worker must stop its payload.
+    Only the runs named are renewed: a claim that committed while its answer was lost (the
+    primary died between the two) is held in the database by a worker that never heard of it,
+    and must go stale, so the reviewer returns it to the queue.
     """
     cursor.execute(
         "UPDATE tasks_run SET heartbeat_at = clock_timestamp()"
-        " WHERE worker = %s AND status = 'running' RETURNING id",
-        [worker],
+        " WHERE id = ANY(%s) AND worker = %s AND status = 'running' RETURNING id",
+        [list(run_ids), worker],
     )
     return {row[0] for row in cursor.fetchall()}

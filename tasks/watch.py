@@ -71,10 +71,11 @@ class Watch(threading.Thread):
 
     def _beat(self) -> None:
         seq = self.worker.claim_seq
+        known = self.worker.unrecorded()
         assert self.conn is not None
         with self.conn.transaction():
             cursor = self.conn.cursor()
-            held = queue.renew_heartbeats(cursor, worker=self.worker.name)
+            held = queue.renew_heartbeats(cursor, worker=self.worker.name, run_ids=known)
             beat(cursor, name=self.worker.name, role="worker", concurrency=self.worker.concurrency)
         self.last_beat = time.monotonic()
         lost = self.worker.held_before(seq) - held

@@ -157,7 +157,13 @@ class Worker:
             return False
         self._note_recorded(batch, recorded)
         asked = len(claimed)
-        claimed = queue.resolve_overlaps(worker=self.name, claimed=claimed)
+        try:
+            claimed = queue.resolve_overlaps(worker=self.name, claimed=claimed)
+        except DatabaseError as exc:
+            # Never heard of by the watch thread, these runs go stale: the reviewer requeues them.
+            logger.warning("overlap check of %d claimed runs failed (%s)", len(claimed), exc)
+            connection.close()
+            return False
         for run in claimed:
             self._dispatch(run, anchor=sent)
         return bool(batch) or (free > 0 and asked == free)
@@ -334,6 +340,13 @@ class Worker:
             flight.decided = True
             logger.warning("run=%s stopped: %s", flight.run.id, reason)
         self.wake.set()
+
+    def unrecorded(self) -> set[object]:
+        """Runs claimed here whose outcome is not recorded yet: executing, waiting to start, or
+        finished with the outcome pending (kept across a database outage and sent again)."""
+        pending = list(self.pending)  # appended to by the main thread only; a copy is safe
+        with self.lock:
+            return set(self.inflight) | {outcome.run_id for outcome in pending}
 
     def held_before(self, seq: int) -> set[object]:
         with self.lock:

@@ -8,13 +8,13 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from urllib.parse import quote
 
 import pytest
 from django.db import connection
 from rest_framework.test import APIClient
 from rest_framework_simplejwt.tokens import RefreshToken
 
+from scheduler_project.database import database_url as scheduler_database_url
 from tests.factories import UserFactory
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -54,13 +54,7 @@ def anon() -> APIClient:
 
 def database_url() -> str:
     """A URL for the database the tests use (the test database, once pytest-django made it)."""
-    s = connection.settings_dict
-    host = quote(s["HOST"] or "", safe="")
-    auth = quote(s["USER"] or "postgres", safe="")
-    if s.get("PASSWORD"):
-        auth += ":" + quote(s["PASSWORD"], safe="")
-    port = f":{s['PORT']}" if s.get("PORT") else ""
-    return f"postgres://{auth}@{host}{port}/{s['NAME']}"
+    return scheduler_database_url(connection.settings_dict)
 
 
 def process_env(**extra: str) -> dict[str, str]:

@@ -1,4 +1,5 @@
-"""One exception handler: service errors become 4xx in DRF's `detail` + `code` shape.
+"""One exception handler: service errors become 4xx in DRF's `detail` + `code` shape; a
+database that is down or failing over becomes 503 with Retry-After, never 500.
 
 Also the JSON answers Django gives outside DRF views (an unknown URL, a refused request, an
 unexpected error): `urls.py` names them as handler400/404/500, so an API client never gets an
@@ -8,18 +9,42 @@ HTML page. The admin keeps Django's HTML pages.
 from __future__ import annotations
 
 import logging
+import sys
 from typing import Any
 
 from django.core.exceptions import RequestDataTooBig, TooManyFieldsSent, TooManyFilesSent
+from django.db import connections
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views import defaults
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
 from scheduler_project.middleware import BodyTooLarge
+from tasks.db import is_unavailable
 from tasks.exceptions import TasksError
 
 logger = logging.getLogger(__name__)
+
+# A failover (stop, promote, reconnect) takes seconds; clients wait this long before retrying.
+RETRY_AFTER_SECONDS = 2
+UNAVAILABLE = {
+    "detail": "The database is unavailable (restarting or failing over); retry shortly.",
+    "code": "database_unavailable",
+}
+
+
+def _drop_connections() -> None:
+    """Close this thread's connections, so the next request connects afresh: libpq then finds
+    the new primary (a connection to a server turned read-only would otherwise be reused)."""
+    for conn in connections.all(initialized_only=True):
+        if not conn.in_atomic_block:
+            conn.close()
+
+
+def unavailable(exc: BaseException) -> dict[str, str]:
+    logger.warning("database unavailable: %s: %s", type(exc).__name__, str(exc).strip())
+    _drop_connections()
+    return {"Retry-After": str(RETRY_AFTER_SECONDS)}
 
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
@@ -31,6 +56,8 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         return Response({"detail": detail, "code": "request_too_large"}, status=413)
     if isinstance(exc, (TooManyFieldsSent, TooManyFilesSent)):
         return Response({"detail": str(exc), "code": "too_many_fields"}, status=400)
+    if is_unavailable(exc):
+        return Response(UNAVAILABLE, status=503, headers=unavailable(exc))
     response = drf_exception_handler(exc, context)
     if response is not None and isinstance(response.data, dict) and "detail" in response.data:
         detail = response.data["detail"]
@@ -55,6 +82,13 @@ def not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
 
 
 def server_error(request: HttpRequest) -> HttpResponse:
+    # Django calls this while handling the exception (outside DRF views: middleware, admin).
+    exc = sys.exc_info()[1]
+    if exc is not None and is_unavailable(exc):
+        response = JsonResponse(UNAVAILABLE, status=503)
+        for name, value in unavailable(exc).items():
+            response[name] = value
+        return response
     if _is_admin(request):
         return defaults.server_error(request)
     return JsonResponse({"detail": "Server error.", "code": "server_error"}, status=500)

@@ -51,7 +51,7 @@ class Component(HealthCheck):
 
 @dataclasses.dataclass
 class DatabaseCheck(Database):
-    """Reachable (the library's SELECT 1) and every migration on disk applied."""
+    """Reachable (the library's SELECT 1), writable, and every migration on disk applied."""
 
     critical: ClassVar[bool] = True
     details: dict[str, Any] = dataclasses.field(default_factory=dict, init=False, repr=False)
@@ -59,6 +59,12 @@ class DatabaseCheck(Database):
     def run(self) -> None:
         global _migrations_ok_until
         super().run()
+        with connection.cursor() as cursor:  # a standby answers SELECT 1 too
+            cursor.execute(
+                "SELECT pg_is_in_recovery() OR current_setting('transaction_read_only')::bool"
+            )
+            if cursor.fetchone()[0]:
+                raise ServiceUnavailable("read-only: a standby, or a primary being failed over")
         if time.monotonic() < _migrations_ok_until:
             return
         executor = MigrationExecutor(connection)

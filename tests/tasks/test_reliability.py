@@ -242,7 +242,7 @@ def test_renew_heartbeats_answers_only_the_runs_still_held() -> None:
     before = Run.objects.get(pk=kept).heartbeat_at
 
     with connection.cursor() as cursor:
-        held = queue.renew_heartbeats(cursor, worker="w-a")
+        held = queue.renew_heartbeats(cursor, worker="w-a", run_ids=[taken, cancelled, kept])
 
     assert held == {kept}
     assert Run.objects.get(pk=kept).heartbeat_at > before

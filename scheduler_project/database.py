@@ -1,0 +1,74 @@
+"""DATABASE_URL (and DATABASE_REPLICA_URL) to Django's DATABASES entry, several hosts included.
+
+libpq fails over by itself when given several hosts: `postgresql://u@h1:5432,h2:5432/db?
+target_session_attrs=read-write` connects to whichever host accepts writes. django-environ
+keeps such a host list but merges the ports wrongly when only some hosts name one
+(`h1,h2:5433` becomes port 5433 for both), and keeps IPv6 brackets libpq does not accept, so the
+host part is parsed here; everything else (name, user, password, options) is django-environ's.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import quote, unquote, urlsplit
+
+import environ
+
+ENGINE = "scheduler_project.postgresql"
+# Applied unless the URL sets them. libpq's defaults wait for the operating system: a TCP connect
+# to a host that died may hang for minutes, and a connection to it is noticed dead only after
+# two hours of TCP keepalive silence. With these, a role tries the next host after 5 s and drops
+# a silent connection after about 25 s.
+CONNECT_DEFAULTS: dict[str, int] = {
+    "connect_timeout": 5,
+    "keepalives_idle": 10,
+    "keepalives_interval": 5,
+    "keepalives_count": 3,
+}
+
+
+def split_hosts(netloc: str) -> list[tuple[str, str]]:
+    """`user@h1:5432,[::1]:5433,%2Ftmp` → [("h1", "5432"), ("::1", "5433"), ("/tmp", "")]."""
+    hosts = []
+    for item in netloc.rpartition("@")[2].split(","):
+        if item.startswith("["):  # [IPv6]:port
+            host, _, rest = item[1:].partition("]")
+            port = rest.removeprefix(":")
+        else:
+            host, _, port = item.partition(":")
+        hosts.append((unquote(host), port))
+    return hosts
+
+
+def database_config(url: str) -> dict[str, Any]:
+    """Django's database settings for a PostgreSQL URL with one host or several."""
+    config = environ.Env.db_url_config(url)
+    hosts = split_hosts(urlsplit(url).netloc)
+    config["HOST"] = ",".join(host for host, _ in hosts)
+    ports = [port for _, port in hosts]
+    # One entry per host (an empty one means the default port), or none at all.
+    config["PORT"] = ",".join(ports) if any(ports) else ""
+    config["ENGINE"] = ENGINE
+    options = config.setdefault("OPTIONS", {})
+    for key, value in CONNECT_DEFAULTS.items():
+        options.setdefault(key, value)
+    return config
+
+
+def database_url(settings_dict: dict[str, Any]) -> str:
+    """The URL of a DATABASES entry (hosts, ports and target_session_attrs kept), for the role
+    processes a command or test starts."""
+    hosts = str(settings_dict.get("HOST") or "").split(",")
+    ports = str(settings_dict.get("PORT") or "").split(",")
+    if len(ports) == 1:
+        ports *= len(hosts)
+    netloc = ",".join(
+        (f"[{host}]" if ":" in host else quote(host, safe="")) + (f":{port}" if port else "")
+        for host, port in zip(hosts, ports, strict=True)
+    )
+    auth = quote(settings_dict.get("USER") or "postgres", safe="")
+    if settings_dict.get("PASSWORD"):
+        auth += ":" + quote(settings_dict["PASSWORD"], safe="")
+    url = f"postgres://{auth}@{netloc}/{quote(settings_dict['NAME'], safe='')}"
+    attrs = (settings_dict.get("OPTIONS") or {}).get("target_session_attrs")
+    return f"{url}?target_session_attrs={attrs}" if attrs else url
