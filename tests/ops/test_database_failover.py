@@ -17,6 +17,7 @@ from django.test import Client
 from reviewers.services import rescue_stuck_runs
 from scheduler_project.database import database_config, database_url
 from tasks import queue
+from tasks.api.health import health_report
 from tasks.db import is_unavailable
 from tasks.models import Run
 from tests.factories import RunFactory, TaskFactory, UserFactory
@@ -191,3 +192,16 @@ def test_a_claim_whose_answer_was_lost_is_not_renewed_and_gets_rescued() -> None
     assert rescue_stuck_runs(after_seconds=60).rescued == 1
     statuses = dict(Run.objects.values_list("id", "status"))
     assert (statuses[runs[0].id], statuses[runs[1].id]) == ("running", "scheduled")
+
+
+@pytest.mark.django_db
+def test_health_reports_a_read_only_database_down() -> None:
+    with connection.cursor() as cursor:  # what a standby or a fenced primary answers
+        cursor.execute("SET LOCAL transaction_read_only = on")
+
+    body, healthy = health_report()
+
+    assert not healthy
+    assert body["components"]["database"]["status"] == "down"
+    assert "read-only" in body["components"]["database"]["error"]
+    assert body["components"]["worker"]["error"] == "database unavailable"

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 
+import psycopg
 import pytest
 import requests
 
@@ -150,6 +151,8 @@ def test_failover_under_load_loses_nothing_and_records_nothing_twice(tmp_path):
         wait_for(lambda: sum(a.status == 201 for a in load.answers) >= 50, timeout=60)
 
         down, promoted = pair.fail_over()
+        new = pair.standby  # the new primary
+        promoted_at = new.sql("SELECT clock_timestamp()")[0][0]
 
         def first_create_after_promotion() -> float | None:
             ok = [a.at for a in load.answers if a.status == 201 and a.at >= promoted]
@@ -162,7 +165,16 @@ def test_failover_under_load_loses_nothing_and_records_nothing_twice(tmp_path):
         wait_for(lambda: any(s == 200 and t > promoted for t, s, _ in health.seen), timeout=45)
         health.stopping.set()
         health.join()
-        new = pair.standby  # the new primary
+
+        # Every role process (scheduler, worker's watch thread, reviewer, notifier) writes its
+        # heartbeat to the new primary: each one reconnected.
+        def reconnected() -> int:
+            query = ("SELECT count(DISTINCT name) FROM tasks_process WHERE stopped_at IS NULL"
+                     " AND last_seen_at > %s")  # fmt: skip
+            with psycopg.connect(pair.url, autocommit=True) as conn:
+                return conn.execute(query, [promoted_at]).fetchone()[0]
+
+        wait_for(lambda: reconnected() == len(roles), timeout=20, details=procs.logs)
 
         def unfinished() -> int:
             query = ("SELECT count(*) FROM tasks_run r JOIN tasks_task t ON t.id = r.task_id"
@@ -222,7 +234,8 @@ def test_failover_under_load_loses_nothing_and_records_nothing_twice(tmp_path):
             f"{max(window) - min(window):.1f} s, 500s {statuses[500]}; first create "
             f"{back_after:.2f} s after promotion; /health 200 again {healthy_again:.1f} s after "
             f"promotion; one-time runs {len(once_runs)}, recurring occurrences {len(times)}, "
-            f"payloads run twice {len(twice)}, runs rescued {rescued}"
+            f"payloads run twice {len(twice)}, runs rescued {rescued}; role processes beating"
+            f" on the new primary {len(roles)} of {len(roles)}"
         )
     finally:
         for thread in (load, health):
