@@ -30,7 +30,7 @@ run: $(VENV)/.runtime ## run API + scheduler + worker + reviewer (embedded Postg
 test: $(VENV)/.dev ## run the test suite (DATABASE_URL, or the embedded PostgreSQL when unset)
 	$(PY) -m pytest -m "not chaos and not fuzz" $(PYTEST_ARGS)
 
-test-chaos: $(VENV)/.dev ## kill workers and restart PostgreSQL under load
+test-chaos: $(VENV)/.dev ## kill workers, restart PostgreSQL and fail it over under load
 	$(PY) -m pytest -m chaos $(PYTEST_ARGS)
 
 test-fuzz: $(VENV)/.dev ## schemathesis against the OpenAPI schema (docs/security.md)
