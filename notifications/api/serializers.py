@@ -11,6 +11,7 @@ from rest_framework import serializers
 
 from notifications import http
 from notifications.models import EVENTS, Channel, Notification
+from notifications.transports.webhook import WHSEC_PREFIX, generate_secret, secret_key
 
 # Per kind: the fields a client may send (secrets marked), as API.md lists them.
 KIND_FIELDS = {
@@ -74,9 +75,20 @@ class ChannelInputSerializer(serializers.Serializer):
         child=serializers.ChoiceField(choices=EVENTS), required=False, max_length=len(EVENTS)
     )
 
+    def validate_secret(self, value: str | None) -> str | None:
+        if value and value.startswith(WHSEC_PREFIX):
+            try:
+                secret_key(value)
+            except ValueError as exc:
+                raise serializers.ValidationError(str(exc)) from None
+        return value
+
     def validate(self, attrs: dict) -> dict:
         instance: Channel | None = self.instance
         kind = instance.kind if instance else attrs["kind"]
+        if instance is None and kind == "webhook" and "secret" not in attrs:
+            # Standard Webhooks: a signing secret the server makes, returned once (the view).
+            attrs["secret"] = attrs["generated_secret"] = generate_secret()
         if instance and attrs.get("kind", kind) != kind:
             raise serializers.ValidationError(
                 {"kind": ["A channel's kind cannot change; create another channel."]}
@@ -180,6 +192,26 @@ class ChannelOutputSerializer(serializers.ModelSerializer):
     def get_has_secret(self, channel: Channel) -> bool:
         """True when a signing secret, Slack URL or token is stored (its value never shows)."""
         return bool(channel.secret_config)
+
+
+class ChannelCreatedSerializer(ChannelOutputSerializer):
+    """The 201 of a create: the channel plus, once, a signing secret the server generated."""
+
+    secret = serializers.SerializerMethodField()
+
+    class Meta(ChannelOutputSerializer.Meta):
+        fields = [*ChannelOutputSerializer.Meta.fields, "secret"]
+
+    @extend_schema_field(
+        {
+            "type": "string",
+            "nullable": True,
+            "description": "The generated whsec_ secret of a webhook channel created without "
+            "one; shown only in this response. null when the client gave the secret.",
+        }
+    )
+    def get_secret(self, channel: Channel) -> str | None:
+        return self.context.get("generated_secret")
 
 
 class NotificationSerializer(serializers.ModelSerializer):

@@ -15,6 +15,7 @@ from rest_framework.views import APIView
 
 from notifications import services
 from notifications.api.serializers import (
+    ChannelCreatedSerializer,
     ChannelInputSerializer,
     ChannelOutputSerializer,
     NotificationSerializer,
@@ -43,13 +44,15 @@ class ChannelListCreateView(generics.ListAPIView):
         return owned_channels(self.request)
 
     @extend_schema(
-        request=ChannelInputSerializer, responses={201: ChannelOutputSerializer, **ERRORS}
+        request=ChannelInputSerializer, responses={201: ChannelCreatedSerializer, **ERRORS}
     )
     def post(self, request: Request) -> Response:
         serializer = ChannelInputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         channel = services.create_channel(owner=request.user, data=serializer.validated_data)
-        return Response(ChannelOutputSerializer(channel).data, status=status.HTTP_201_CREATED)
+        generated = serializer.validated_data.get("generated_secret")
+        body = ChannelCreatedSerializer(channel, context={"generated_secret": generated}).data
+        return Response(body, status=status.HTTP_201_CREATED)
 
 
 class ChannelDetailView(APIView):

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import base64
+import binascii
 import hashlib
 import hmac
 import json
+import secrets
 import time
 from datetime import datetime
 from typing import Any
@@ -21,6 +24,8 @@ from notifications.transports.base import (
 )
 
 SIGNATURE_PREFIX = "sha256="
+# Standard Webhooks (standardwebhooks.com): secrets are "whsec_" + base64 of the key bytes.
+WHSEC_PREFIX = "whsec_"
 # 408/425/429 ask the sender to come back later; every other 4xx is the receiver refusing.
 TRANSIENT_CLIENT_STATUSES = frozenset({408, 425, 429})
 
@@ -38,6 +43,34 @@ def sign(secret: str, timestamp: str, body: bytes) -> str:
         secret.encode("utf-8"), timestamp.encode("ascii") + b"." + body, hashlib.sha256
     )
     return SIGNATURE_PREFIX + digest.hexdigest()
+
+
+def generate_secret() -> str:
+    """A new Standard Webhooks secret: `whsec_` + base64 of 32 random bytes."""
+    return WHSEC_PREFIX + base64.b64encode(secrets.token_bytes(32)).decode("ascii")
+
+
+def secret_key(secret: str) -> bytes:
+    """The HMAC key of a channel secret: the decoded bytes of a `whsec_` secret, otherwise the
+    secret's UTF-8 bytes (channels made before Standard Webhooks; receivers verify those with
+    `Webhook(secret.encode())`). ValueError for a `whsec_` secret that is not base64."""
+    if not secret.startswith(WHSEC_PREFIX):
+        return secret.encode("utf-8")
+    encoded = secret[len(WHSEC_PREFIX) :]
+    try:
+        key = base64.b64decode(encoded + "=" * (-len(encoded) % 4), validate=True)
+    except binascii.Error:
+        raise ValueError("a whsec_ secret is base64 after the prefix") from None
+    if not key:
+        raise ValueError("a whsec_ secret needs key bytes after the prefix")
+    return key
+
+
+def sign_standard(secret: str, delivery_id: str, timestamp: str, body: bytes) -> str:
+    """The webhook-signature value: `v1,` + base64 HMAC-SHA256 of `<id>.<timestamp>.<body>`."""
+    signed = delivery_id.encode("utf-8") + b"." + timestamp.encode("ascii") + b"." + body
+    digest = hmac.new(secret_key(secret), signed, hashlib.sha256).digest()
+    return "v1," + base64.b64encode(digest).decode("ascii")
 
 
 def verify_signature(
@@ -68,8 +101,10 @@ def verify_signature(
 class WebhookTransport(Transport):
     """POSTs Message.body as JSON to config["url"] through the SSRF guard.
 
-    Headers: X-Scheduler-Event, X-Scheduler-Delivery (stable across retries, for receivers to
-    deduplicate), X-Scheduler-Timestamp and, when config has a "secret", X-Scheduler-Signature.
+    Headers: Standard Webhooks' webhook-id (the delivery id: stable across retries, for
+    receivers to deduplicate) and webhook-timestamp, and when config has a "secret",
+    webhook-signature; the same again as X-Scheduler-Delivery, X-Scheduler-Timestamp and
+    X-Scheduler-Signature (the older scheme), plus X-Scheduler-Event.
     Any 2xx is delivered; 408/425/429, 5xx and network errors are transient; other statuses
     (including a redirect to another host, which is not followed) are permanent.
     """
@@ -90,9 +125,17 @@ class WebhookTransport(Transport):
             "X-Scheduler-Event": message.event,
             "X-Scheduler-Delivery": message.delivery_id,
             "X-Scheduler-Timestamp": timestamp,
+            "webhook-id": message.delivery_id,
+            "webhook-timestamp": timestamp,
         }
         if secret := config.get("secret"):
             headers["X-Scheduler-Signature"] = sign(secret, timestamp, body)
+            try:
+                headers["webhook-signature"] = sign_standard(
+                    secret, message.delivery_id, timestamp, body
+                )
+            except ValueError as exc:  # stored before the API checked whsec_ secrets
+                raise TransportError(f"webhook secret: {exc}", permanent=True) from None
         try:
             response = http.send(
                 "POST",

@@ -12,6 +12,7 @@ from typing import Any
 
 import factory
 import pytest
+import standardwebhooks
 
 from notifications.models import Channel
 from notifications.transports.webhook import verify_signature
@@ -19,7 +20,17 @@ from tasks import queue
 from tasks.models import Run, Task
 from tests.factories import RunFactory, TaskFactory, UserFactory
 
-SECRET = "receiver-signing-secret-ZX81"
+# A Standard Webhooks secret ("whsec_" + base64); X-Scheduler-Signature signs with it too.
+SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+
+
+def standard_verified(body: bytes, headers: dict[str, str]) -> bool:
+    """The Standard Webhooks check, by the spec's own Python library."""
+    try:
+        standardwebhooks.Webhook(SECRET).verify(body, headers)
+    except standardwebhooks.webhooks.WebhookVerificationError:
+        return False
+    return True
 
 
 class Receiver:
@@ -48,6 +59,7 @@ class Receiver:
                             "status": status,
                             "verified": bool(signature)
                             and verify_signature(SECRET, timestamp, body, signature),
+                            "standard": standard_verified(body, dict(self.headers)),
                         }
                     )
                 self.send_response(status)

@@ -45,7 +45,11 @@ def test_webhook_is_signed_and_marked_sent(receiver: Receiver, user) -> None:
     [delivery] = receiver.deliveries
     headers, body = delivery["headers"], delivery["body"]
     assert delivery["verified"] is True
+    assert delivery["standard"] is True, "standardwebhooks.Webhook(secret).verify passes"
     assert headers["X-Scheduler-Delivery"] == str(notification.id)
+    assert headers["webhook-id"] == str(notification.id)
+    assert headers["webhook-timestamp"] == headers["X-Scheduler-Timestamp"]
+    assert headers["webhook-signature"].startswith("v1,")
     assert headers["X-Scheduler-Event"] == "succeeded"
     assert body["id"] == str(notification.id) and body["event"] == "succeeded"
     assert body["task"]["name"] == "nightly report"
@@ -88,6 +92,8 @@ def test_receiver_failing_twice_gets_it_once_after_three_attempts(
     assert len(receiver.accepted) == 1
     ids = {d["headers"]["X-Scheduler-Delivery"] for d in receiver.deliveries}
     assert ids == {str(notification.id)}, "the delivery id is stable across retries"
+    assert {d["headers"]["webhook-id"] for d in receiver.deliveries} == ids
+    assert all(d["standard"] for d in receiver.deliveries)
 
 
 def test_receiver_down_for_the_whole_window_ends_failed(

@@ -10,12 +10,16 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
+import standardwebhooks
 
 from notifications.transports.base import Message, TransportError, TransportSettings, get_transport
 from notifications.transports.webhook import (
     WebhookTransport,
     encode_body,
+    generate_secret,
+    secret_key,
     sign,
+    sign_standard,
     verify_signature,
 )
 
@@ -108,10 +112,55 @@ def test_signed_delivery_is_verified_by_the_receiver(
     assert headers["User-Agent"] == SETTINGS.user_agent
 
 
+@pytest.mark.parametrize("secret", [generate_secret(), "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"])
+def test_standard_webhooks_library_verifies_a_delivery(
+    receiver: tuple[str, list[dict[str, Any]]], secret: str
+) -> None:
+    url, deliveries = receiver
+    message = make_message()
+    WebhookTransport().send({"url": url + "/hook", "secret": secret}, message, settings=SETTINGS)
+
+    [delivery] = deliveries
+    headers = delivery["headers"]
+    assert standardwebhooks.Webhook(secret).verify(delivery["body"], headers) == message.body
+    assert headers["webhook-id"] == "n-1"
+    assert headers["webhook-timestamp"] == headers["X-Scheduler-Timestamp"]
+    assert headers["webhook-signature"].startswith("v1,")
+    tampered = delivery["body"].replace(b"failed", b"succeeded")
+    with pytest.raises(standardwebhooks.webhooks.WebhookVerificationError):
+        standardwebhooks.Webhook(secret).verify(tampered, headers)
+    with pytest.raises(standardwebhooks.webhooks.WebhookVerificationError):
+        standardwebhooks.Webhook(generate_secret()).verify(delivery["body"], headers)
+
+
+def test_an_older_plain_secret_verifies_as_raw_key_bytes(
+    receiver: tuple[str, list[dict[str, Any]]],
+) -> None:
+    url, deliveries = receiver
+    WebhookTransport().send({"url": url, "secret": SECRET}, make_message(), settings=SETTINGS)
+
+    [delivery] = deliveries
+    assert delivery["verified"] is True
+    standardwebhooks.Webhook(SECRET.encode()).verify(delivery["body"], delivery["headers"])
+
+
+def test_generated_secrets_are_whsec_32_random_bytes() -> None:
+    first, second = generate_secret(), generate_secret()
+    assert first.startswith("whsec_") and first != second
+    assert len(secret_key(first)) == 32
+    with pytest.raises(ValueError, match="base64"):
+        secret_key("whsec_not*base64")
+    assert sign_standard(first, "m", "1", b"{}") == standardwebhooks.Webhook(first).sign(
+        "m", datetime.fromtimestamp(1, UTC), "{}"
+    )
+
+
 def test_delivery_without_secret_is_unsigned(receiver: tuple[str, list[dict[str, Any]]]) -> None:
     url, deliveries = receiver
     get_transport("webhook").send({"url": url}, make_message(), settings=SETTINGS)
     assert "X-Scheduler-Signature" not in deliveries[0]["headers"]
+    assert "webhook-signature" not in deliveries[0]["headers"]
+    assert deliveries[0]["headers"]["webhook-id"] == "n-1"
 
 
 def test_body_is_compact_sorted_utf8() -> None:

@@ -30,7 +30,7 @@ def test_create_each_kind_and_never_return_secrets(api: APIClient) -> None:
     bodies = [
         {"kind": "email", "address": "ops@example.com", "name": "ops"},
         {"kind": "webhook", "url": "http://127.0.0.1:8080/hook", "secret": SECRETS[0]},
-        {"kind": "webhook", "url": "http://127.0.0.1:8080/unsigned"},
+        {"kind": "webhook", "url": "http://127.0.0.1:8080/unsigned", "secret": None},
         {"kind": "slack", "token": SECRETS[1], "channel": "C-ops"},
         {"kind": "slack", "webhook_url": "http://127.0.0.1:8080" + SECRETS[2]},
     ]
@@ -47,7 +47,8 @@ def test_create_each_kind_and_never_return_secrets(api: APIClient) -> None:
     assert unsigned["has_secret"] is False
     assert bot["channel"] == "C-ops" and bot["has_secret"] is True
     assert hook["webhook_host"] == "127.0.0.1" and hook["url"] is None
-    for field in ("secret", "token", "webhook_url"):
+    assert all(c["secret"] is None for c in created), "only a generated secret is returned"
+    for field in ("token", "webhook_url"):
         assert all(field not in c for c in created)
 
     listing = api.get("/api/v1/channels")
@@ -55,6 +56,44 @@ def test_create_each_kind_and_never_return_secrets(api: APIClient) -> None:
     assert_no_secret(listing)
     for channel in created:
         assert_no_secret(api.get(f"/api/v1/channels/{channel['id']}"))
+
+
+def test_webhook_secret_generated_when_absent_and_returned_once(api: APIClient) -> None:
+    body = {"kind": "webhook", "url": "http://127.0.0.1:8080/hook"}
+    created = api.post("/api/v1/channels", body, format="json")
+
+    assert created.status_code == 201
+    secret = created.json()["secret"]
+    assert secret.startswith("whsec_") and created.json()["has_secret"] is True
+    channel = Channel.objects.get(pk=created.json()["id"])
+    assert channel.secrets == {"secret": secret}
+    assert secret not in channel.secret_config, "encrypted at rest"
+    for later in (
+        api.get(f"/api/v1/channels/{channel.pk}"),
+        api.get("/api/v1/channels"),
+        api.patch(f"/api/v1/channels/{channel.pk}", {"name": "x"}, format="json"),
+    ):
+        assert secret not in later.content.decode()
+
+
+@pytest.mark.parametrize(
+    ("secret", "ok"),
+    [
+        ("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", True),
+        ("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaS", True),  # unpadded base64
+        ("whsec_not base64!", False),
+        ("whsec_", False),
+        ("a plain shared secret", True),  # the X-Scheduler-Signature scheme's form
+    ],
+)
+def test_whsec_secrets_must_be_base64(api: APIClient, secret: str, ok: bool) -> None:
+    body = {"kind": "webhook", "url": "http://127.0.0.1:8080/hook", "secret": secret}
+    response = api.post("/api/v1/channels", body, format="json")
+    assert response.status_code == (201 if ok else 400), response.content
+    if ok:
+        assert response.json()["secret"] is None, "a secret the client gave is not echoed"
+    else:
+        assert "secret" in response.json()
 
 
 def test_secrets_are_encrypted_at_rest(api: APIClient) -> None:
