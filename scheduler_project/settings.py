@@ -209,12 +209,9 @@ REST_FRAMEWORK = {
         "tasks.api.renderers.ORJSONRenderer",
         "rest_framework.renderers.BrowsableAPIRenderer",
     ],
-    # DRF's parsers, but JSON nested past the recursion limit is a 400 (tasks.api.parsers).
-    "DEFAULT_PARSER_CLASSES": [
-        "tasks.api.parsers.JSONParser",
-        "rest_framework.parsers.FormParser",
-        "rest_framework.parsers.MultiPartParser",
-    ],
+    # JSON nested past the recursion limit is a 400 (tasks.api.parsers), not a 500.
+    # JSON only; views that take an uploaded file add multipart (tasks.api.parsers.UPLOAD_PARSERS).
+    "DEFAULT_PARSER_CLASSES": ["tasks.api.parsers.JSONParser"],
     "DEFAULT_THROTTLE_CLASSES": ["tasks.api.throttling.WriteRateThrottle"],
     "DEFAULT_PAGINATION_CLASS": "tasks.api.pagination.Pagination",
     "PAGE_SIZE": 50,
@@ -222,7 +219,7 @@ REST_FRAMEWORK = {
         "tasks.api.filtering.FilterBackend",
         "rest_framework.filters.OrderingFilter",
     ],
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_SCHEMA_CLASS": "scheduler_project.schema.AutoSchema",
     "EXCEPTION_HANDLER": "tasks.api.errors.exception_handler",
     "UNAUTHENTICATED_USER": None,
 }

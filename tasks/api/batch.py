@@ -8,6 +8,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from tasks.api.bodies import TaskJSONBody
 from tasks.api.parsers import JSONParser
 from tasks.api.serializers import TaskInputSerializer
 from tasks.api.views import ERRORS
@@ -25,7 +26,7 @@ class TaskBatchCreateView(APIView):
     parser_classes = [JSONParser]
 
     @extend_schema(
-        request=inline_serializer("TaskBatchInput", {"tasks": TaskInputSerializer(many=True)}),
+        request=inline_serializer("TaskBatchInput", {"tasks": TaskJSONBody(many=True)}),
         responses={
             201: inline_serializer("TaskBatchOutput", {"ids": serializers.ListField()}),
             **ERRORS,

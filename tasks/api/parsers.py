@@ -1,4 +1,6 @@
-"""Request parsers of the task API: DRF's, minus the 500 a deeply nested JSON body causes."""
+"""Request parsers of the API: JSON everywhere (settings DEFAULT_PARSER_CLASSES), multipart only
+where a file is uploaded (UPLOAD_PARSERS), so the schema declares one body type per operation
+and client generators get one model each (issue 17)."""
 
 from __future__ import annotations
 
@@ -18,4 +20,5 @@ class JSONParser(parsers.JSONParser):
             raise ParseError("JSON parse error - the document is nested too deeply.") from None
 
 
-PARSERS = [JSONParser, parsers.MultiPartParser, parsers.FormParser]
+# Creating or changing a task may upload its executable as multipart part `file` (API.md).
+UPLOAD_PARSERS = [JSONParser, parsers.MultiPartParser]

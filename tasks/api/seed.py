@@ -17,8 +17,9 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from tasks import services
+from tasks.api.bodies import TASK_BODY, UPLOAD_NOTE
 from tasks.api.json_sql import task_json
-from tasks.api.parsers import PARSERS
+from tasks.api.parsers import UPLOAD_PARSERS
 from tasks.api.serializers import TaskInputSerializer, TaskOutputSerializer
 from tasks.api.views import CONFLICT, ERRORS, TaskListCreateView, owned_tasks
 from tasks.db import db_now
@@ -121,10 +122,11 @@ def _update(request: Request, task: Task, body: dict) -> Task:
 class SeedTaskView(APIView):
     """POST/PUT/GET/DELETE /task (seed A)."""
 
-    parser_classes = PARSERS
+    parser_classes = UPLOAD_PARSERS
 
     @extend_schema(
-        request=TaskInputSerializer,
+        request=TASK_BODY,
+        description=UPLOAD_NOTE,
         responses={201: TaskOutputSerializer, 200: TaskOutputSerializer, **ERRORS},
     )
     def post(self, request: Request) -> Response:
@@ -143,7 +145,8 @@ class SeedTaskView(APIView):
 
     @extend_schema(
         operation_id="seed_task_update",
-        request=TaskInputSerializer,
+        request=TASK_BODY,
+        description=UPLOAD_NOTE,
         responses={200: TaskOutputSerializer, **ERRORS, **CONFLICT},
     )
     def put(self, request: Request) -> Response:
@@ -179,8 +182,6 @@ class SeedTaskStatusSerializer(serializers.Serializer):
 class SeedTaskStatusView(APIView):
     """PUT /task/status {"task_id", "status": "enable"|"disable"} (seed A)."""
 
-    parser_classes = PARSERS
-
     @extend_schema(
         request=SeedTaskStatusSerializer, responses={200: TaskOutputSerializer, **ERRORS}
     )
@@ -199,14 +200,16 @@ class SeedTaskStatusView(APIView):
 class SeedTaskDetailView(APIView):
     """GET/PUT/DELETE /task/{id} (seed B)."""
 
-    parser_classes = PARSERS
+    parser_classes = UPLOAD_PARSERS
 
     @extend_schema(responses={200: TaskOutputSerializer, **ERRORS})
     def get(self, request: Request, pk: Any) -> Response:
         task = get_object_or_404(owned_tasks(request), pk=pk)
         return Response(seed_representation(request, task))
 
-    @extend_schema(request=TaskInputSerializer, responses={204: None, **ERRORS, **CONFLICT})
+    @extend_schema(
+        request=TASK_BODY, description=UPLOAD_NOTE, responses={204: None, **ERRORS, **CONFLICT}
+    )
     def put(self, request: Request, pk: Any) -> Response:
         task = get_object_or_404(owned_tasks(request), pk=pk)
         body = _plain(request.data)

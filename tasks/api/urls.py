@@ -5,13 +5,10 @@ from rest_framework_simplejwt.views import TokenObtainPairView, TokenRefreshView
 
 from tasks.api import views
 from tasks.api.batch import TaskBatchCreateView
-from tasks.api.parsers import PARSERS
 
 urlpatterns = [
-    path("auth/token", TokenObtainPairView.as_view(parser_classes=PARSERS), name="token"),
-    path(
-        "auth/token/refresh", TokenRefreshView.as_view(parser_classes=PARSERS), name="token-refresh"
-    ),
+    path("auth/token", TokenObtainPairView.as_view(), name="token"),
+    path("auth/token/refresh", TokenRefreshView.as_view(), name="token-refresh"),
     path("tasks", views.TaskListCreateView.as_view(), name="task-list"),
     path("tasks/batch", TaskBatchCreateView.as_view(), name="task-batch"),
     path("tasks/<uuid:pk>", views.TaskDetailView.as_view(), name="task-detail"),
@@ -27,13 +24,13 @@ TASK_ACTIONS = {
 }
 for action, view in TASK_ACTIONS.items():
     urlpatterns.append(
-        path(f"tasks/<uuid:pk>/{action}", view.as_view(verb=action), name=f"task-{action}")
+        path(f"tasks/<uuid:pk>/{action}", views.action_view(view, action), name=f"task-{action}")
     )
 for action in ("cancel", "retry"):
     urlpatterns.append(
         path(
             f"runs/<uuid:pk>/{action}",
-            views.RunActionView.as_view(verb=action),
+            views.action_view(views.RunActionView, action),
             name=f"run-{action}",
         )
     )

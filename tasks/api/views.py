@@ -9,15 +9,22 @@ from django.db.models import QuerySet
 from django.http import Http404
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
-from rest_framework import generics, status
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    OpenApiResponse,
+    extend_schema,
+    extend_schema_view,
+    inline_serializer,
+)
+from rest_framework import generics, serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from tasks import planning, run_services, services
+from tasks.api.bodies import TASK_BODY, UPLOAD_NOTE
 from tasks.api.json_sql import iso_json, json_array, runs_json, task_json, tasks_json
-from tasks.api.parsers import PARSERS
+from tasks.api.parsers import UPLOAD_PARSERS
 from tasks.api.renderers import RawJSON
 from tasks.api.run_serializers import RunSerializer
 from tasks.api.serializers import PreviewSerializer, TaskInputSerializer, TaskOutputSerializer
@@ -58,7 +65,7 @@ class TaskFilter(django_filters.FilterSet):
 
 class TaskListCreateView(generics.ListAPIView):
     serializer_class = TaskOutputSerializer  # the schema; the page is built by json_sql
-    parser_classes = PARSERS
+    parser_classes = UPLOAD_PARSERS
     filterset_class = TaskFilter
     ordering_fields = ["created_at", "updated_at", "priority", "next_run_at", "name"]
     ordering = ["-created_at"]
@@ -74,7 +81,8 @@ class TaskListCreateView(generics.ListAPIView):
         return self.get_paginated_response(json_array(tasks))
 
     @extend_schema(
-        request=TaskInputSerializer,
+        request=TASK_BODY,
+        description=UPLOAD_NOTE,
         responses={201: TaskOutputSerializer, 200: TaskOutputSerializer, **ERRORS},
     )
     def post(self, request: Request) -> Response:
@@ -92,7 +100,7 @@ class TaskListCreateView(generics.ListAPIView):
 
 
 class TaskDetailView(APIView):
-    parser_classes = PARSERS
+    parser_classes = UPLOAD_PARSERS
 
     def get_object(self, request: Request, pk: Any) -> Task:
         return get_object_or_404(owned_tasks(request), pk=pk)
@@ -105,13 +113,17 @@ class TaskDetailView(APIView):
         return Response(found)
 
     @extend_schema(
-        request=TaskInputSerializer, responses={200: TaskOutputSerializer, **ERRORS, **CONFLICT}
+        request=TASK_BODY,
+        description=UPLOAD_NOTE,
+        responses={200: TaskOutputSerializer, **ERRORS, **CONFLICT},
     )
     def patch(self, request: Request, pk: Any) -> Response:
         return self._update(request, pk, partial=True)
 
     @extend_schema(
-        request=TaskInputSerializer, responses={200: TaskOutputSerializer, **ERRORS, **CONFLICT}
+        request=TASK_BODY,
+        description=UPLOAD_NOTE,
+        responses={200: TaskOutputSerializer, **ERRORS, **CONFLICT},
     )
     def put(self, request: Request, pk: Any) -> Response:
         return self._update(request, pk, partial=False)
@@ -229,13 +241,31 @@ class RunActionView(APIView):
         return run_response(request, run)
 
 
-class SchedulePreviewView(APIView):
-    parser_classes = PARSERS
+# What each action answers: the task (pause, resume), or the run it made or skipped.
+ACTION_RESPONSES = {
+    "pause": {200: TaskOutputSerializer},
+    "resume": {200: TaskOutputSerializer},
+    "run-now": {201: RunSerializer},
+    "skip-next": {200: RunSerializer},
+    "cancel": {200: RunSerializer},
+    "retry": {200: RunSerializer},
+}
 
-    @extend_schema(
-        request=PreviewSerializer,
-        responses={200: OpenApiResponse(description='{"next_runs": [...]}'), **ERRORS},
-    )
+
+def action_view(base: type[APIView], verb: str) -> Any:
+    """The view of one action verb, with that verb's own answers in the schema."""
+    responses = {**ACTION_RESPONSES[verb], **ERRORS, **CONFLICT}
+    schema = extend_schema_view(post=extend_schema(request=None, responses=responses))
+    return schema(type(f"{base.__name__}_{verb}", (base,), {"verb": verb})).as_view()
+
+
+PREVIEW_OUTPUT = inline_serializer(
+    "SchedulePreviewOutput", {"next_runs": serializers.ListField(child=serializers.DateTimeField())}
+)
+
+
+class SchedulePreviewView(APIView):
+    @extend_schema(request=PreviewSerializer, responses={200: PREVIEW_OUTPUT, **ERRORS})
     def post(self, request: Request) -> Response:
         now = db_now()
         serializer = PreviewSerializer(data=request.data, context={"now": now})

@@ -99,12 +99,20 @@ def test_djangos_own_limit_is_a_json_413(api: APIClient, settings) -> None:
 
 def test_too_many_form_fields_is_a_json_400(api: APIClient, settings) -> None:
     settings.DATA_UPLOAD_MAX_NUMBER_FIELDS = 5
-    body = "&".join(f"f{i}=1" for i in range(10))
+    body = {f"f{i}": "1" for i in range(10)}
 
-    response = api.post("/api/v1/tasks", body, content_type="application/x-www-form-urlencoded")
+    response = api.post("/api/v1/tasks", body, format="multipart")
 
     assert response.status_code == 400
     assert response.json()["code"] == "too_many_fields"
+
+
+def test_a_url_encoded_form_is_a_415(api: APIClient) -> None:
+    # JSON, or multipart where a file is uploaded; no third body type (issue 17).
+    body = "kind=handler&payload=%7B%22name%22%3A%22noop%22%7D"
+    response = api.post("/api/v1/tasks", body, content_type="application/x-www-form-urlencoded")
+
+    assert response.status_code == 415
 
 
 def chunked(api: APIClient, body: bytes, *, terminated: bool = True) -> object:
