@@ -36,9 +36,10 @@ test-chaos: $(VENV)/.dev ## kill workers, restart PostgreSQL and fail it over un
 test-fuzz: $(VENV)/.dev ## schemathesis against the OpenAPI schema (docs/security.md)
 	$(PY) -m pytest -m fuzz -q -s $(PYTEST_ARGS)
 
-lint: $(VENV)/.dev ## ruff check, ruff format --check, no missing migrations
+lint: $(VENV)/.dev ## ruff check, ruff format --check, mypy, no missing migrations
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	SCHEDULER_TESTING=true $(VENV)/bin/mypy
 	SCHEDULER_TESTING=true $(PY) manage.py makemigrations --check --dry-run
 
 fmt: $(VENV)/.dev ## format and auto-fix

@@ -163,7 +163,7 @@ def _send_once(
     url: str,
     headers: dict[str, str],
     body: bytes | str | None,
-    json: object,
+    json: Any,
     timeout: float,
     allow: Sequence[str],
     max_response_bytes: int,

@@ -42,7 +42,7 @@ def enqueue(cursor: Any | None, *, events: Sequence[Event]) -> int:
     """
     if not events:
         return 0
-    params = {
+    params: dict[str, Any] = {
         "runs": [e[0] for e in events],
         "tasks": [e[1] for e in events],
         "attempts": [e[2] for e in events],

@@ -10,7 +10,7 @@ from django.core import checks
 
 @checks.register()
 def check_retention(app_configs: Any, **kwargs: Any) -> list[checks.CheckMessage]:
-    errors = []
+    errors: list[checks.CheckMessage] = []
     for status, days in settings.REVIEWERS_RETENTION_DAYS_BY_STATUS.items():
         if days < 1:
             errors.append(

@@ -23,20 +23,34 @@ from __future__ import annotations
 import functools
 import logging
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jwt
 from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.contrib.auth.models import AnonymousUser
 from drf_spectacular.contrib.rest_framework_simplejwt import SimpleJWTScheme
-from rest_framework.exceptions import AuthenticationFailed
+from rest_framework.exceptions import AuthenticationFailed, NotAuthenticated
+from rest_framework.request import Request
 from rest_framework_simplejwt import authentication
 from rest_framework_simplejwt.exceptions import InvalidToken
 from rest_framework_simplejwt.settings import api_settings
 
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
+
 logger = logging.getLogger(__name__)
 
 JWKS_TIMEOUT_SECONDS = 10
+
+
+def request_owner(request: Request) -> User:
+    """The user an API request acts for. Every API view requires authentication (DRF's
+    IsAuthenticated runs before the view), so the anonymous user never gets this far."""
+    user = request.user
+    if isinstance(user, AnonymousUser):
+        raise NotAuthenticated()
+    return user
 
 
 class ExternalToken(dict):
@@ -61,8 +75,9 @@ class JWTAuthentication(authentication.JWTAuthentication):
 
     def get_user(self, validated_token: Any) -> Any:
         seconds = settings.SCHEDULER_AUTH_USER_CACHE_SECONDS
-        if isinstance(validated_token, ExternalToken):
-            key = ("external", validated_token.get(settings.SCHEDULER_EXTERNAL_JWT["USER_CLAIM"]))
+        config = settings.SCHEDULER_EXTERNAL_JWT  # set whenever a token is an ExternalToken
+        if config is not None and isinstance(validated_token, ExternalToken):
+            key = ("external", validated_token.get(config["USER_CLAIM"]))
         else:
             key = ("local", validated_token.get(api_settings.USER_ID_CLAIM))
         cacheable = seconds > 0 and isinstance(key[1], str | int)
@@ -78,9 +93,9 @@ class JWTAuthentication(authentication.JWTAuthentication):
         return user
 
     def _read_user(self, validated_token: Any) -> Any:
-        if not isinstance(validated_token, ExternalToken):
-            return super().get_user(validated_token)
         config = settings.SCHEDULER_EXTERNAL_JWT
+        if config is None or not isinstance(validated_token, ExternalToken):
+            return super().get_user(validated_token)
         value = validated_token.get(config["USER_CLAIM"])
         if not isinstance(value, str) or not value:
             raise InvalidToken("Token contained no recognizable user identification")

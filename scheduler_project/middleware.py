@@ -90,7 +90,8 @@ def _buffer_chunked_body(request: HttpRequest, limit: int) -> None:
             raise BodyTooLarge(limit)
     body = b"".join(chunks)
     request.META["CONTENT_LENGTH"] = str(len(body))
-    request._stream = LimitedStream(io.BytesIO(body), len(body))  # type: ignore[attr-defined]
+    # LimitedStream is the file-like object Django itself puts there; the stubs say BinaryIO.
+    request._stream = LimitedStream(io.BytesIO(body), len(body))  # type: ignore[assignment]
 
 
 class UploadSizeLimitHandler(FileUploadHandler):

@@ -229,21 +229,22 @@ if SCHEDULER_WRITE_RATE and not re.fullmatch(r"[0-9]+/(s|m|h|d)[a-z]*", SCHEDULE
     raise ImproperlyConfigured(
         f"SCHEDULER_WRITE_RATE must look like 1200/minute, not {SCHEDULER_WRITE_RATE!r}"
     )
+# The key that signs the service's own tokens: 32 bytes at least (HS256's key size).
+jwt_signing_key = env_secret("JWT_SIGNING_KEY") or SECRET_KEY
+if len(jwt_signing_key.encode()) < 32 and not testing:
+    raise ImproperlyConfigured(
+        "JWT_SIGNING_KEY (or SECRET_KEY when it is unset) must be at least 32 bytes long"
+    )
 SIMPLE_JWT = {
     "ACCESS_TOKEN_LIFETIME": timedelta(minutes=env_int("JWT_ACCESS_TOKEN_MINUTES", 15)),
     "REFRESH_TOKEN_LIFETIME": timedelta(days=env_int("JWT_REFRESH_TOKEN_DAYS", 7)),
-    "SIGNING_KEY": env_secret("JWT_SIGNING_KEY") or SECRET_KEY,
+    "SIGNING_KEY": jwt_signing_key,
     "ALGORITHM": "HS256",
     "UPDATE_LAST_LOGIN": False,
 }
 # A token's user is read once per this many seconds per API process (scheduler_project/auth.py):
 # a deactivated or deleted user is refused within it. 0: on every request.
 SCHEDULER_AUTH_USER_CACHE_SECONDS = env_float("SCHEDULER_AUTH_USER_CACHE_SECONDS", 5.0)
-# The key that signs the service's own tokens: 32 bytes at least (HS256's key size).
-if len(SIMPLE_JWT["SIGNING_KEY"].encode()) < 32 and not testing:
-    raise ImproperlyConfigured(
-        "JWT_SIGNING_KEY (or SECRET_KEY when it is unset) must be at least 32 bytes long"
-    )
 # Tokens of an external identity provider (asymmetric only), verified by scheduler_project.auth.
 SCHEDULER_EXTERNAL_JWT: dict | None = None
 if env_secret("JWT_VERIFYING_KEY") or os.environ.get("JWT_JWK_URL"):

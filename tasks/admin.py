@@ -53,8 +53,9 @@ def _apply(
 
 class RunInline(admin.TabularInline):
     model = Run
-    fields = ["scheduled_at", "status", "attempt", "started_at", "finished_at", "error"]
-    readonly_fields = fields
+    fields = readonly_fields = (
+        "scheduled_at", "status", "attempt", "started_at", "finished_at", "error"
+    )  # fmt: skip
     ordering = ["-scheduled_at"]
     extra = 0
     max_num = 0
@@ -82,9 +83,9 @@ class TaskAdmin(admin.ModelAdmin):
     paginator = EstimatedCountPaginator
     actions = ["pause", "resume", "run_now", "cancel"]
 
-    def get_ordering(self, request: HttpRequest) -> list[str]:
+    def get_ordering(self, request: HttpRequest) -> tuple[str, ...]:
         # One owner's tasks by task_owner_created_idx; otherwise the uuid7 key, newest first.
-        return ["-created_at"] if "owner" in request.GET else ["-id"]
+        return ("-created_at",) if "owner" in request.GET else ("-id",)
 
     def get_search_results(
         self, request: HttpRequest, queryset: QuerySet, search_term: str
@@ -139,9 +140,10 @@ class TaskAdmin(admin.ModelAdmin):
 
 class AttemptInline(admin.TabularInline):
     model = Attempt
-    fields = ["number", "worker", "started_at", "finished_at", "outcome", "exit_code"]
-    fields += ["http_status", "error"]
-    readonly_fields = fields
+    fields = readonly_fields = (
+        "number", "worker", "started_at", "finished_at", "outcome", "exit_code", "http_status",
+        "error",
+    )  # fmt: skip
     ordering = ["number"]
     extra = 0
     max_num = 0
@@ -157,25 +159,26 @@ class RunAdmin(admin.ModelAdmin):
     list_select_related = ["task"]
     search_fields = ["task__name"]
     raw_id_fields = ["task", "owner"]
-    fields = ["id", "task", "owner", "status", "scheduled_at", "execute_at", "priority"]
-    fields += ["attempt", "max_attempts", "worker", "heartbeat_at", "started_at", "finished_at"]
-    fields += ["exit_code", "http_status", "error", "output_text", "created_at"]
-    readonly_fields = fields
+    fields = readonly_fields = (
+        "id", "task", "owner", "status", "scheduled_at", "execute_at", "priority", "attempt",
+        "max_attempts", "worker", "heartbeat_at", "started_at", "finished_at", "exit_code",
+        "http_status", "error", "output_text", "created_at",
+    )  # fmt: skip
     show_full_result_count = False
     paginator = EstimatedCountPaginator
     inlines = [AttemptInline]
     actions = ["retry", "cancel"]
 
-    def get_ordering(self, request: HttpRequest) -> list[str]:
+    def get_ordering(self, request: HttpRequest) -> tuple[str, ...]:
         # An ordering the filter's index can serve, read backwards and cut at the page size:
         # finished statuses by run_status_finished_idx (status, finished_at); one task's runs by
         # run_unique_task_scheduled_at (task, scheduled_at); a date range by
         # run_scheduled_at_idx; otherwise the time-ordered uuid7 primary key, newest first.
         if request.GET.get("status__exact") in TERMINAL_STATUSES:
-            return ["-finished_at"]
+            return ("-finished_at",)
         if "task__id__exact" in request.GET or "scheduled_at__gte" in request.GET:
-            return ["-scheduled_at"]
-        return ["-id"]
+            return ("-scheduled_at",)
+        return ("-id",)
 
     def get_search_results(
         self, request: HttpRequest, queryset: QuerySet, search_term: str

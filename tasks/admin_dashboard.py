@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.conf import settings
 from django.contrib import admin
@@ -33,7 +34,8 @@ class Series:
 
 def _polylines(values: list[float | None], x: list[float], scale: float) -> list[str]:
     """SVG point lists, broken where a minute has no sample (a gap, not a drop to zero)."""
-    lines, current = [], []
+    lines: list[str] = []
+    current: list[str] = []
     for xi, value in zip(x, values, strict=True):
         if value is None:
             if current:
@@ -101,7 +103,7 @@ def last_hour(now: datetime) -> tuple[list[datetime], dict[datetime, QueueSample
     return minutes, {row.minute: row for row in rows}
 
 
-def live_figures(now: datetime) -> dict[str, object]:
+def live_figures(now: datetime) -> dict[str, Any]:
     """The queue right now, from the claimable and running partial indexes."""
     claimable = Run.objects.filter(status__in=CLAIMABLE_STATUSES).aggregate(
         scheduled=Count("pk", filter=Q(status="scheduled")),

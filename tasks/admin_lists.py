@@ -61,8 +61,9 @@ class PriorityFilter(admin.SimpleListFilter):
         return [(str(p), names.get(p, str(p))) for p in range(9, -1, -1)]
 
     def queryset(self, request: Any, queryset: QuerySet) -> QuerySet:
-        if self.value() is not None and self.value().isdigit():
-            return queryset.filter(priority=int(self.value()))
+        value = self.value()
+        if value is not None and value.isdigit():
+            return queryset.filter(priority=int(value))
         return queryset
 
 
@@ -89,11 +90,13 @@ class OwnerFilter(admin.SimpleListFilter):
     def lookups(self, request: Any, model_admin: Any) -> list[tuple[str, str]]:
         users = get_user_model().objects.order_by("username").values_list("pk", "username")
         choices = [(str(pk), name) for pk, name in users[: self.SHOWN]]
-        if self.value() and self.value() not in {pk for pk, _ in choices}:
-            choices.append((self.value(), f"user {self.value()}"))
+        value = self.value()
+        if value and value not in {pk for pk, _ in choices}:
+            choices.append((value, f"user {value}"))
         return choices
 
     def queryset(self, request: Any, queryset: QuerySet) -> QuerySet:
-        if self.value() and self.value().isdigit():
-            return queryset.filter(owner_id=int(self.value()))
+        value = self.value()
+        if value and value.isdigit():
+            return queryset.filter(owner_id=int(value))
         return queryset

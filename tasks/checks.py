@@ -10,7 +10,7 @@ from django.core import checks
 
 @checks.register()
 def check_timing(app_configs: Any, **kwargs: Any) -> list[checks.CheckMessage]:
-    errors = []
+    errors: list[checks.CheckMessage] = []
     if settings.REVIEWERS_RESCUE_AFTER_SECONDS <= 2 * settings.TASKS_HEARTBEAT_SECONDS:
         errors.append(
             checks.Error(
@@ -32,7 +32,7 @@ def check_timing(app_configs: Any, **kwargs: Any) -> list[checks.CheckMessage]:
 @checks.register()
 def check_task_defaults(app_configs: Any, **kwargs: Any) -> list[checks.CheckMessage]:
     """The defaults of new tasks must be values the API itself would accept."""
-    errors = []
+    errors: list[checks.CheckMessage] = []
     if not 1 <= settings.TASKS_DEFAULT_MAX_ATTEMPTS <= 100:
         errors.append(checks.Error("TASKS_DEFAULT_MAX_ATTEMPTS must be 1 to 100.", id="tasks.E003"))
     base = settings.TASKS_DEFAULT_BACKOFF_BASE_SECONDS

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
+from uuid import UUID
 
 from django.db import transaction
 
@@ -89,7 +90,7 @@ def retry_run(*, run: Run, now: datetime) -> Run:
     return run
 
 
-def _complete_if_done(task_id: object) -> None:
+def _complete_if_done(task_id: UUID) -> None:
     from tasks.queue import complete_finished_tasks
 
     complete_finished_tasks(task_ids=[task_id])

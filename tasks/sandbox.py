@@ -121,18 +121,18 @@ def _bwrap_variant() -> tuple[tuple[bool, tuple[str, ...]] | None, str]:
     if bwrap is None:
         return None, "bubblewrap (bwrap) is not installed"
     root = os.geteuid() == 0
-    ids = ("--uid", str(NOBODY), "--gid", str(NOBODY))
-    candidates = [(True, ids)] if root else []
+    ids: tuple[str, ...] = ("--uid", str(NOBODY), "--gid", str(NOBODY))
+    candidates: list[tuple[bool, tuple[str, ...]]] = [(True, ids)] if root else []
     # Without user namespaces only root can run bwrap, and the payload then stays uid 0 in it.
     candidates += [(False, ids), (False, ("--cap-drop", "ALL"))] if root else [(False, ids)]
     reasons = []
     for as_nobody, extra in candidates:
-        workdir = _make_workdir(as_nobody)
+        workdir, nobody = _make_workdir(as_nobody), NOBODY if as_nobody else None
         try:
             proc = subprocess.run(
                 [bwrap, *_bwrap_args(workdir, {}, False, extra), "/bin/true"],
                 capture_output=True, text=True, timeout=20, env={},
-                **({"user": NOBODY, "group": NOBODY, "extra_groups": []} if as_nobody else {}),
+                user=nobody, group=nobody, extra_groups=[] if as_nobody else None,
             )  # fmt: skip
         except (OSError, subprocess.SubprocessError) as exc:
             reasons.append(str(exc))
@@ -204,7 +204,7 @@ def run_executable(
         os.chmod(payload, 0o700)
         if drop:
             os.chown(payload, NOBODY, NOBODY)
-        config = {
+        config: dict[str, object] = {
             "limits": asdict(limits),
             "uid": NOBODY if drop else None,
             "rlimit_mode": mode == "rlimit",

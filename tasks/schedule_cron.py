@@ -30,12 +30,13 @@ MACROS = {
 _MONTHS = ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"]
 _CRON_DAYS = ["sun", "mon", "tue", "wed", "thu", "fri", "sat"]
 # (label, lowest, highest, names mapped to numbers)
-_SECOND = ("second", 0, 59, {})
-_MINUTE = ("minute", 0, 59, {})
-_HOUR = ("hour", 0, 23, {})
-_DOM = ("day-of-month", 1, 31, {})
-_MONTH = ("month", 1, 12, {name: i + 1 for i, name in enumerate(_MONTHS)})
-_DOW = ("day-of-week", 0, 7, {name: i for i, name in enumerate(_CRON_DAYS)})
+_Field = tuple[str, int, int, dict[str, int]]
+_SECOND: _Field = ("second", 0, 59, {})
+_MINUTE: _Field = ("minute", 0, 59, {})
+_HOUR: _Field = ("hour", 0, 23, {})
+_DOM: _Field = ("day-of-month", 1, 31, {})
+_MONTH: _Field = ("month", 1, 12, {name: i + 1 for i, name in enumerate(_MONTHS)})
+_DOW: _Field = ("day-of-week", 0, 7, {name: i for i, name in enumerate(_CRON_DAYS)})
 _TERM = re.compile(r"^(?:(\*|\?)|([a-z0-9]+)(?:-([a-z0-9]+))?)(?:/(\d+))?$")
 # Longest a day in any month can be (February counts 29: it does occur).
 _MAX_MONTH_DAYS = {m: 29 if m == 2 else calendar.monthrange(2001, m)[1] for m in range(1, 13)}
@@ -117,9 +118,7 @@ def parse_cron(expression: str) -> CronSpec:
     )
 
 
-def _parse_field(
-    text: str, field: tuple[str, int, int, dict[str, int]], *, allow_last: bool = False
-) -> tuple[set[int], bool]:
+def _parse_field(text: str, field: _Field, *, allow_last: bool = False) -> tuple[set[int], bool]:
     """Return (values, star): `star` is Vixie's "field starts with *" for day matching, and
     for the hour field it means "one term stepping over the full range"; day "L" is 0."""
     label, lo, hi, _ = field

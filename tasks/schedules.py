@@ -45,8 +45,8 @@ _TYPE_FIELDS: dict[str, tuple[str, ...]] = {
     "monthly": ("day", "at"),
     "cron": ("expression",),
 }
-_COMMON_FIELDS = ("timezone", "start_at", "end_at", "max_runs", "jitter", "misfire", "overlap")
-_COMMON_FIELDS += ("anchor",)  # written by normalize itself, so a stored schedule round-trips
+_COMMON_FIELDS: tuple[str, ...] = ("timezone", "start_at", "end_at", "max_runs", "jitter")
+_COMMON_FIELDS += ("misfire", "overlap", "anchor")  # anchor: normalize writes it, for round trips
 _AT = re.compile(r"^(\d{1,2}):(\d{2})(?::(\d{2}))?$")
 _TICK = timedelta(microseconds=1)
 _NUMBER = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$")
@@ -357,13 +357,13 @@ def _spec(schedule: dict) -> CronSpec:
         schedule.get("expression"),
         schedule.get("at"),
         tuple(days) if days else None,
-        schedule.get("day"),
+        schedule.get("day") or 0,  # only monthly schedules have one (normalize requires it)
     )
 
 
 @lru_cache(maxsize=1024)
 def _spec_cached(
-    kind: str, expression: str | None, at: str | None, days: tuple[str, ...] | None, day: int | None
+    kind: str, expression: str | None, at: str | None, days: tuple[str, ...] | None, day: int
 ) -> CronSpec:
     if kind == "cron":
         return parse_cron(expression or "")

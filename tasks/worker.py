@@ -235,7 +235,7 @@ class Worker:
         with self.lock:
             late = [f for f in self.inflight.values() if not f.decided and f.deadline_mono]
         for flight in late:
-            if now >= flight.deadline_mono:
+            if flight.deadline_mono is not None and now >= flight.deadline_mono:
                 flight.cancel.set()
                 self._decide(flight, ExecutionResult(ok=False, timed_out=True, error="timed out"))
 

@@ -21,6 +21,7 @@ from notifications.api.serializers import (
     NotificationSerializer,
 )
 from notifications.models import Channel, Notification
+from scheduler_project.auth import request_owner
 
 ERRORS = {
     400: OpenApiResponse(description="Invalid input; the body names the field."),
@@ -30,7 +31,7 @@ ERRORS = {
 
 
 def owned_channels(request: Request) -> QuerySet[Channel]:
-    return Channel.objects.filter(owner=request.user)
+    return Channel.objects.filter(owner=request_owner(request))
 
 
 class ChannelListCreateView(generics.ListAPIView):
@@ -49,7 +50,9 @@ class ChannelListCreateView(generics.ListAPIView):
     def post(self, request: Request) -> Response:
         serializer = ChannelInputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        channel = services.create_channel(owner=request.user, data=serializer.validated_data)
+        channel = services.create_channel(
+            owner=request_owner(request), data=serializer.validated_data
+        )
         generated = serializer.validated_data.get("generated_secret")
         body = ChannelCreatedSerializer(channel, context={"generated_secret": generated}).data
         return Response(body, status=status.HTTP_201_CREATED)
@@ -93,7 +96,7 @@ class NotificationFilter(django_filters.FilterSet):
 
 
 def owned_notifications(request: Request) -> QuerySet[Notification]:
-    return Notification.objects.filter(channel__owner=request.user)
+    return Notification.objects.filter(channel__owner=request_owner(request))
 
 
 class NotificationListView(generics.ListAPIView):

@@ -19,7 +19,7 @@ from typing import Any, ClassVar
 from django.conf import settings
 from django.db import DatabaseError, connection, transaction
 from django.db.migrations.executor import MigrationExecutor
-from django.db.models import Max, Min
+from django.db.models import F, Max, Min
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from health_check.base import HealthCheck, HealthCheckResult
 from health_check.checks import Database
@@ -89,11 +89,9 @@ class RoleCheck(Component):
         alive = list(
             processes.filter(stopped_at__isnull=True, last_seen_at__gte=now - dead_after)
             .order_by("-last_seen_at")
-            .values("name", "host", "pid", "last_seen_at")[:100]
+            .values("name", "host", "pid", last_seen=F("last_seen_at"))[:100]
         )
         last_seen = processes.aggregate(last=Max("last_seen_at"))["last"]
-        for process in alive:
-            process["last_seen"] = process.pop("last_seen_at")
         self.details.update(alive=len(alive), last_seen=last_seen, processes=alive)
         if not alive:
             seconds = dead_after.total_seconds()

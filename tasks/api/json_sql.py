@@ -155,4 +155,4 @@ def runs_json(run_ids: Sequence[UUID], *, owner_id: int) -> list[RawJSON]:
 
 
 def json_array(items: list[RawJSON]) -> RawJSON:
-    return RawJSON("[" + ",".join(item.text for item in items) + "]")  # type: ignore[arg-type]
+    return RawJSON("[" + ",".join(item.text for item in items) + "]")

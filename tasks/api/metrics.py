@@ -11,7 +11,7 @@ from __future__ import annotations
 import hmac
 import logging
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -263,7 +263,7 @@ class _Forward(Collector):
     def __init__(self, source: CollectorRegistry) -> None:
         self.source = source
 
-    def collect(self) -> Iterator[Metric]:
+    def collect(self) -> Iterable[Metric]:
         return self.source.collect()
 
 

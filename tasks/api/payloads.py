@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, NoReturn
 from urllib.parse import urlsplit
 
 from django.conf import settings
@@ -14,7 +14,7 @@ from tasks import handlers
 HTTP_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS")
 
 
-def _fail(field: str, message: str) -> None:
+def _fail(field: str, message: str) -> NoReturn:
     raise serializers.ValidationError({"payload": {field: [message]}})
 
 

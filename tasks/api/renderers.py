@@ -13,6 +13,7 @@ user's payload) is rendered by DRF's renderer instead.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import orjson
@@ -28,7 +29,7 @@ class RawJSON:
 
     __slots__ = ("text",)
 
-    def __init__(self, text: str | bytes) -> None:
+    def __init__(self, text: str) -> None:
         self.text = text
 
 
@@ -54,11 +55,11 @@ class ORJSONRenderer(JSONRenderer):
     encoder_class = _Encoder
 
     def render(self, data: Any, accepted_media_type: str | None = None,
-               renderer_context: dict | None = None) -> bytes:  # fmt: skip
+               renderer_context: Mapping[str, Any] | None = None) -> bytes:  # fmt: skip
         if data is None:
             return b""
         renderer_context = renderer_context or {}
-        indent = self.get_indent(accepted_media_type, renderer_context)
+        indent = self.get_indent(accepted_media_type or "", renderer_context)
         options = _OPTIONS | (orjson.OPT_INDENT_2 if indent else 0)
         try:
             body = orjson.dumps(data, default=_default, option=options)

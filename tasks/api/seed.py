@@ -18,7 +18,7 @@ from rest_framework.views import APIView
 
 from tasks import services
 from tasks.api.bodies import TASK_BODY, UPLOAD_NOTE
-from tasks.api.json_sql import task_json
+from tasks.api.json_sql import tasks_json
 from tasks.api.parsers import UPLOAD_PARSERS
 from tasks.api.serializers import TaskInputSerializer, TaskOutputSerializer
 from tasks.api.views import CONFLICT, ERRORS, TaskListCreateView, owned_tasks
@@ -29,8 +29,9 @@ from tasks.models import Task
 def _plain(data: Any) -> dict:
     if isinstance(data, QueryDict):
         body = {key: data.get(key) for key in data}
-        if isinstance(body.get("schedule"), str):
-            body["schedule"] = _form_schedule(body["schedule"])
+        schedule = body.get("schedule")
+        if isinstance(schedule, str):
+            body["schedule"] = _form_schedule(schedule)
         return body
     if not isinstance(data, dict):
         raise serializers.ValidationError({"non_field_errors": ["Expected a JSON object."]})
@@ -96,7 +97,7 @@ def _task_from(request: Request, value: Any) -> Task:
 
 def seed_representation(request: Request, task: Task) -> dict:
     """The task as API.md returns it, plus the fields the seed's GET /task names."""
-    data = orjson.loads(task_json(task.pk, owner=request.user, now=timezone.now()).text)
+    data = orjson.loads(tasks_json([task.pk], owner=request.user, now=timezone.now())[0].text)
     data["task_id"] = str(task.id)
     data["detail"] = {"name": task.name, "kind": task.kind, "schedule": task.schedule}
     data["history"] = [

@@ -126,7 +126,8 @@ class TaskInputSerializer(serializers.Serializer):
     timeout = serializers.FloatField(
         min_value=0.001, max_value=MAX_TIMEOUT_SECONDS, required=False, allow_null=True
     )
-    notify = NotifySerializer(many=True, required=False, max_length=20)
+    # many=True hands max_length on to the ListSerializer; the stubs only know Serializer's.
+    notify = NotifySerializer(many=True, required=False, max_length=20)  # type: ignore[call-arg]
     file = serializers.FileField(required=False, write_only=True)
 
     def to_internal_value(self, data: Any) -> dict:

@@ -21,6 +21,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from scheduler_project.auth import request_owner
 from tasks import planning, run_services, services
 from tasks.api.bodies import TASK_BODY, UPLOAD_NOTE
 from tasks.api.json_sql import iso_json, json_array, runs_json, task_json, tasks_json
@@ -40,16 +41,18 @@ CONFLICT = {409: OpenApiResponse(description="Conflicts with a run in flight or 
 
 
 def owned_tasks(request: Request) -> QuerySet[Task]:
-    return Task.objects.filter(owner=request.user)
+    return Task.objects.filter(owner=request_owner(request))
 
 
 def task_response(request: Request, task: Task, code: int = status.HTTP_200_OK) -> Response:
     """The task as every read returns it (tasks/api/json_sql.py), after a write too."""
-    return Response(task_json(task.pk, owner=request.user, now=timezone.now()), status=code)
+    return Response(
+        task_json(task.pk, owner=request_owner(request), now=timezone.now()), status=code
+    )
 
 
 def run_response(request: Request, run: Run, code: int = status.HTTP_200_OK) -> Response:
-    return Response(runs_json([run.pk], owner_id=request.user.pk)[0], status=code)
+    return Response(runs_json([run.pk], owner_id=request_owner(request).pk)[0], status=code)
 
 
 class TaskFilter(django_filters.FilterSet):
@@ -76,8 +79,8 @@ class TaskListCreateView(generics.ListAPIView):
     def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         # Filtered, ordered, counted and paged by the ORM; the page's tasks written by PostgreSQL.
         ids = self.filter_queryset(self.get_queryset()).values_list("id", flat=True)
-        page = self.paginate_queryset(ids)
-        tasks = tasks_json(page, owner=request.user, now=timezone.now())
+        page = self.paginate_queryset(ids) or []  # never None: every list is paginated
+        tasks = tasks_json(page, owner=request_owner(request), now=timezone.now())
         return self.get_paginated_response(json_array(tasks))
 
     @extend_schema(
@@ -93,7 +96,7 @@ class TaskListCreateView(generics.ListAPIView):
         )
         serializer.is_valid(raise_exception=True)
         task, created = services.create_task(
-            owner=request.user, data=serializer.validated_data, now=now
+            owner=request_owner(request), data=serializer.validated_data, now=now
         )
         code = status.HTTP_201_CREATED if created else status.HTTP_200_OK
         return task_response(request, task, code)
@@ -107,7 +110,7 @@ class TaskDetailView(APIView):
 
     @extend_schema(responses={200: TaskOutputSerializer, **ERRORS})
     def get(self, request: Request, pk: Any) -> Response:
-        found = task_json(pk, owner=request.user, now=timezone.now())
+        found = task_json(pk, owner=request_owner(request), now=timezone.now())
         if found is None:
             raise Http404("No Task matches the given query.")
         return Response(found)
@@ -200,7 +203,7 @@ class TaskRunListView(generics.ListAPIView):
         if getattr(self, "swagger_fake_view", False):
             return Run.objects.none()
         task_id = self.kwargs["pk"]
-        if not Task.objects.filter(owner=self.request.user, pk=task_id).exists():
+        if not Task.objects.filter(owner=request_owner(self.request), pk=task_id).exists():
             raise Http404("No Task matches the given query.")
         return Run.objects.filter(task_id=task_id)
 
@@ -208,18 +211,20 @@ class TaskRunListView(generics.ListAPIView):
         # Filtered, ordered, counted and paged by the ORM (every list is paginated, settings
         # DEFAULT_PAGINATION_CLASS); the page's runs written by PostgreSQL.
         ids = self.filter_queryset(self.get_queryset()).values_list("id", flat=True)
-        page = self.paginate_queryset(ids)
-        return self.get_paginated_response(json_array(runs_json(page, owner_id=request.user.pk)))
+        page = self.paginate_queryset(ids) or []  # never None: every list is paginated
+        return self.get_paginated_response(
+            json_array(runs_json(page, owner_id=request_owner(request).pk))
+        )
 
 
 class RunDetailView(generics.RetrieveAPIView):
     serializer_class = RunSerializer  # the schema; the run itself is built by json_sql.runs_json
 
     def get_queryset(self) -> QuerySet[Run]:
-        return Run.objects.filter(owner=self.request.user)
+        return Run.objects.filter(owner=request_owner(self.request))
 
     def retrieve(self, request: Request, *args: Any, **kwargs: Any) -> Response:
-        found = runs_json([kwargs["pk"]], owner_id=request.user.pk)
+        found = runs_json([kwargs["pk"]], owner_id=request_owner(request).pk)
         if not found:
             raise Http404("No Run matches the given query.")
         return Response(found[0])
@@ -232,7 +237,7 @@ class RunActionView(APIView):
 
     @extend_schema(request=None, responses={200: RunSerializer, **ERRORS, **CONFLICT})
     def post(self, request: Request, pk: Any) -> Response:
-        run = get_object_or_404(Run.objects.filter(owner=request.user), pk=pk)
+        run = get_object_or_404(Run.objects.filter(owner=request_owner(request)), pk=pk)
         now = db_now()
         if self.verb == "cancel":
             run = run_services.cancel_run(run=run, now=now)
