@@ -16,6 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from queue import Empty, SimpleQueue
+from uuid import UUID
 
 from django.conf import settings
 from django.db import DatabaseError, close_old_connections, connection
@@ -59,7 +60,7 @@ class Worker:
         self.max_ahead = max(0, settings.TASKS_CLAIM_AHEAD)
         self.ahead_wait = settings.TASKS_CLAIM_AHEAD_WAIT_SECONDS
         self.run_seconds: float | None = None  # moving average of recent runs' durations
-        self.inflight: dict[object, InFlight] = {}
+        self.inflight: dict[UUID, InFlight] = {}
         self.lock = threading.Lock()
         self.wake = threading.Event()
         self.results: SimpleQueue[tuple[InFlight, ExecutionResult]] = SimpleQueue()
@@ -331,7 +332,7 @@ class Worker:
                    "duration": round(duration, 3)},
         )  # fmt: skip
 
-    def lose(self, run_ids: set[object], *, reason: str) -> None:
+    def lose(self, run_ids: set[UUID], *, reason: str) -> None:
         """Stop the payloads of runs this worker no longer holds; their results will be dropped."""
         with self.lock:
             lost = [self.inflight[r] for r in run_ids if r in self.inflight]
@@ -341,14 +342,14 @@ class Worker:
             logger.warning("run=%s stopped: %s", flight.run.id, reason)
         self.wake.set()
 
-    def unrecorded(self) -> set[object]:
+    def unrecorded(self) -> set[UUID]:
         """Runs claimed here whose outcome is not recorded yet: executing, waiting to start, or
         finished with the outcome pending (kept across a database outage and sent again)."""
         pending = list(self.pending)  # appended to by the main thread only; a copy is safe
         with self.lock:
             return set(self.inflight) | {outcome.run_id for outcome in pending}
 
-    def held_before(self, seq: int) -> set[object]:
+    def held_before(self, seq: int) -> set[UUID]:
         with self.lock:
             return {r for r, f in self.inflight.items() if f.claim_seq <= seq and not f.decided}
 
