@@ -247,7 +247,7 @@ class RunActionView(APIView):
 
 
 # What each action answers: the task (pause, resume), or the run it made or skipped.
-ACTION_RESPONSES = {
+ACTION_RESPONSES: dict[str, dict[int, Any]] = {
     "pause": {200: TaskOutputSerializer},
     "resume": {200: TaskOutputSerializer},
     "run-now": {201: RunSerializer},
@@ -261,7 +261,8 @@ def action_view(base: type[APIView], verb: str) -> Any:
     """The view of one action verb, with that verb's own answers in the schema."""
     responses = {**ACTION_RESPONSES[verb], **ERRORS, **CONFLICT}
     schema = extend_schema_view(post=extend_schema(request=None, responses=responses))
-    return schema(type(f"{base.__name__}_{verb}", (base,), {"verb": verb})).as_view()
+    view: type[APIView] = type(f"{base.__name__}_{verb}", (base,), {"verb": verb})
+    return schema(view).as_view()
 
 
 PREVIEW_OUTPUT = inline_serializer(
