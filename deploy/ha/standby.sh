@@ -8,4 +8,6 @@ if [ ! -s "$PGDATA/PG_VERSION" ]; then
     -D "$PGDATA" -R -X stream -c fast
   chmod 700 "$PGDATA"
 fi
-exec postgres -c hot_standby=on
+# The clone carries the primary's synchronous_standby_names; promoted, this server has no
+# standby of its own to wait for, so it must not wait (until a new standby is added).
+exec postgres -c hot_standby=on -c synchronous_standby_names=
