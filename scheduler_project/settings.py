@@ -139,22 +139,26 @@ _default_db = {
 # A read replica for the API's GET requests (scheduler_project/routers.py); every write, and
 # every read by the scheduler, worker and reviewer, stays on the primary.
 replica_url = env_secret("DATABASE_REPLICA_URL")
-if replica_url:
-    _replica = database_config(replica_url)
+
+
+def _replica_db(url: str) -> dict:
+    replica = database_config(url)
     # The primary's target_session_attrs (read-write) would refuse every standby.
-    _inherited = {k: v for k, v in _default_db["OPTIONS"].items() if k != "target_session_attrs"}
-    DATABASES = {
-        "default": _default_db,
-        "replica": {
-            **_default_db,
-            **_replica,
-            "OPTIONS": {**_inherited, **_replica["OPTIONS"]},
-            "TEST": {"MIRROR": "default"},
-        },
+    inherited = {k: v for k, v in _default_db["OPTIONS"].items() if k != "target_session_attrs"}
+    return {
+        **_default_db,
+        **replica,
+        "OPTIONS": {**inherited, **replica["OPTIONS"]},
+        "TEST": {"MIRROR": "default"},
     }
+
+
+DATABASES = {
+    "default": _default_db,
+    **({"replica": _replica_db(replica_url)} if replica_url else {}),
+}
+if replica_url:
     DATABASE_ROUTERS = ["scheduler_project.routers.ReplicaRouter"]
-else:
-    DATABASES = {"default": _default_db}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- HTTP and security (docs/security.md says what each line defends against) -----------------
@@ -246,10 +250,16 @@ SIMPLE_JWT = {
 # a deactivated or deleted user is refused within it. 0: on every request.
 SCHEDULER_AUTH_USER_CACHE_SECONDS = env_float("SCHEDULER_AUTH_USER_CACHE_SECONDS", 5.0)
 # Tokens of an external identity provider (asymmetric only), verified by scheduler_project.auth.
-SCHEDULER_EXTERNAL_JWT: dict | None = None
-if env_secret("JWT_VERIFYING_KEY") or os.environ.get("JWT_JWK_URL"):
-    SCHEDULER_EXTERNAL_JWT = {
-        "ALGORITHM": os.environ.get("JWT_ALGORITHM") or "RS256",
+external_jwt = bool(env_secret("JWT_VERIFYING_KEY") or os.environ.get("JWT_JWK_URL"))
+external_jwt_algorithm = os.environ.get("JWT_ALGORITHM") or "RS256"
+if external_jwt and external_jwt_algorithm not in (
+    *("RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512"),
+    "EdDSA",
+):
+    raise ImproperlyConfigured("JWT_ALGORITHM must be an asymmetric algorithm such as RS256")
+SCHEDULER_EXTERNAL_JWT: dict | None = (
+    {
+        "ALGORITHM": external_jwt_algorithm,
         "VERIFYING_KEY": env_secret("JWT_VERIFYING_KEY"),
         "JWK_URL": os.environ.get("JWT_JWK_URL", ""),
         "AUDIENCE": os.environ.get("JWT_AUDIENCE") or None,
@@ -258,11 +268,9 @@ if env_secret("JWT_VERIFYING_KEY") or os.environ.get("JWT_JWK_URL"):
         "USER_FIELD": os.environ.get("JWT_USER_FIELD") or "username",
         "LEEWAY_SECONDS": env_int("JWT_LEEWAY_SECONDS", 0),
     }
-    if SCHEDULER_EXTERNAL_JWT["ALGORITHM"] not in (
-        *("RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512"),
-        "EdDSA",
-    ):
-        raise ImproperlyConfigured("JWT_ALGORITHM must be an asymmetric algorithm such as RS256")
+    if external_jwt
+    else None
+)
 SPECTACULAR_SETTINGS = {
     "TITLE": "Scheduler API",
     "DESCRIPTION": "Schedule one-time and recurring tasks; track their runs.",
