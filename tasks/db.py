@@ -81,6 +81,7 @@ def prepared_cursor(using: str = DEFAULT_DB_ALIAS) -> Iterator[PreparedCursor]:
     `max_prepared_statements` set.) `using`: the database alias (the API's reads may use the
     replica)."""
     wrapper = connections[using]
+    wrapper.close_if_health_check_failed()  # as Django's own cursor(): once per request
     wrapper.ensure_connection()
     raw = wrapper.connection
     with wrapper.wrap_database_errors, psycopg.Cursor(raw) as cursor:
