@@ -1,10 +1,20 @@
-"""API latency under an open-loop load (issue 7 item 5): gunicorn as the Dockerfile runs it.
+"""API latency (issues 7 and 18): gunicorn as the Dockerfile runs it, with a scheduler and a
+worker running, measured against a floor served in the same run.
 
-A second process sends `rate` reads/s (task list pages, task detail, a task's runs, run detail,
-in equal shares) plus `writes`/s (POST a task, PATCH a task, alternately) to 127.0.0.1 for
-`seconds`. Requests leave on a fixed timetable from a thread pool, and each latency is measured
-from its *intended* send time, so a slow server is not hidden by the client sending less
-(no coordinated omission). Targets: p95 < 25 ms, p99 < 100 ms, no errors.
+The floor is a trivial authenticated endpoint (`/bench/floor`: the JWT checked, `{}` returned)
+served by the same gunicorn through the same middleware and DRF stack (bench/floor.py). Every
+figure is also given as a ratio to it, so that a slow hour and a fast one can be compared.
+
+1. Service time, one request at a time: each endpoint and the floor, interleaved, median of
+   `repeat`; the ratio to the floor (targets: task < 2.5x, a task's runs < 3x, list page < 5x).
+2. Saturated throughput: `SATURATION_CLIENTS` clients sending back to back for a few seconds,
+   the read mix and then the floor; requests/s and their ratio.
+3. Open loop: a second process sends `rate` reads/s (20 % task list pages, 40 % single tasks,
+   20 % a task's runs, 20 % single runs) plus `writes` creates/s (one-time tasks due 1 s later,
+   which the scheduler and the worker run) for `seconds`. Requests leave on a fixed timetable
+   from a thread pool and each latency is measured from its *intended* send time, so a slow
+   server is not hidden by the client sending less (no coordinated omission). Targets:
+   p95 < 25 ms, p99 < 100 ms, no errors.
 """
 
 from __future__ import annotations
@@ -20,30 +30,38 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor, wait
-from datetime import UTC, datetime, timedelta
 
 from django.db import connection
 
-from bench import apiserver, proc
+from bench import apiserver, proc, workload
 
 P95_TARGET_MS = 25.0
 P99_TARGET_MS = 100.0
-READS = ("task_list", "task_detail", "task_runs", "run_detail")
+# The read mix of issue 18 (20 % list pages, 80 % single reads), by weight.
+READS = {"task_list": 20, "task_detail": 40, "task_runs": 20, "run_detail": 20}
+FLOOR = "floor"
+FLOOR_PATH = "/bench/floor"
+# Service time one at a time, as a multiple of the floor's (issue 18, "What it must show" 2).
+RATIO_TARGETS = {"task_detail": 2.5, "task_runs": 3.0, "task_list": 5.0}
+SATURATION_CLIENTS = 8
+SATURATION_SECONDS = 5.0
 USERNAME = "bench-api"
 DRAIN_SECONDS = 30.0
 
 
 def _timetable(rate: float, writes: float, seconds: float, seed: int) -> list[tuple[float, str]]:
     rng = random.Random(seed)
-    plan = [(i / rate, READS[rng.randrange(4)]) for i in range(int(rate * seconds))]
+    kinds, weights = list(READS), list(READS.values())
+    plan = [(i / rate, rng.choices(kinds, weights)[0]) for i in range(int(rate * seconds))]
     if writes > 0:
-        kinds = ("create", "patch")
-        plan += [(i / writes, kinds[i % 2]) for i in range(int(writes * seconds))]
+        plan += [(i / writes, "create") for i in range(int(writes * seconds))]
     return sorted(plan)
 
 
 def _request(kind: str, rng: random.Random, ctx: dict) -> tuple[str, str, bytes | None]:
     tasks, runs = ctx["task_ids"], ctx["run_ids"]
+    if kind == FLOOR:
+        return "GET", FLOOR_PATH, None
     if kind == "task_list":
         return "GET", f"/api/v1/tasks?page={rng.randint(1, ctx['pages'])}", None
     if kind == "task_detail":
@@ -52,13 +70,9 @@ def _request(kind: str, rng: random.Random, ctx: dict) -> tuple[str, str, bytes 
         return "GET", f"/api/v1/tasks/{rng.choice(tasks)}/runs", None
     if kind == "run_detail":
         return "GET", f"/api/v1/runs/{rng.choice(runs)}", None
-    if kind == "create":
-        start = (datetime.now(UTC) + timedelta(hours=1)).isoformat().replace("+00:00", "Z")
-        body = {"kind": "handler", "name": "load", "payload": {"name": "bench", "args": {}},
-                "schedule": {"type": "interval", "every": 3600, "start_at": start}}  # fmt: skip
-        return "POST", "/api/v1/tasks", json.dumps(body).encode()
-    body = {"name": f"renamed {rng.randrange(10**6)}", "priority": rng.randrange(10)}
-    return "PATCH", f"/api/v1/tasks/{rng.choice(tasks)}", json.dumps(body).encode()
+    body = {"kind": "handler", "name": "load", "payload": {"name": "noop"},
+            "schedule": {"type": "once", "delay": 1}}  # fmt: skip
+    return "POST", "/api/v1/tasks", json.dumps(body).encode()
 
 
 def _send(port: int, token: str, method: str, path: str, body: bytes | None) -> int:
@@ -124,33 +138,37 @@ def _load(ctx: dict, results: mp.Queue) -> None:
                  "loadgen_cpu_seconds": round(time.process_time() - cpu_before, 2)})  # fmt: skip
 
 
-def run_step(server: apiserver.Gunicorn, seeded: apiserver.Seeded, *, rate: float,
-             writes: float, seconds: float, threads: int = 64) -> dict:  # fmt: skip
-    """One open-loop load of `seconds`; the figures as a dict (milliseconds)."""
-    ctx = {
+def _context(server: apiserver.Gunicorn, seeded: apiserver.Seeded) -> dict:
+    return {
         "port": server.port,
         "token": apiserver.token_for(USERNAME),
-        "rate": rate,
-        "writes": writes,
-        "seconds": seconds,
-        "seed": int(rate * 1000 + writes),
-        "threads": threads,
         "task_ids": [str(t) for t in seeded.task_ids],
         "run_ids": [str(r) for r in seeded.run_ids],
         "pages": max(1, len(seeded.task_ids) // 50),
     }
+
+
+def _in_child(target: Callable, ctx: dict, timeout: float) -> dict:
     connection.close()  # nothing of Django's crosses the fork
     queue = mp.get_context("fork").Queue()
-    child = mp.get_context("fork").Process(target=_load, args=(ctx, queue))
-    server_cpu = server.cpu_seconds()
-    started = time.monotonic()
+    child = mp.get_context("fork").Process(target=target, args=(ctx, queue))
     child.start()
     try:
-        report = queue.get(timeout=seconds + DRAIN_SECONDS + 60)
+        return queue.get(timeout=timeout)
     finally:
         child.join(timeout=30)
         if child.is_alive():
             child.kill()
+
+
+def run_step(server: apiserver.Gunicorn, seeded: apiserver.Seeded, *, rate: float,
+             writes: float, seconds: float, threads: int = 64) -> dict:  # fmt: skip
+    """One open-loop load of `seconds`; the figures as a dict (milliseconds)."""
+    ctx = {**_context(server, seeded), "rate": rate, "writes": writes, "seconds": seconds,
+           "seed": int(rate * 1000 + writes), "threads": threads}  # fmt: skip
+    server_cpu = server.cpu_seconds()
+    started = time.monotonic()
+    report = _in_child(_load, ctx, seconds + DRAIN_SECONDS + 60)
     elapsed = time.monotonic() - started
     samples = report["samples"]
     latencies = sorted(ms for _, ms, _ in samples)
@@ -161,6 +179,7 @@ def run_step(server: apiserver.Gunicorn, seeded: apiserver.Seeded, *, rate: floa
         "writes": writes,
         "seconds": seconds,
         "api_workers": server.workers,
+        "api_threads": server.threads,
         "requests": len(samples),
         "answered_per_second": round((len(samples) - report["unanswered"]) / elapsed, 1),
         "errors": errors,
@@ -168,7 +187,7 @@ def run_step(server: apiserver.Gunicorn, seeded: apiserver.Seeded, *, rate: floa
         **_figures(latencies),
         "by_endpoint": {
             kind: _figures(sorted(ms for k, ms, _ in samples if k == kind))
-            for kind in (*READS, "create", "patch")
+            for kind in (*READS, "create")
         },
         "dispatch_lag_ms": report["dispatch_lag_ms"],
         "loadgen_cpu_seconds": report["loadgen_cpu_seconds"],
@@ -183,25 +202,77 @@ def run_step(server: apiserver.Gunicorn, seeded: apiserver.Seeded, *, rate: floa
 
 
 def service_times(
-    server: apiserver.Gunicorn, seeded: apiserver.Seeded, *, repeat: int = 20
+    server: apiserver.Gunicorn, seeded: apiserver.Seeded, *, repeat: int = 100
 ) -> dict:
-    """Each request kind alone, one at a time (no load): what one request costs the server."""
-    token = apiserver.token_for(USERNAME)
+    """Each read alone, one request at a time (no load), and the floor, interleaved so that a
+    change in the machine's speed during the measurement touches every endpoint alike."""
+    ctx = _context(server, seeded)
     rng = random.Random(3)
-    ctx = {"task_ids": seeded.task_ids, "run_ids": seeded.run_ids,
-           "pages": max(1, len(seeded.task_ids) // 50)}  # fmt: skip
-    figures = {}
-    for kind in READS:
-        times = []
-        for _ in range(repeat):
+    times: dict[str, list[float]] = {kind: [] for kind in (FLOOR, *READS)}
+    for _ in range(repeat):
+        for kind, found in times.items():
             method, path, body = _request(kind, rng, ctx)
             started = time.perf_counter()
-            _send(server.port, token, method, path, body)
-            times.append((time.perf_counter() - started) * 1000)
-        times.sort()
-        figures[kind] = {"median_ms": round(statistics.median(times), 2),
-                         "min_ms": round(times[0], 2)}  # fmt: skip
-    return {"workload": "api service time", "repeat": repeat, "by_endpoint": figures}
+            status = _send(server.port, ctx["token"], method, path, body)
+            found.append((time.perf_counter() - started) * 1000)
+            if status != 200:
+                raise RuntimeError(f"{path} answered {status}")
+    floor = statistics.median(times[FLOOR])
+    figures = {}
+    for kind, found in times.items():
+        median = statistics.median(found)
+        figures[kind] = {"median_ms": round(median, 2), "min_ms": round(min(found), 2),
+                         "x_floor": round(median / floor, 2)}  # fmt: skip
+        if kind in RATIO_TARGETS:
+            figures[kind]["target_x_floor"] = RATIO_TARGETS[kind]
+    meets = all(figures[k]["x_floor"] < target for k, target in RATIO_TARGETS.items())
+    return {"workload": "api service time", "repeat": repeat, "by_endpoint": figures,
+            "meets_target": meets, "machine": proc.machine()}  # fmt: skip
+
+
+def _saturate(ctx: dict, results: mp.Queue) -> None:
+    """Closed loop (its own process): `clients` threads send back to back for `seconds`."""
+    deadline = time.perf_counter() + ctx["seconds"]
+    counts = {"ok": 0, "errors": 0}
+    lock = threading.Lock()
+
+    def client(seed: int) -> None:
+        rng = random.Random(seed)
+        kinds, weights = ctx["kinds"], ctx["weights"]
+        while time.perf_counter() < deadline:
+            request = _request(rng.choices(kinds, weights)[0], rng, ctx)
+            try:
+                ok = _send(ctx["port"], ctx["token"], *request) == 200
+            except OSError:
+                ok = False
+            with lock:
+                counts["ok" if ok else "errors"] += 1
+
+    started = time.perf_counter()
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(ctx["clients"])]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    results.put({**counts, "seconds": time.perf_counter() - started})
+
+
+def saturation(
+    server: apiserver.Gunicorn, seeded: apiserver.Seeded, *, clients: int = SATURATION_CLIENTS
+) -> dict:
+    """Requests/s answered with `clients` always waiting: the read mix, then the floor."""
+    figures = {}
+    for name, mix in (("reads", READS), (FLOOR, {FLOOR: 1})):
+        ctx = {**_context(server, seeded), "clients": clients, "seconds": SATURATION_SECONDS,
+               "kinds": list(mix), "weights": list(mix.values())}  # fmt: skip
+        report = _in_child(_saturate, ctx, SATURATION_SECONDS + 60)
+        figures[name] = {"per_second": round(report["ok"] / report["seconds"], 1),
+                         "errors": report["errors"]}  # fmt: skip
+    ratio = figures["reads"]["per_second"] / max(figures[FLOOR]["per_second"], 0.1)
+    return {"workload": "api saturated throughput", "clients": clients,
+            "seconds": SATURATION_SECONDS,
+            **figures, "reads_x_floor": round(ratio, 3), "api_workers": server.workers,
+            "api_threads": server.threads, "machine": proc.machine()}  # fmt: skip
 
 
 def _figures(latencies: list[float]) -> dict:
@@ -228,19 +299,31 @@ def _next_rate(rate: float, passing: float, failing: float) -> float | None:
 
 
 def measure(*, database_url: str, rate: float, writes: float, seconds: float, find_max: bool,
-            api_workers: int | None, tasks: int, runs_per_task: int,
+            api_workers: int | None, api_threads: int | None, tasks: int, runs_per_task: int,
             emit: Callable[[dict], None], write: Callable[[str], None]) -> list[dict]:  # fmt: skip
-    """Seed, start gunicorn, run one step (or step the read rate up until a target is missed)."""
+    """Seed; start gunicorn, a scheduler and a worker; measure the service times against the
+    floor, the saturated throughput, then one open-loop step (or step the read rate up until a
+    target is missed)."""
     seeded = apiserver.seed(username=USERNAME, tasks=tasks, runs_per_task=runs_per_task)
     write(f"seeded {tasks} tasks, {tasks * runs_per_task} runs in {seeded.seconds} s")
-    server = apiserver.Gunicorn(database_url, api_workers, tempfile.mkdtemp(prefix="bench-api-"))
+    run_dir = tempfile.mkdtemp(prefix="bench-api-")
+    server = apiserver.Gunicorn(database_url, api_workers, run_dir, threads=api_threads)
+    fleet = workload.Fleet(run_dir, workload.fleet_env(run_dir, database_url))
     results: list[dict] = []
     try:
         server.start()
+        fleet.start("runscheduler")
+        fleet.start("runworker", "--concurrency", "4")
         alone = service_times(server, seeded)
         emit(alone)
-        write("one request at a time: " + ", ".join(
-            f"{kind} {f['median_ms']} ms" for kind, f in alone["by_endpoint"].items()))  # fmt: skip
+        write("one request at a time (median, x floor): " + ", ".join(
+            f"{kind} {f['median_ms']} ms {f['x_floor']}x"
+            for kind, f in alone["by_endpoint"].items()))  # fmt: skip
+        saturated = saturation(server, seeded)
+        emit(saturated)
+        write(f"saturated ({saturated['clients']} clients): reads "
+              f"{saturated['reads']['per_second']}/s, floor {saturated[FLOOR]['per_second']}/s, "
+              f"reads/floor {saturated['reads_x_floor']}")  # fmt: skip
         passing, failing = 0.0, 0.0  # the highest rate that met the targets, the lowest missed
         step = rate
         while True:
@@ -258,8 +341,9 @@ def measure(*, database_url: str, rate: float, writes: float, seconds: float, fi
             if step is None:
                 break
     finally:
+        fleet.stop()
         server.stop()
-        shutil.rmtree(server.log_dir, ignore_errors=True)
+        shutil.rmtree(run_dir, ignore_errors=True)
     if find_max:
         passing = [r["rate"] for r in results if r["meets_target"]]
         best = max(passing) if passing else None
@@ -272,7 +356,8 @@ def measure(*, database_url: str, rate: float, writes: float, seconds: float, fi
 
 
 def _line(r: dict) -> str:
-    head = (f"api {r['rate']:g} reads/s + {r['writes']:g} writes/s, {r['api_workers']} workers: "
+    head = (f"api {r['rate']:g} reads/s + {r['writes']:g} creates/s, {r['api_workers']} workers"
+            f" x {r['api_threads'] or 1} threads: "
             f"p50 {r['p50_ms']} / p95 {r['p95_ms']} / p99 {r['p99_ms']} / max {r['max_ms']} ms, "
             f"{r['errors']} errors, {r['answered_per_second']} answered/s, "
             f"{'meets' if r['meets_target'] else 'MISSES'} the target")  # fmt: skip

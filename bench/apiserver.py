@@ -37,8 +37,9 @@ def free_port() -> int:
 @dataclass
 class Gunicorn:
     database_url: str
-    workers: int | None  # None: gunicorn_conf.py's (one per core plus one)
+    workers: int | None  # None: gunicorn_conf.py's
     log_dir: str
+    threads: int | None = None  # gthread's threads per worker; None: gunicorn_conf.py's
     port: int = 0
     process: subprocess.Popen | None = None
     env: dict[str, str] = field(default_factory=dict)
@@ -48,7 +49,8 @@ class Gunicorn:
         env = dict(os.environ)
         env.update(
             DATABASE_URL=self.database_url,
-            DJANGO_SETTINGS_MODULE="scheduler_project.settings",
+            # The product's settings and URLs, plus the floor endpoint (bench/floor.py).
+            DJANGO_SETTINGS_MODULE="bench.floor_settings",
             SCHEDULER_HANDLER_MODULES="bench.handlers",
             BENCH_RUN_DIR=self.log_dir,
             PYTHONUNBUFFERED="1",
@@ -62,6 +64,10 @@ class Gunicorn:
             command += ["--workers", str(self.workers)]
         else:
             self.workers = gunicorn_conf.workers
+        if self.threads:
+            command += ["--worker-class", "gthread", "--threads", str(self.threads)]
+        else:
+            self.threads = getattr(gunicorn_conf, "threads", 1)
         self.process = subprocess.Popen(
             command,
             cwd=ROOT,

@@ -48,6 +48,8 @@ def parser() -> argparse.ArgumentParser:
     core.add_argument("--find-max", action="store_true", help="api: step the rate up")
     gunicorn = "gunicorn --workers (default: scheduler_project/gunicorn_conf.py)"
     core.add_argument("--api-workers", type=int, default=None, help=gunicorn)
+    threads = "gunicorn gthread --threads (default: scheduler_project/gunicorn_conf.py)"
+    core.add_argument("--api-threads", type=int, default=None, help=threads)
     core.add_argument("--rows", type=int, default=10_000_000, help="history: finished runs")
     core.add_argument("--tasks", type=int, default=100_000, help="scheduler: tasks")
     core.add_argument("--schedulers", default="1,2", help="scheduler: processes")
@@ -145,8 +147,8 @@ def run_core(options: dict[str, Any]) -> None:
             api.measure(
                 database_url=url, rate=options["rate"], writes=options["writes"],
                 seconds=options["seconds"], find_max=options["find_max"],
-                api_workers=options["api_workers"], tasks=1000, runs_per_task=20,
-                emit=emit, write=write,
+                api_workers=options["api_workers"], api_threads=options["api_threads"],
+                tasks=1000, runs_per_task=20, emit=emit, write=write,
             )  # fmt: skip
         if kind == "history":
             history.measure(

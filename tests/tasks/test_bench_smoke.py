@@ -116,3 +116,17 @@ def test_api_find_max_doubles_until_a_miss_then_bisects() -> None:
     assert _next_rate(150, passing=262.5, failing=275) is None  # within a tenth of 150
     assert _next_rate(150, passing=0, failing=150) == 75  # nothing met yet: halve
     assert _next_rate(150, passing=0, failing=8) is None
+
+
+def test_api_against_its_floor_with_a_scheduler_and_a_worker() -> None:
+    lines = bench("api", "--rate", "20", "--writes", "2", "--seconds", "3", "--api-workers", "1")
+    alone = next(r for r in lines if r["workload"] == "api service time")
+    assert set(alone["by_endpoint"]) == {"floor", "task_list", "task_detail", "task_runs",
+                                         "run_detail"}  # fmt: skip
+    assert alone["by_endpoint"]["floor"]["x_floor"] == 1.0
+    assert all(f["median_ms"] > 0 for f in alone["by_endpoint"].values())
+    saturated = next(r for r in lines if r["workload"] == "api saturated throughput")
+    assert saturated["reads"]["errors"] == saturated["floor"]["errors"] == 0
+    assert saturated["reads"]["per_second"] > 0 and saturated["reads_x_floor"] > 0
+    (load,) = [r for r in lines if r["workload"] == "api"]
+    assert load["errors"] == 0 and load["by_endpoint"]["create"]["n"] == 6
