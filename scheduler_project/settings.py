@@ -15,6 +15,7 @@ from django.core.exceptions import ImproperlyConfigured
 from scheduler_project import settings_fallbacks as fallbacks
 from scheduler_project.database import database_config
 from scheduler_project.logging import logging_config
+from scheduler_project.storage_settings import storages
 
 # --- Reading the environment ------------------------------------------------------------------
 
@@ -122,6 +123,7 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATIC_ROOT = Path(os.environ.get("STATIC_ROOT", BASE_DIR / "staticfiles"))
 MEDIA_ROOT = Path(os.environ.get("MEDIA_ROOT", data_dir / "media"))
+STORAGES = storages(os.environ.get("SCHEDULER_STORAGE") or "local", env_secret)  # uploads
 
 # --- Database ---------------------------------------------------------------------------------
 database_url = fallbacks.database_url(configured_database_url, data_dir=data_dir)
@@ -321,6 +323,9 @@ TASKS_CLAIM_AHEAD_WAIT_SECONDS = env_float("TASKS_CLAIM_AHEAD_WAIT_SECONDS", 0.0
 TASKS_POLL_INTERVAL_SECONDS = env_float("TASKS_POLL_INTERVAL_SECONDS", 1.0)
 TASKS_DEFAULT_TIMEOUT_SECONDS = env_float("TASKS_DEFAULT_TIMEOUT_SECONDS", 3600.0)
 TASKS_OUTPUT_MAX_BYTES = env_int("TASKS_OUTPUT_MAX_BYTES", 64 * 1024)
+# Executables fetched from S3, kept by content hash (tasks/storage.py).
+TASKS_EXECUTABLE_CACHE_DIR = data_dir / "cache" / "executables"
+TASKS_EXECUTABLE_CACHE_BYTES = env_int("TASKS_EXECUTABLE_CACHE_BYTES", 2**30)
 TASKS_OWNER_MAX_RUNNING = env_int("TASKS_OWNER_MAX_RUNNING", 100)
 TASKS_SHUTDOWN_GRACE_SECONDS = env_float("TASKS_SHUTDOWN_GRACE_SECONDS", 30.0)
 SCHEDULER_SANDBOX_ALLOW_RLIMIT_ONLY = env_bool("SCHEDULER_SANDBOX_ALLOW_RLIMIT_ONLY", False)

@@ -3,18 +3,14 @@
 from __future__ import annotations
 
 import json
-import shutil
-import tempfile
 import threading
-import time
 from dataclasses import dataclass
-from pathlib import Path
 
 from django.conf import settings
-from django.core.files.storage import default_storage
 
 from tasks import handlers
 from tasks.queue import ClaimedRun
+from tasks.storage import local_executable
 
 
 @dataclass(frozen=True)
@@ -111,14 +107,10 @@ def _run_executable(run: ClaimedRun, *, cancel: threading.Event, timeout: float)
         SCHEDULER_ATTEMPT=str(run.attempt),
         SCHEDULER_IDEMPOTENCY_KEY=run.idempotency_key,
     )
-    workdir = Path(tempfile.mkdtemp(prefix="scheduler-exe-"))
-    try:
-        local = workdir / "payload"
-        with default_storage.open(run.executable, "rb") as src, local.open("wb") as dst:
-            shutil.copyfileobj(src, dst)
-        started = time.monotonic()
+    # On local storage the file itself; on S3 fetched once into this host's cache.
+    with local_executable(run.executable) as path:
         result = sandbox.run_executable(
-            str(local),
+            str(path),
             args=[str(a) for a in run.payload.get("args") or []],
             env=env,
             timeout=timeout,
@@ -126,9 +118,6 @@ def _run_executable(run: ClaimedRun, *, cancel: threading.Event, timeout: float)
             cancel=cancel,
             mode=mode,
         )
-        del started
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)
     return ExecutionResult(
         ok=result.exit_code == 0 and not result.timed_out and not result.cancelled,
         error=result.error,

@@ -9,6 +9,7 @@ from django.db import models
 from django.db.models import Q
 
 from tasks.ids import idempotency_key, uuid7
+from tasks.storage import ExecutableField
 
 RUN_STATUSES = (
     "scheduled",
@@ -57,7 +58,8 @@ class Task(models.Model):
     dedup_key = models.CharField(max_length=200, null=True, blank=True)  # noqa: DJ001
     kind = models.CharField(max_length=16, choices=Kind.choices)
     payload = models.JSONField(default=dict, blank=True)
-    executable = models.FileField(upload_to="executables/%Y/%m/", null=True, blank=True)
+    # Keyed by content hash in the default storage (local or S3): tasks/storage.py.
+    executable = ExecutableField(null=True, blank=True)
     schedule = models.JSONField(default=dict)
     schedule_type = models.CharField(max_length=16, default="once")
     priority = models.SmallIntegerField(default=5)

@@ -24,6 +24,7 @@ from tasks.api.serializers import TaskInputSerializer, TaskOutputSerializer
 from tasks.api.views import CONFLICT, ERRORS, TaskListCreateView, owned_tasks
 from tasks.db import db_now
 from tasks.models import Task
+from tasks.storage import payload_s3_path
 
 
 def _plain(data: Any) -> dict:
@@ -99,6 +100,7 @@ def seed_representation(request: Request, task: Task) -> dict:
     """The task as API.md returns it, plus the fields the seed's GET /task names."""
     data = orjson.loads(tasks_json([task.pk], owner=request.user, now=timezone.now())[0].text)
     data["task_id"] = str(task.id)
+    data["payload_s3_path"] = payload_s3_path(task.executable.name if task.executable else None)
     data["detail"] = {"name": task.name, "kind": task.kind, "schedule": task.schedule}
     data["history"] = [
         {"scheduled_timestamp": run["scheduled_at"], "status": run["status"]}

@@ -1,0 +1,133 @@
+"""Uploaded executables in Django's default storage: MEDIA_ROOT, or an S3 bucket every host shares.
+
+An executable's key carries the SHA-256 of its bytes (`executables/<sha256>/<file name>`), so a
+key never names other bytes: a worker on another host keeps what it fetched in its own data
+directory under that hash and fetches each executable once, however many runs use it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import posixpath
+import re
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.core.files import File
+from django.core.files.storage import default_storage
+from django.db import models
+from django.db.models.fields.files import FieldFile
+
+_HASHED = re.compile(r"^executables/([0-9a-f]{64})/")
+
+
+class HashedFieldFile(FieldFile):
+    def save(self, name: str, content: File, save: bool = True) -> None:
+        # Uploads are capped (SCHEDULER_MAX_UPLOAD_BYTES): reading one more time is cheap.
+        digest = hashlib.sha256()
+        for chunk in content.chunks():
+            digest.update(chunk)
+        super().save(f"{digest.hexdigest()}/{posixpath.basename(name)}", content, save)
+
+
+class ExecutableField(models.FileField):
+    """A FileField whose key is `executables/<sha256 of the bytes>/<file name>`."""
+
+    attr_class = HashedFieldFile
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs["upload_to"] = "executables/"
+        super().__init__(*args, **kwargs)
+
+    def deconstruct(self) -> Any:
+        name, path, args, kwargs = super().deconstruct()
+        kwargs.pop("upload_to", None)
+        return name, path, args, kwargs
+
+
+def payload_s3_path(name: str | None) -> str | None:
+    """`s3://bucket/key` of a stored executable; None without one or on local storage."""
+    bucket = getattr(default_storage, "bucket_name", None)
+    if not name or not bucket:
+        return None
+    location = (getattr(default_storage, "location", "") or "").strip("/")
+    return f"s3://{bucket}/{location + '/' if location else ''}{name}"
+
+
+@contextlib.contextmanager
+def local_executable(name: str) -> Iterator[Path]:
+    """A path on this host holding the executable stored as `name`, for the run's duration
+    (the sandbox copies it into the run's own directory before starting it)."""
+    try:
+        path = default_storage.path(name)  # local storage: the file itself
+    except NotImplementedError:
+        path = None
+    if path is not None:
+        yield Path(path)
+        return
+    workdir = Path(tempfile.mkdtemp(prefix="scheduler-exe-"))
+    try:
+        local = workdir / "payload"
+        match = _HASHED.match(name)
+        if match:
+            # A hard link: evicting the cache entry while the run starts cannot remove it.
+            os.link(_cached(name, match.group(1)), local)
+        else:  # stored before keys were hashed: fetched for this run only
+            with default_storage.open(name, "rb") as src, local.open("wb") as dst:
+                shutil.copyfileobj(src, dst)
+        yield local
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def cache_dir() -> Path:
+    return Path(settings.TASKS_EXECUTABLE_CACHE_DIR)
+
+
+def _cached(name: str, sha256: str) -> Path:
+    """The cache entry for `sha256`, fetched from storage and checked against it if missing."""
+    directory = cache_dir()
+    entry = directory / sha256
+    if entry.exists():
+        os.utime(entry)  # eviction removes the least recently used first
+        return entry
+    directory.mkdir(parents=True, exist_ok=True)
+    digest = hashlib.sha256()
+    # Written under a private name and renamed: a concurrent run never sees half a file.
+    fd, partial = tempfile.mkstemp(dir=directory, prefix=".fetch-")
+    try:
+        with default_storage.open(name, "rb") as src, os.fdopen(fd, "wb") as dst:
+            for chunk in iter(lambda: src.read(2**20), b""):
+                digest.update(chunk)
+                dst.write(chunk)
+        if digest.hexdigest() != sha256:
+            raise OSError(f"{name}: the stored bytes do not match the SHA-256 in their key")
+        os.replace(partial, entry)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(partial)
+    _evict(directory, keep=entry)
+    return entry
+
+
+def _evict(directory: Path, *, keep: Path) -> None:
+    """Remove the least recently used entries while the cache is over its size."""
+    entries = []
+    for path in directory.iterdir():
+        with contextlib.suppress(FileNotFoundError):
+            stat = path.stat()
+            entries.append((stat.st_mtime, stat.st_size, path))
+    total = sum(size for _, size, _ in entries)
+    for _, size, path in sorted(entries):
+        if total <= settings.TASKS_EXECUTABLE_CACHE_BYTES:
+            break
+        if path != keep and not path.name.startswith(".fetch-"):
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+            total -= size

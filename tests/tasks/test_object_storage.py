@@ -1,0 +1,175 @@
+"""Executables in object storage (issue 14, item 1), against moto's S3 server on 127.0.0.1.
+
+The API streams an upload to the bucket and keeps no copy; a worker with its own data directory
+fetches it (once per content hash) and runs it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+
+import boto3
+import pytest
+import requests
+from django.core.files.uploadedfile import SimpleUploadedFile
+from moto.server import ThreadedMotoServer
+from rest_framework.test import APIClient
+
+from scheduler_project.storage_settings import storages
+from tasks.models import Run, Task
+from tests.conftest import process_env, wait_for
+from tests.factories import UserFactory
+
+BUCKET = "scheduler-test"
+CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture
+def s3_endpoint() -> Iterator[str]:
+    """moto's standalone S3 server on a free loopback port, with an empty bucket."""
+    port = free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    endpoint = f"http://127.0.0.1:{port}"
+    bucket(endpoint).create()
+    yield endpoint
+    server.stop()
+
+
+def bucket(endpoint: str):
+    s3 = boto3.resource(
+        "s3",
+        endpoint_url=endpoint,
+        region_name="us-east-1",
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+    )
+    return s3.Bucket(BUCKET)
+
+
+def s3_env(endpoint: str) -> dict[str, str]:
+    return {
+        "SCHEDULER_STORAGE": "s3",
+        "AWS_STORAGE_BUCKET_NAME": BUCKET,
+        "AWS_S3_ENDPOINT_URL": endpoint,
+        "AWS_S3_REGION_NAME": "us-east-1",
+        **CREDENTIALS,
+    }
+
+
+def files_under(root: Path) -> list[Path]:
+    return [p for p in root.rglob("*") if p.is_file()]
+
+
+def test_upload_goes_to_the_bucket_keyed_by_its_hash(
+    api: APIClient, s3_endpoint, settings, monkeypatch
+):
+    for name, value in s3_env(s3_endpoint).items():
+        monkeypatch.setenv(name, value)
+    settings.STORAGES = storages("s3", os.environ.get)
+    content = b"#!/bin/sh\necho stored\n"
+    sha = hashlib.sha256(content).hexdigest()
+
+    response = api.post(
+        "/task",
+        {"file": SimpleUploadedFile("job.sh", content), "schedule": "", "delay": "60"},
+        format="multipart",
+    )
+
+    assert response.status_code == 201, response.content
+    key = f"executables/{sha}/job.sh"
+    assert response.json()["payload_s3_path"] == f"s3://{BUCKET}/{key}"
+    assert response.json()["executable"] == "job.sh"
+    assert Task.objects.get().executable.name == key
+    assert bucket(s3_endpoint).Object(key).get()["Body"].read() == content
+
+
+def test_local_storage_shows_no_s3_path(api: APIClient, settings, tmp_path):
+    settings.MEDIA_ROOT = tmp_path / "media"
+    content = b"#!/bin/sh\necho local\n"
+
+    response = api.post("/task", {"file": SimpleUploadedFile("job.sh", content)},
+                        format="multipart")  # fmt: skip
+
+    assert response.status_code == 201, response.content
+    assert response.json()["payload_s3_path"] is None
+    sha = hashlib.sha256(content).hexdigest()
+    assert (tmp_path / "media" / "executables" / sha / "job.sh").read_bytes() == content
+
+
+@pytest.mark.processes
+def test_api_and_worker_on_separate_data_directories_share_the_bucket(
+    processes, s3_endpoint, tmp_path
+):
+    UserFactory(username="s3user")
+    api_dir, worker_dir = tmp_path / "api-host", tmp_path / "worker-host"
+    (api_dir / "tmp").mkdir(parents=True)
+    worker_dir.mkdir()
+    port = free_port()
+    common = s3_env(s3_endpoint) | {"SCHEDULER_SANDBOX_ALLOW_RLIMIT_ONLY": "true"}
+    # TMPDIR too: an upload over 2 MiB is spooled to a temporary file, which must not remain.
+    api_env = process_env(**common, SCHEDULER_DATA_DIR=str(api_dir), TMPDIR=str(api_dir / "tmp"),
+                          ALLOWED_HOSTS="127.0.0.1")  # fmt: skip
+    processes.start("runserver", "--noreload", "--nothreading", f"127.0.0.1:{port}", env=api_env)
+    processes.start("runworker", "--concurrency", "2",
+                    env=process_env(**common, SCHEDULER_DATA_DIR=str(worker_dir)))  # fmt: skip
+    base = f"http://127.0.0.1:{port}"
+
+    def api_up() -> bool:
+        try:
+            return requests.get(f"{base}/health/live", timeout=1).status_code == 200
+        except requests.ConnectionError:
+            return False
+
+    wait_for(api_up, timeout=60, details=processes.logs)
+    token = requests.post(f"{base}/api/v1/auth/token",
+                          json={"username": "s3user", "password": "password-123"},
+                          timeout=5).json()["access"]  # fmt: skip
+    headers = {"Authorization": f"Bearer {token}"}
+    # 3 MiB: past Django's in-memory limit, so the API spools it to disk on the way to S3.
+    content = b"#!/bin/sh\necho ran on the worker: $1\n" + b"#" * (3 * 2**20) + b"\n"
+    sha = hashlib.sha256(content).hexdigest()
+
+    def upload(arg: str) -> dict:
+        response = requests.post(
+            f"{base}/task",
+            data={"payload": json.dumps({"args": [arg]})},
+            files={"file": ("job.sh", content)},
+            headers=headers,
+            timeout=30,
+        )
+        assert response.status_code == 201, response.text
+        return response.json()
+
+    def finished(task_id: str) -> Run | None:
+        return Run.objects.filter(task_id=task_id, status__in=["succeeded", "failed"]).first()
+
+    first = upload("one")
+    run = wait_for(lambda: finished(first["id"]), timeout=60, interval=0.3,
+                   details=processes.logs)  # fmt: skip
+
+    assert run.status == "succeeded", (run.error, processes.logs())
+    assert run.output.startswith("ran on the worker: one")
+    key = f"executables/{sha}/job.sh"
+    assert first["payload_s3_path"] == f"s3://{BUCKET}/{key}"
+    assert bucket(s3_endpoint).Object(key).content_length == len(content)
+    assert files_under(api_dir) == [], "no copy of the upload is left on the API host"
+    cached = worker_dir / "cache" / "executables" / sha
+    assert cached.read_bytes() == content
+    # The same bytes again: the worker runs its cached copy (fetching would not change it).
+    second = upload("two")
+    run = wait_for(lambda: finished(second["id"]), timeout=60, interval=0.3,
+                   details=processes.logs)  # fmt: skip
+    assert run.status == "succeeded" and run.output.startswith("ran on the worker: two")
+    assert [p.name for p in files_under(worker_dir / "cache")] == [sha]
