@@ -69,6 +69,9 @@ class Task(models.Model):
     retry_backoff_cap = models.FloatField(default=default_backoff_cap)
     timeout = models.FloatField(null=True, blank=True)
     notify = models.JSONField(default=list, blank=True)
+    # {"cpu": "500m", "memory": "256Mi"}: Kubernetes quantities as written (tasks/resources.py);
+    # a database default too, for the statements that insert tasks in SQL.
+    resources = models.JSONField(default=dict, db_default={}, blank=True)
     # The next nominal occurrence not yet materialised as a Run; NULL when none remain.
     next_run_at = models.DateTimeField(null=True, blank=True)
     runs_planned = models.PositiveIntegerField(default=0)

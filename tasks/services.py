@@ -25,6 +25,7 @@ TASK_FIELDS = (
     "retry_backoff_cap",
     "timeout",
     "notify",
+    "resources",
 )
 
 

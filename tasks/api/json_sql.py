@@ -74,7 +74,8 @@ SELECT json_build_object(
            'schedule', t.schedule, 'priority', t.priority, 'max_attempts', t.max_attempts,
            'retry_backoff', json_build_object('base', t.retry_backoff_base,
                                               'cap', t.retry_backoff_cap),
-           'timeout', t.timeout, 'notify', t.notify, 'status', t.status,
+           'timeout', t.timeout, 'notify', t.notify, 'resources', t.resources,
+           'status', t.status,
            'next_run_at', {iso_sql("t.next_run_at")})::text,
        json_build_object(
            'runs', {_RECENT_RUNS_SQL},

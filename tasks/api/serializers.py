@@ -12,6 +12,7 @@ from rest_framework import serializers
 
 from tasks import schedules
 from tasks.api.payloads import validate_payload
+from tasks.api.resource_fields import ResourcesField
 from tasks.api.run_serializers import RunSummarySerializer
 from tasks.models import Task
 
@@ -128,6 +129,7 @@ class TaskInputSerializer(serializers.Serializer):
     )
     # many=True hands max_length on to the ListSerializer; the stubs only know Serializer's.
     notify = NotifySerializer(many=True, required=False, max_length=20)  # type: ignore[call-arg]
+    resources = ResourcesField()
     file = serializers.FileField(required=False, write_only=True)
 
     def to_internal_value(self, data: Any) -> dict:
@@ -205,6 +207,7 @@ class TaskOutputSerializer(serializers.ModelSerializer):
     next_runs = serializers.ListField(child=serializers.DateTimeField(), read_only=True)
     runs = RunSummarySerializer(many=True, read_only=True)
     executable = serializers.CharField(read_only=True, allow_null=True)
+    resources = ResourcesField(read_only=True)
 
     class Meta:
         model = Task
@@ -222,6 +225,7 @@ class TaskOutputSerializer(serializers.ModelSerializer):
             "retry_backoff",
             "timeout",
             "notify",
+            "resources",
             "status",
             "next_run_at",
             "next_runs",
