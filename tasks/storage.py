@@ -14,6 +14,7 @@ import posixpath
 import re
 import shutil
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,7 @@ from django.db import models
 from django.db.models.fields.files import FieldFile
 
 _HASHED = re.compile(r"^executables/([0-9a-f]{64})/")
+STALE_FETCH_SECONDS = 3600  # a fetch still being written after an hour was abandoned
 
 
 class HashedFieldFile(FieldFile):
@@ -117,17 +119,22 @@ def _cached(name: str, sha256: str) -> Path:
 
 
 def _evict(directory: Path, *, keep: Path) -> None:
-    """Remove the least recently used entries while the cache is over its size."""
+    """Remove the least recently used entries while the cache is over its size, and fetches
+    that a killed worker left half written."""
     entries = []
     for path in directory.iterdir():
         with contextlib.suppress(FileNotFoundError):
             stat = path.stat()
+            if path.name.startswith(".fetch-"):
+                if time.time() - stat.st_mtime > STALE_FETCH_SECONDS:
+                    path.unlink()
+                continue
             entries.append((stat.st_mtime, stat.st_size, path))
     total = sum(size for _, size, _ in entries)
     for _, size, path in sorted(entries):
         if total <= settings.TASKS_EXECUTABLE_CACHE_BYTES:
             break
-        if path != keep and not path.name.startswith(".fetch-"):
+        if path != keep:
             with contextlib.suppress(FileNotFoundError):
                 path.unlink()
             total -= size

@@ -10,6 +10,7 @@ import hashlib
 import json
 import os
 import socket
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,6 +23,7 @@ from rest_framework.test import APIClient
 
 from scheduler_project.storage_settings import storages
 from tasks.models import Run, Task
+from tasks.storage import cache_dir, local_executable
 from tests.conftest import process_env, wait_for
 from tests.factories import UserFactory
 
@@ -72,12 +74,18 @@ def files_under(root: Path) -> list[Path]:
     return [p for p in root.rglob("*") if p.is_file()]
 
 
-def test_upload_goes_to_the_bucket_keyed_by_its_hash(
-    api: APIClient, s3_endpoint, settings, monkeypatch
-):
+@pytest.fixture
+def s3_storage(s3_endpoint, settings, monkeypatch, tmp_path) -> str:
+    """This process's default storage on the moto bucket, its data directory in tmp_path."""
     for name, value in s3_env(s3_endpoint).items():
         monkeypatch.setenv(name, value)
     settings.STORAGES = storages("s3", os.environ.get)
+    settings.TASKS_EXECUTABLE_CACHE_DIR = tmp_path / "cache"
+    return s3_endpoint
+
+
+def test_upload_goes_to_the_bucket_keyed_by_its_hash(api: APIClient, s3_storage):
+    s3_endpoint = s3_storage
     content = b"#!/bin/sh\necho stored\n"
     sha = hashlib.sha256(content).hexdigest()
 
@@ -173,3 +181,36 @@ def test_api_and_worker_on_separate_data_directories_share_the_bucket(
                    details=processes.logs)  # fmt: skip
     assert run.status == "succeeded" and run.output.startswith("ran on the worker: two")
     assert [p.name for p in files_under(worker_dir / "cache")] == [sha]
+
+
+def stored(endpoint: str, content: bytes, *, sha: str | None = None) -> str:
+    key = f"executables/{sha or hashlib.sha256(content).hexdigest()}/job.sh"
+    bucket(endpoint).put_object(Key=key, Body=content)
+    return key
+
+
+def test_worker_cache_refuses_bytes_that_do_not_match_their_key(s3_storage):
+    key = stored(s3_storage, b"tampered", sha=hashlib.sha256(b"original").hexdigest())
+
+    with pytest.raises(OSError, match="do not match"), local_executable(key):
+        pass
+
+    assert list(cache_dir().iterdir()) == []
+
+
+def test_worker_cache_drops_the_least_recently_used_past_its_size(s3_storage, settings):
+    settings.TASKS_EXECUTABLE_CACHE_BYTES = 250
+    keys = [stored(s3_storage, bytes([n]) * 100) for n in range(3)]
+    for key in keys[:2]:
+        with local_executable(key) as path:
+            assert path.read_bytes()[:1] in (b"\x00", b"\x01")
+    time.sleep(0.01)
+    with local_executable(keys[0]):  # used again: now the most recent
+        pass
+    time.sleep(0.01)
+
+    with local_executable(keys[2]) as path:
+        assert path.read_bytes() == b"\x02" * 100
+
+    kept = sorted(p.name for p in cache_dir().iterdir())
+    assert kept == sorted(key.split("/")[1] for key in (keys[0], keys[2]))
