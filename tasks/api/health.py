@@ -20,10 +20,11 @@ from django.conf import settings
 from django.db import DatabaseError, connection, transaction
 from django.db.migrations.executor import MigrationExecutor
 from django.db.models import F, Max, Min
-from drf_spectacular.utils import OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
 from health_check.base import HealthCheck, HealthCheckResult
 from health_check.checks import Database
 from health_check.exceptions import HealthCheckException, ServiceUnavailable, ServiceWarning
+from rest_framework import serializers
 from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -184,6 +185,26 @@ def health_report() -> tuple[dict[str, Any], bool]:
     return {"status": status, "components": report}, healthy
 
 
+# The shapes in the schema (issue 17: every answer declared with its shape).
+HEALTH_STATUSES = ["ok", "warning", "down"]  # HealthStatusEnum (settings ENUM_NAME_OVERRIDES)
+COMPONENT = inline_serializer(
+    "HealthComponent",
+    {
+        "status": serializers.ChoiceField(choices=HEALTH_STATUSES),
+        "error": serializers.CharField(required=False),
+        "took_ms": serializers.FloatField(required=False),
+    },
+)
+HEALTH = inline_serializer(
+    "Health",
+    {
+        "status": serializers.ChoiceField(choices=HEALTH_STATUSES),
+        "components": serializers.DictField(child=COMPONENT),
+    },
+)
+LIVE = inline_serializer("Live", {"status": serializers.CharField()})
+
+
 class HealthView(APIView):
     """200 when every critical component is healthy, else 503; one entry per component."""
 
@@ -192,8 +213,8 @@ class HealthView(APIView):
 
     @extend_schema(
         responses={
-            200: OpenApiResponse(description="Healthy (warnings allowed)."),
-            503: OpenApiResponse(description="A critical component is down."),
+            200: OpenApiResponse(HEALTH, description="Healthy (warnings allowed)."),
+            503: OpenApiResponse(HEALTH, description="A critical component is down."),
         }
     )
     def get(self, request: Request) -> Response:
@@ -212,6 +233,6 @@ class LiveView(APIView):
     permission_classes = [AllowAny]
     authentication_classes: list = []
 
-    @extend_schema(responses={200: OpenApiResponse()})
+    @extend_schema(responses={200: LIVE})
     def get(self, request: Request) -> Response:
         return Response({"status": "ok"})

@@ -183,10 +183,10 @@ def test_b_cannot_point_its_own_task_at_a_s_channel(other_api, other_user, a_obj
 # Deliberately public: the token endpoints (how one gets a token), the probes (/health/live says
 # "the process answers"; /health reports component status and process counts, never user data),
 # the Prometheus scrape (open unless SCHEDULER_METRICS_TOKEN is set, for scrapers inside the
-# network), and the API schema and its docs page (descriptions of the API, no data).
+# network), and the API schema and its docs pages (descriptions of the API, no data).
 PUBLIC = {
     "api/v1/auth/token", "api/v1/auth/token/refresh", "health", "health/live", "metrics",
-    "api/schema/", "api/docs/",
+    "api/schema/", "api/docs/", "api/redoc/",
 }  # fmt: skip
 
 
