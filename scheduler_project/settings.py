@@ -119,6 +119,8 @@ if testing:
     PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
+# Times to the second in the admin (scheduler_project/formats/en/formats.py).
+FORMAT_MODULE_PATH = ["scheduler_project.formats"]
 USE_I18N = False
 USE_TZ = True
 STATIC_URL = "static/"

@@ -1,6 +1,7 @@
 """The Django admin operators run the service from: tasks, runs, processes, and the dashboard.
 
-Every action goes through tasks.services / tasks.run_services, exactly like the API. Every
+Every action and every task saved goes through tasks.services / tasks.run_services, exactly
+like the API; the task form is validated by the API's serializer (tasks.admin_forms). Every
 changelist stays fast with millions of runs: no full counts (EstimatedCountPaginator,
 show_full_result_count = False), static filters, uuid search by primary key, and an ordering
 each filter's index can serve (docs/operations.md has the measurement).
@@ -8,16 +9,20 @@ each filter's index can serve (docs/operations.md has the measurement).
 
 from __future__ import annotations
 
+import zoneinfo
 from collections.abc import Callable
+from datetime import UTC
 from typing import Any
 
 from django.contrib import admin, messages
 from django.db.models import Q, QuerySet
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import reverse
-from django.utils.html import format_html
+from django.utils import timezone
+from django.utils.html import format_html, format_html_join
 
-from tasks import run_services, services
+from tasks import planning, run_services, services
+from tasks.admin_forms import SCHEDULE_FIELDS, TaskAdminForm, schedule_help
 from tasks.admin_lists import (
     EstimatedCountPaginator,
     OwnerFilter,
@@ -70,6 +75,13 @@ class RunInline(admin.TabularInline):
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
 
+    # Shown, never edited or deleted from the task's page: runs change through their actions.
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
 
 @admin.register(Task)
 class TaskAdmin(admin.ModelAdmin):
@@ -81,7 +93,86 @@ class TaskAdmin(admin.ModelAdmin):
     inlines = [RunInline]
     show_full_result_count = False
     paginator = EstimatedCountPaginator
-    actions = ["pause", "resume", "run_now", "cancel"]
+    actions = ["pause", "resume", "run_now", "skip_next", "cancel"]
+    form = TaskAdminForm
+    raw_id_fields = ["owner"]
+    readonly_fields = ["status", "next_fire_times", "next_run_at", "created_at", "updated_at"]
+    fieldsets = [
+        (None, {"fields": ["owner", "name", "dedup_key", "kind", "payload", "executable_file"]}),
+        ("Schedule", {"fields": list(SCHEDULE_FIELDS), "description": schedule_help()}),
+        ("Next fire times", {"fields": ["next_fire_times"]}),
+        ("Running", {"fields": ["priority", "max_attempts", "backoff_base", "backoff_cap"]}),
+        (None, {"fields": ["timeout", "notify"]}),
+        ("State", {"fields": ["status", "next_run_at", "created_at", "updated_at"]}),
+    ]
+
+    class Media:
+        js = ["tasks/admin_schedule.js"]  # shows the fields of the chosen schedule type only
+
+    def get_changeform_initial_data(self, request: HttpRequest) -> dict[str, Any]:
+        return {"owner": request.user.pk, **super().get_changeform_initial_data(request)}
+
+    @admin.display(description="next 5 fire times")
+    def next_fire_times(self, task: Task) -> str:
+        if task.pk is None:
+            return "Shown once the task is saved."
+        times = planning.next_runs(task, now=timezone.now(), count=5)
+        if not times:
+            return "None: the task is not active or has no occurrence left."
+        zone = timezone.get_default_timezone()
+        if isinstance(task.schedule.get("timezone"), str):
+            zone = zoneinfo.ZoneInfo(task.schedule["timezone"])
+        rows = [
+            (at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC"),
+             at.astimezone(zone).strftime(f"%Y-%m-%d %H:%M:%S {zone.key}"))
+            for at in times
+        ]  # fmt: skip
+        items = format_html_join("", "<li>{} ({})</li>", rows)
+        return format_html('<ol class="next-fire-times">{}</ol>', items)
+
+    def save_model(
+        self, request: HttpRequest, obj: Task, form: TaskAdminForm, change: bool
+    ) -> None:
+        """Create or change through the services, as POST/PATCH /api/v1/tasks do."""
+        now = db_now()
+        try:
+            if change:
+                task = services.update_task(task=obj, data=form.api_data, now=now)
+            else:
+                owner = form.cleaned_data.get("owner") or request.user
+                task, created = services.create_task(owner=owner, data=form.api_data, now=now)
+                if not created:
+                    self.message_user(
+                        request, "A task with this dedup key exists: it is shown.", messages.INFO
+                    )
+        except TasksError as exc:
+            request.task_refused = str(exc.detail)  # type: ignore[attr-defined]
+            return
+        obj.pk, obj._state.adding = task.pk, False
+
+    def log_addition(self, request: HttpRequest, obj: Any, message: Any) -> Any:
+        if not getattr(request, "task_refused", None):
+            return super().log_addition(request, obj, message)
+        return None
+
+    def log_change(self, request: HttpRequest, obj: Any, message: Any) -> Any:
+        if not getattr(request, "task_refused", None):
+            return super().log_change(request, obj, message)
+        return None
+
+    def response_add(self, request: HttpRequest, obj: Task, *args: Any) -> HttpResponse:
+        return self._refused(request) or super().response_add(request, obj, *args)
+
+    def response_change(self, request: HttpRequest, obj: Task) -> HttpResponse:
+        return self._refused(request) or super().response_change(request, obj)
+
+    def _refused(self, request: HttpRequest) -> HttpResponse | None:
+        """A service's refusal (the API's 409) back on the same page, nothing saved."""
+        refused = getattr(request, "task_refused", None)
+        if refused is None:
+            return None
+        self.message_user(request, f"Not saved: {refused}", messages.ERROR)
+        return HttpResponseRedirect(request.path)
 
     def get_ordering(self, request: HttpRequest) -> tuple[str, ...]:
         # One owner's tasks by task_owner_created_idx; otherwise the uuid7 key, newest first.
@@ -95,13 +186,6 @@ class TaskAdmin(admin.ModelAdmin):
         if task_id is not None:
             return queryset.filter(pk=task_id), False
         return super().get_search_results(request, queryset, search_term)
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False  # tasks are created through the API, whose serializers validate them
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        # Changes go through the actions (services, which replan); the task page is read-only.
-        return obj is None and super().has_change_permission(request)
 
     @admin.display(description="runs")
     def runs_link(self, task: Task) -> str:
@@ -129,6 +213,13 @@ class TaskAdmin(admin.ModelAdmin):
             "runs created",
             lambda t, now: services.run_now(task=t, now=now),
         )
+
+    @admin.action(
+        description="Skip the next occurrence of the selected tasks", permissions=["change"]
+    )
+    def skip_next(self, request: HttpRequest, queryset: QuerySet[Task]) -> None:
+        _apply(self, request, queryset, "skipped",
+               lambda t, now: services.skip_next(task=t, now=now))  # fmt: skip
 
     @admin.action(
         description="Cancel the selected tasks (stops running runs too)", permissions=["change"]

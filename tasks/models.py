@@ -245,6 +245,7 @@ class Process(models.Model):
     stopped_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
+        verbose_name_plural = "processes"  # Django's default adds an "s": "Processs"
         indexes = [models.Index(fields=["role", "last_seen_at"], name="process_role_seen_idx")]
 
     def __str__(self) -> str:

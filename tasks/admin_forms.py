@@ -1,0 +1,197 @@
+"""The admin's task form: the API's body built from form fields, validated by the API's own
+serializer (one set of rules), saved by the same services the API calls.
+
+The schedule is a form per type (the fields each type reads, with its time zone); the page
+shows which fields belong to which type, and the serializer names whatever is wrong.
+"""
+
+from __future__ import annotations
+
+import zoneinfo
+from types import SimpleNamespace
+from typing import Any
+
+from django import forms
+from django.contrib.admin.widgets import AdminTextareaWidget
+
+from tasks.api.serializers import TaskInputSerializer
+from tasks.db import db_now
+from tasks.models import Task
+from tasks.schedules import MISFIRE_POLICIES, OVERLAP_POLICIES, TYPES, WEEKDAYS
+
+# Form field -> the schedule key it fills, per schedule type (API.md "schedule").
+TYPE_FIELDS = {
+    "once": ("run_at", "timezone"),
+    "interval": ("every",),
+    "daily": ("at",),
+    "weekly": ("days", "at"),
+    "monthly": ("day", "at"),
+    "cron": ("expression",),
+}
+RECURRING_FIELDS = ("timezone", "start_at", "end_at", "max_runs", "jitter", "misfire", "overlap")
+SCHEDULE_FIELDS = (
+    "schedule_type",
+    "run_at",
+    "every",
+    "at",
+    "days",
+    "day",
+    "expression",
+    *RECURRING_FIELDS,
+)
+TIMEZONES = sorted(zoneinfo.available_timezones())
+DATETIME_HELP = "YYYY-MM-DD HH:MM[:SS], in the schedule's time zone (or with an offset)."
+
+
+def _json_widget() -> AdminTextareaWidget:
+    return AdminTextareaWidget(attrs={"rows": 4, "style": "font-family: monospace"})
+
+
+class TaskAdminForm(forms.ModelForm):
+    payload = forms.JSONField(
+        required=False,
+        widget=_json_widget(),
+        help_text='JSON, by kind: handler {"name", "args"?}; http {"method", "url", ...}; '
+        'executable {"args"?, "env"?}.',
+    )
+    executable_file = forms.FileField(
+        required=False, label="executable", help_text="The file an executable task runs."
+    )
+    schedule_type = forms.ChoiceField(choices=[(t, t) for t in TYPES], initial="once")
+    run_at = forms.CharField(
+        required=False, label="run at", help_text="once: " + DATETIME_HELP + " Empty: now."
+    )
+    every = forms.IntegerField(required=False, min_value=1, help_text="interval: seconds.")
+    at = forms.CharField(required=False, help_text="daily, weekly, monthly: HH:MM[:SS].")
+    days = forms.MultipleChoiceField(
+        required=False,
+        choices=[(d, d) for d in WEEKDAYS],
+        widget=forms.CheckboxSelectMultiple,
+        help_text="weekly.",
+    )
+    day = forms.IntegerField(required=False, help_text="monthly: 1..31, or -1 for the last day.")
+    expression = forms.CharField(
+        required=False, help_text="cron: 5 fields, or 6 with seconds first."
+    )
+    timezone = forms.ChoiceField(choices=[(z, z) for z in TIMEZONES], initial="UTC")
+    start_at = forms.CharField(required=False, help_text=DATETIME_HELP)
+    end_at = forms.CharField(required=False, help_text=DATETIME_HELP)
+    max_runs = forms.IntegerField(required=False, min_value=1)
+    jitter = forms.FloatField(required=False, min_value=0, help_text="seconds")
+    misfire = forms.ChoiceField(choices=[(p, p) for p in MISFIRE_POLICIES], initial="run_once")
+    overlap = forms.ChoiceField(choices=[(p, p) for p in OVERLAP_POLICIES], initial="allow")
+    backoff_base = forms.FloatField(required=False, label="retry backoff base", initial=2.0)
+    backoff_cap = forms.FloatField(required=False, label="retry backoff cap", initial=600.0)
+    notify = forms.JSONField(
+        required=False,
+        widget=_json_widget(),
+        help_text='JSON: [{"channel": "CHANNEL_ID", "events": ["failed", ...]}]',
+    )
+
+    class Meta:
+        model = Task
+        fields = ["owner", "name", "dedup_key", "kind", "priority", "max_attempts", "timeout"]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.api_data: dict[str, Any] = {}
+        task: Task = self.instance
+        if task.pk is None:
+            self.fields["payload"].initial = {"name": "echo", "args": {}}
+            return
+        self.initial.update(payload=task.payload, notify=task.notify)
+        self.initial.update(backoff_base=task.retry_backoff_base)
+        self.initial["backoff_cap"] = task.retry_backoff_cap
+        schedule = task.schedule or {}
+        self.initial["schedule_type"] = schedule.get("type", "once")
+        for field in SCHEDULE_FIELDS[1:]:
+            value = schedule.get(field)
+            if value is not None:
+                self.initial[field] = value
+
+    def body(self) -> dict[str, Any]:
+        """The API body the form says, with `schedule` only when it was given or changed (an
+        unchanged schedule is not sent, so saving a name keeps the planned runs)."""
+        data = self.cleaned_data
+        body: dict[str, Any] = {"name": data.get("name") or "", "kind": data.get("kind")}
+        for field in ("dedup_key", "priority", "max_attempts", "timeout"):
+            if data.get(field) is not None:
+                body[field] = data[field]
+        body["payload"] = data.get("payload") if data.get("payload") is not None else {}
+        body["notify"] = data.get("notify") or []
+        if data.get("backoff_base") is not None and data.get("backoff_cap") is not None:
+            body["retry_backoff"] = {"base": data["backoff_base"], "cap": data["backoff_cap"]}
+        if self.instance.pk is None or set(SCHEDULE_FIELDS) & set(self.changed_data):
+            body["schedule"] = self.schedule()
+        if data.get("executable_file") is not None:
+            body["file"] = data["executable_file"]
+        return body
+
+    def schedule(self) -> dict[str, Any]:
+        data = self.cleaned_data
+        kind = data.get("schedule_type") or "once"
+        fields = TYPE_FIELDS[kind] + (() if kind == "once" else RECURRING_FIELDS)
+        schedule: dict[str, Any] = {"type": kind}
+        for field in fields:
+            value = data.get(field)
+            if value not in (None, "", []):
+                schedule[field] = value
+        return schedule
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or {}
+        if self.errors:
+            return cleaned
+        owner = cleaned.get("owner") or getattr(self.instance, "owner", None)
+        context = {
+            "now": db_now(),
+            "multipart": cleaned.get("executable_file") is not None,
+            # The owner's channels are the ones `notify` may name, as through the API.
+            "request": SimpleNamespace(user=owner),
+        }
+        instance = self.instance if self.instance.pk else None
+        serializer = TaskInputSerializer(instance, data=self.body(), context=context)
+        if serializer.is_valid():
+            self.api_data = dict(serializer.validated_data)
+        else:
+            self._add_api_errors(serializer.errors)
+        return cleaned
+
+    def _add_api_errors(self, errors: dict[str, Any]) -> None:
+        """The serializer's errors on the form fields that carry them."""
+        for field, messages in errors.items():
+            if field == "schedule" and isinstance(messages, dict):
+                for key, inner in messages.items():
+                    if key in SCHEDULE_FIELDS:
+                        self._add(key, inner)
+                    elif key in ("type", "non_field_errors"):
+                        self._add("schedule_type", inner)
+                    else:
+                        self._add("schedule_type", inner, label=key)
+            elif field == "retry_backoff" and isinstance(messages, dict):
+                for key, inner in messages.items():
+                    self._add(f"backoff_{key}" if key in ("base", "cap") else None, inner, key)
+            elif field == "file":
+                self._add("executable_file", messages)
+            elif field in self.fields:
+                self._add(field, messages)
+            else:
+                self._add(None, messages, label=field)
+
+    def _add(self, field: str | None, messages: Any, label: str = "") -> None:
+        for message in _flatten(messages):
+            self.add_error(field, f"{label}: {message}" if label else message)
+
+
+def _flatten(messages: Any, prefix: str = "") -> list[str]:
+    if isinstance(messages, dict):
+        return [m for key, inner in messages.items() for m in _flatten(inner, f"{prefix}{key}: ")]
+    if isinstance(messages, list):
+        return [m for inner in messages for m in _flatten(inner, prefix)]
+    return [prefix + str(messages)]
+
+
+def schedule_help() -> str:
+    """Which fields each schedule type reads (shown above the schedule fieldset)."""
+    lines = [f"{kind}: {', '.join(fields)}" for kind, fields in TYPE_FIELDS.items()]
+    return "; ".join(lines) + f". Recurring types also read {', '.join(RECURRING_FIELDS)}."
