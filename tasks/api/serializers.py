@@ -97,6 +97,10 @@ class RetryBackoffSerializer(serializers.Serializer):
     cap = serializers.FloatField(min_value=0.0, max_value=7 * 86400.0)
 
     def validate(self, attrs: dict) -> dict:
+        # A PATCH validates nested fields partially; the policy is still given whole.
+        missing = {key: ["This field is required."] for key in ("base", "cap") if key not in attrs}
+        if missing:
+            raise serializers.ValidationError(missing)
         if attrs["cap"] < attrs["base"]:
             raise serializers.ValidationError({"cap": ["Must be at least base."]})
         return attrs

@@ -225,6 +225,32 @@ def test_bad_patch_changes_nothing(api: APIClient, create) -> None:
     assert Task.objects.get(pk=task["id"]).name == "kept"
 
 
+# Found by the schema fuzzer (tests/security/test_fuzz.py) answering 500 before issue 17.
+ISSUE_17_BODY = {
+    "name": "", "kind": "http", "payload": None, "schedule": None, "priority": 0,
+    "max_attempts": 1, "retry_backoff": {"base": 0.0}, "timeout": 0.001, "notify": [], "file": "",
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("route", ["/api/v1/tasks/{id}", "/task/{id}"])
+@pytest.mark.parametrize("method", ["patch", "put"])
+def test_kind_changed_payload_null_and_half_a_backoff_are_400(
+    api: APIClient, create, route: str, method: str
+) -> None:
+    task = create(name="kept")
+    url = route.format(id=task["id"])
+    if route == "/task/{id}" and method == "patch":
+        pytest.skip("the seed route has no PATCH")
+
+    response = getattr(api, method)(url, ISSUE_17_BODY, format="json")
+    half = getattr(api, method)(url, {"retry_backoff": {"cap": 5}}, format="json")
+
+    assert response.status_code == 400, response.content
+    assert half.status_code == 400, half.content
+    assert "base" in half.json()["retry_backoff"]
+    assert Task.objects.get(pk=task["id"]).name == "kept"
+
+
 @pytest.mark.parametrize(
     ("query", "field"), [({"priority": "high"}, "priority"), ({"kind": "shell"}, "kind")]
 )
