@@ -102,7 +102,7 @@ class TaskAdmin(admin.ModelAdmin):
         ("Schedule", {"fields": list(SCHEDULE_FIELDS), "description": schedule_help()}),
         ("Next fire times", {"fields": ["next_fire_times"]}),
         ("Running", {"fields": ["priority", "max_attempts", "backoff_base", "backoff_cap"]}),
-        (None, {"fields": ["timeout", "notify"]}),
+        (None, {"fields": ["timeout", "resources", "notify"]}),
         ("State", {"fields": ["status", "next_run_at", "created_at", "updated_at"]}),
     ]
 

@@ -82,6 +82,11 @@ class TaskAdminForm(forms.ModelForm):
     overlap = forms.ChoiceField(choices=[(p, p) for p in OVERLAP_POLICIES], initial="allow")
     backoff_base = forms.FloatField(required=False, label="retry backoff base", initial=2.0)
     backoff_cap = forms.FloatField(required=False, label="retry backoff cap", initial=600.0)
+    resources = forms.JSONField(
+        required=False,
+        widget=_json_widget(),
+        help_text='JSON, Kubernetes quantities: {"cpu": "500m", "memory": "256Mi"}.',
+    )
     notify = forms.JSONField(
         required=False,
         widget=_json_widget(),
@@ -99,7 +104,7 @@ class TaskAdminForm(forms.ModelForm):
         if task.pk is None:
             self.fields["payload"].initial = {"name": "echo", "args": {}}
             return
-        self.initial.update(payload=task.payload, notify=task.notify)
+        self.initial.update(payload=task.payload, notify=task.notify, resources=task.resources)
         self.initial.update(backoff_base=task.retry_backoff_base)
         self.initial["backoff_cap"] = task.retry_backoff_cap
         schedule = task.schedule or {}
@@ -119,6 +124,8 @@ class TaskAdminForm(forms.ModelForm):
                 body[field] = data[field]
         body["payload"] = data.get("payload") if data.get("payload") is not None else {}
         body["notify"] = data.get("notify") or []
+        if data.get("resources") is not None:
+            body["resources"] = data["resources"]
         if data.get("backoff_base") is not None and data.get("backoff_cap") is not None:
             body["retry_backoff"] = {"base": data["backoff_base"], "cap": data["backoff_cap"]}
         if self.instance.pk is None or set(SCHEDULE_FIELDS) & set(self.changed_data):

@@ -46,7 +46,8 @@ def form(**fields: object) -> dict:
 
 
 def test_add_a_cron_task_through_the_services(staff, admin_user) -> None:
-    response = staff.post(reverse("admin:tasks_task_add"), form(owner=admin_user.pk))
+    body = form(owner=admin_user.pk, resources='{"cpu": "500m", "memory": "256Mi"}')
+    response = staff.post(reverse("admin:tasks_task_add"), body)
 
     assert response.status_code == 302, response.content.decode()[-3000:]
     task = Task.objects.get()
@@ -54,6 +55,7 @@ def test_add_a_cron_task_through_the_services(staff, admin_user) -> None:
     assert task.schedule["type"] == "cron" and task.schedule["timezone"] == "Europe/Berlin"
     assert task.schedule["anchor"] is not None, "normalised by the API's rules"
     assert (task.max_attempts, task.payload["args"]) == (3, {"n": 1})
+    assert task.resources == {"cpu": "500m", "memory": "256Mi"}
     assert task.next_run_at is not None and task.next_run_at.astimezone().second == 0
 
     page = staff.get(reverse("admin:tasks_task_change", args=[task.pk])).content.decode()
@@ -71,6 +73,7 @@ def test_add_a_cron_task_through_the_services(staff, admin_user) -> None:
         ({"payload": '{"args": {}}'}, "payload", ""),
         ({"schedule_type": "interval", "every": ""}, "every", "required"),
         ({"backoff_base": "900"}, "backoff_cap", "at least base"),
+        ({"resources": '{"cpu": "lots"}'}, "resources", ""),
     ],
 )
 def test_bad_fields_are_named_like_the_api_names_them(
