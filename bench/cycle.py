@@ -1,6 +1,6 @@
 """Where a worker's time goes (issue 7 item 9): one Worker, in this process, draining N no-op runs.
 
-Every call of the worker's one statement per cycle (`queue.record_and_claim`: record the
+Every call of the worker's one statement per cycle (`claim.record_and_claim`: record the
 finished runs, claim the freed slots) is timed, with the runs it recorded and claimed; the CPU
 time of this process (the worker's threads) and of its PostgreSQL backend is read from /proc
 before and after. The figures say how long the statement takes, how large the batches are,
@@ -22,7 +22,7 @@ from django.db import connection
 from django.test import override_settings
 
 from bench import proc, workload
-from tasks import queue
+from tasks.transitions import claim
 
 
 def measure(*, n: int, concurrency: int, claim_ahead: int | None,
@@ -38,7 +38,7 @@ def measure(*, n: int, concurrency: int, claim_ahead: int | None,
 
     cycles: list[tuple[float, int, int]] = []
     backends: set[int] = set()
-    original = queue.record_and_claim
+    original = claim.record_and_claim
 
     def timed(**kwargs: object) -> tuple[list, list]:
         started = time.perf_counter()
@@ -52,7 +52,7 @@ def measure(*, n: int, concurrency: int, claim_ahead: int | None,
         worker = Worker(concurrency=concurrency)
     stop = threading.Event()
     thread = threading.Thread(target=worker.serve, args=(stop,), name="bench-worker")
-    queue.record_and_claim = timed
+    claim.record_and_claim = timed
     cpu_before = proc.cpu_seconds(os.getpid())
     started = time.perf_counter()
     try:
@@ -66,7 +66,7 @@ def measure(*, n: int, concurrency: int, claim_ahead: int | None,
     finally:
         stop.set()
         thread.join()
-        queue.record_and_claim = original
+        claim.record_and_claim = original
     ms = sorted(seconds * 1000 for seconds, _, _ in cycles)
     result = {
         "workload": "cycle",

@@ -21,7 +21,7 @@ from unittest import mock
 from django.db import connection, transaction
 
 from bench import data, proc, workload
-from tasks.queue import _candidates, claim_sql
+from tasks.transitions.claim import _candidates, claim_sql
 
 HISTORY_TASKS = 5000
 

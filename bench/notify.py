@@ -20,9 +20,9 @@ from bench.webhook import Receiver, Roles, percentile
 from notifications import services as notification_services
 from notifications.models import Notification
 from tasks import schedules
-from tasks import services as task_services
 from tasks.db import db_now
 from tasks.models import Run
+from tasks.transitions import creation
 
 
 class NotifyBench:
@@ -96,7 +96,7 @@ class NotifyBench:
                 "notify": notify,
                 "name": f"benchnotify {label} {i}",
             }
-            task_services.create_task(owner=owner, data=data, now=db_now())
+            creation.create_task(owner=owner, data=data, now=db_now())
 
     def _wait(
         self, receiver: Receiver, count: int, timeout: float, roles: Roles | None = None

@@ -27,7 +27,7 @@ from django.db import connection
 
 from bench import apiserver, data, proc, workload
 from bench.handlers import read_lines
-from tasks.batch import MAX_BATCH
+from tasks.transitions.creation import MAX_BATCH
 
 SAMPLE_SECONDS = 10.0
 VACUUM_SECONDS = 60.0

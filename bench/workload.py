@@ -17,7 +17,7 @@ from django.db import connection
 
 from bench.handlers import read_lines
 from tasks import schedules
-from tasks.batch import MAX_BATCH, create_tasks
+from tasks.transitions.creation import MAX_BATCH, create_tasks
 
 ROOT = Path(__file__).resolve().parents[1]
 TABLES = "tasks_attempt, tasks_run, tasks_task, tasks_process"

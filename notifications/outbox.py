@@ -16,20 +16,19 @@ from uuid import UUID
 from django.conf import settings
 from django.db import connection
 
+from tasks.sql import queries
+
 NOTIFICATION_CHANNEL = "scheduler_notification"
 
 # (run id, task id, attempt or None for "the run's current attempt", event)
 Event = tuple[UUID, UUID, int | None, str]
 
 # One statement whatever the number of events, cheap when nobody subscribes: the SQL function
-# notifications_enqueue (created by migration 0001_initial, where its text and reasoning live)
+# notifications_enqueue (notifications/sql/functions.sql, where its text and reasoning live)
 # joins the events to their tasks' `notify` lists and the owners' all-task channels, inserts with
 # ON CONFLICT DO NOTHING and NOTIFYs the deliverers when it inserted anything. Being a PL/pgSQL
 # function, its plan is cached per connection instead of re-planned on every batch.
-_ENQUEUE_SQL = (
-    "SELECT notifications_enqueue(%(runs)s::uuid[], %(tasks)s::uuid[], %(attempts)s::int[],"
-    " %(events)s::text[], %(window)s, %(channel)s)"
-)
+SQL = queries("notifications", "outbox.sql")
 
 
 def enqueue(cursor: Any | None, *, events: Sequence[Event]) -> int:
@@ -52,9 +51,9 @@ def enqueue(cursor: Any | None, *, events: Sequence[Event]) -> int:
     }
     if cursor is None:
         with connection.cursor() as own:
-            own.execute(_ENQUEUE_SQL, params)
+            own.execute(SQL["enqueue"], params)
             return int(own.fetchone()[0])
-    cursor.execute(_ENQUEUE_SQL, params)
+    cursor.execute(SQL["enqueue"], params)
     return int(cursor.fetchone()[0])
 
 

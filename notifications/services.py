@@ -21,6 +21,7 @@ from notifications.models import Channel, Notification
 from notifications.outbox import NOTIFICATION_CHANNEL
 from notifications.transports.base import TransportError, TransportSettings, get_transport
 from tasks.models import Attempt
+from tasks.sql import queries
 
 logger = logging.getLogger(__name__)
 
@@ -28,37 +29,8 @@ logger = logging.getLogger(__name__)
 SECRET_FIELDS = frozenset({"secret", "webhook_url", "token"})
 CHANNEL_FIELDS = ("name", "all_tasks_events")
 
-# The claim takes rows with SKIP LOCKED and pushes next_attempt_at a lease ahead, then commits:
-# no row lock is held during the network call, and no other deliverer takes the row while the
-# lease runs. If this process dies mid-send the row comes back when the lease ends (at least
-# once; receivers deduplicate on X-Scheduler-Delivery).
-_CLAIM_SQL = """
-WITH picked AS (
-    SELECT id FROM notifications_notification
-     WHERE status = 'pending' AND next_attempt_at <= %(now)s
-     ORDER BY next_attempt_at
-     LIMIT %(limit)s
-     FOR UPDATE SKIP LOCKED
-)
-UPDATE notifications_notification n
-   SET attempts = n.attempts + 1, next_attempt_at = %(now)s + make_interval(secs => %(lease)s)
-  FROM picked
- WHERE n.id = picked.id
-RETURNING n.id, n.attempts
-"""
-
-# `sent` lands whenever the row is still pending; a retry or failure only while this deliverer
-# still holds the claim (attempts unchanged), so a late result never overrides a newer claim.
-_RECORD_SQL = """
-UPDATE notifications_notification n
-   SET status = v.status, sent_at = coalesce(v.sent_at, n.sent_at),
-       next_attempt_at = v.next_attempt_at,
-       last_error = CASE WHEN v.error = '' THEN n.last_error ELSE v.error END
-  FROM unnest(%(ids)s::uuid[], %(attempts)s::int[], %(statuses)s::text[],
-              %(sent_at)s::timestamptz[], %(next_at)s::timestamptz[], %(errors)s::text[])
-       AS v(id, attempts, status, sent_at, next_attempt_at, error)
- WHERE n.id = v.id AND n.status = 'pending' AND (v.status = 'sent' OR n.attempts = v.attempts)
-"""
+# The claim (a lease, at least once) and the fenced record: notifications/sql/delivery.sql.
+SQL = queries("notifications", "delivery.sql")
 
 
 @dataclass(frozen=True)
@@ -91,7 +63,7 @@ def claim(*, limit: int, now: datetime) -> dict[UUID, int]:
     """Claim up to `limit` due pending notifications; returns {id: attempt number}."""
     with transaction.atomic(), connection.cursor() as cursor:
         lease = settings.NOTIFICATIONS_LEASE_SECONDS
-        cursor.execute(_CLAIM_SQL, {"now": now, "limit": limit, "lease": lease})
+        cursor.execute(SQL["claim"], {"now": now, "limit": limit, "lease": lease})
         return dict(cursor.fetchall())
 
 
@@ -181,7 +153,7 @@ def _record(results: list[Result], *, claimed: dict[UUID, int], now: datetime) -
             f" error={result.error[:200]!r}" if result.error else "",
         )
     with connection.cursor() as cursor:
-        cursor.execute(_RECORD_SQL, values)
+        cursor.execute(SQL["record"], values)
 
 
 def seconds_until_next_due() -> float | None:

@@ -1,10 +1,11 @@
 """The Django admin operators run the service from: tasks, runs, processes, and the dashboard.
 
-Every action and every task saved goes through tasks.services / tasks.run_services, exactly
-like the API; the task form is validated by the API's serializer (tasks.admin_forms). Every
-changelist stays fast with millions of runs: no full counts (EstimatedCountPaginator,
-show_full_result_count = False), static filters, uuid search by primary key, and an ordering
-each filter's index can serve (docs/operations.md has the measurement).
+Every action and every task saved goes through tasks.transitions (creation, lifecycle,
+run_actions), exactly like the API; the task form is validated by the API's serializer
+(tasks.admin_forms). Every changelist stays fast with millions of runs: no full counts
+(EstimatedCountPaginator, show_full_result_count = False), static filters, uuid search by
+primary key, and an ordering each filter's index can serve (docs/operations.md has the
+measurement).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
-from tasks import planning, run_services, services
+from tasks import planning
 from tasks.admin_forms import SCHEDULE_FIELDS, TaskAdminForm, schedule_help
 from tasks.admin_lists import (
     EstimatedCountPaginator,
@@ -33,6 +34,7 @@ from tasks.admin_lists import (
 from tasks.db import db_now
 from tasks.exceptions import TasksError
 from tasks.models import TERMINAL_STATUSES, Attempt, Process, Run, Task
+from tasks.transitions import creation, lifecycle, run_actions
 
 # The index page links the dashboard (templates/admin/tasks_index.html).
 admin.site.index_template = "admin/tasks_index.html"
@@ -137,10 +139,10 @@ class TaskAdmin(admin.ModelAdmin):
         now = db_now()
         try:
             if change:
-                task = services.update_task(task=obj, data=form.api_data, now=now)
+                task = lifecycle.update_task(task=obj, data=form.api_data, now=now)
             else:
                 owner = form.cleaned_data.get("owner") or request.user
-                task, created = services.create_task(owner=owner, data=form.api_data, now=now)
+                task, created = creation.create_task(owner=owner, data=form.api_data, now=now)
                 if not created:
                     self.message_user(
                         request, "A task with this dedup key exists: it is shown.", messages.INFO
@@ -195,13 +197,17 @@ class TaskAdmin(admin.ModelAdmin):
     @admin.action(description="Pause the selected tasks", permissions=["change"])
     def pause(self, request: HttpRequest, queryset: QuerySet[Task]) -> None:
         _apply(
-            self, request, queryset, "paused", lambda t, now: services.pause_task(task=t, now=now)
+            self, request, queryset, "paused", lambda t, now: lifecycle.pause_task(task=t, now=now)
         )
 
     @admin.action(description="Resume the selected tasks", permissions=["change"])
     def resume(self, request: HttpRequest, queryset: QuerySet[Task]) -> None:
         _apply(
-            self, request, queryset, "resumed", lambda t, now: services.resume_task(task=t, now=now)
+            self,
+            request,
+            queryset,
+            "resumed",
+            lambda t, now: lifecycle.resume_task(task=t, now=now),
         )
 
     @admin.action(description="Run the selected tasks now (one extra run)", permissions=["change"])
@@ -211,7 +217,7 @@ class TaskAdmin(admin.ModelAdmin):
             request,
             queryset,
             "runs created",
-            lambda t, now: services.run_now(task=t, now=now),
+            lambda t, now: lifecycle.run_now(task=t, now=now),
         )
 
     @admin.action(
@@ -219,14 +225,14 @@ class TaskAdmin(admin.ModelAdmin):
     )
     def skip_next(self, request: HttpRequest, queryset: QuerySet[Task]) -> None:
         _apply(self, request, queryset, "skipped",
-               lambda t, now: services.skip_next(task=t, now=now))  # fmt: skip
+               lambda t, now: lifecycle.skip_next(task=t, now=now))  # fmt: skip
 
     @admin.action(
         description="Cancel the selected tasks (stops running runs too)", permissions=["change"]
     )
     def cancel(self, request: HttpRequest, queryset: QuerySet[Task]) -> None:
         _apply(self, request, queryset, "cancelled",
-               lambda t, now: services.cancel_task(task=t, force=True, now=now))  # fmt: skip
+               lambda t, now: lifecycle.cancel_task(task=t, force=True, now=now))  # fmt: skip
 
 
 class AttemptInline(admin.TabularInline):
@@ -301,14 +307,14 @@ class RunAdmin(admin.ModelAdmin):
     )
     def retry(self, request: HttpRequest, queryset: QuerySet[Run]) -> None:
         _apply(self, request, queryset, "retried",
-               lambda r, now: run_services.retry_run(run=r, now=now))  # fmt: skip
+               lambda r, now: run_actions.retry_run(run=r, now=now))  # fmt: skip
 
     @admin.action(
         description="Cancel the selected runs (running ones are stopped)", permissions=["change"]
     )
     def cancel(self, request: HttpRequest, queryset: QuerySet[Run]) -> None:
         _apply(self, request, queryset, "cancelled",
-               lambda r, now: run_services.cancel_run(run=r, now=now))  # fmt: skip
+               lambda r, now: run_actions.cancel_run(run=r, now=now))  # fmt: skip
 
 
 @admin.register(Process)

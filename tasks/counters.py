@@ -7,22 +7,13 @@ from collections.abc import Iterable
 from typing import Any
 from uuid import UUID
 
+from tasks.sql import queries
+
 # Each process writes its own shard, so workers recording at once rarely wait on one row; the
 # table stays tiny (shards x metrics x kinds x outcomes) and /metrics sums the shards.
 SHARDS = 32
 
-_UPSERT_SQL = """
-INSERT INTO tasks_runcounter (metric, kind, outcome, shard, value)
-SELECT c.metric, t.kind, c.outcome, %(shard)s, count(*)
-  FROM unnest(%(task_ids)s::uuid[], %(metrics)s::text[], %(outcomes)s::text[])
-       AS c(task_id, metric, outcome)
-  JOIN tasks_task t ON t.id = c.task_id
- GROUP BY c.metric, t.kind, c.outcome
- -- A fixed row order: two transactions sharing a shard then lock its rows in the same order.
- ORDER BY c.metric, t.kind, c.outcome
-ON CONFLICT (metric, kind, outcome, shard)
-DO UPDATE SET value = tasks_runcounter.value + EXCLUDED.value
-"""
+SQL = queries("tasks", "counters.sql")
 
 
 def shard_of(process: str) -> int:
@@ -39,7 +30,7 @@ def count_events(cursor: Any, *, process: str, events: Iterable[tuple[UUID, str,
     if not rows:
         return
     cursor.execute(
-        _UPSERT_SQL,
+        SQL["count_events"],
         {
             "shard": shard_of(process),
             "task_ids": [task_id for task_id, _, _ in rows],

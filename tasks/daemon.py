@@ -11,6 +11,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand
 from django.db import connection
 
+from tasks.db import Listener
 from tasks.loop import install_stop_signals, run_loop
 from tasks.processes import beat, mark_stopped, process_name
 
@@ -27,8 +28,6 @@ class DaemonCommand(BaseCommand):
         parser.add_argument("--once", action="store_true", help="one pass, then exit")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        from tasks.db import Listener
-
         self.name = process_name(self.role)
         self.stop = threading.Event()
         self.wake = threading.Event()

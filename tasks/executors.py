@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from django.conf import settings
 
 from tasks import handlers
-from tasks.queue import ClaimedRun
 from tasks.storage import local_executable
+from tasks.transitions.claim import ClaimedRun
 
 
 @dataclass(frozen=True)

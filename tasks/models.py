@@ -170,7 +170,7 @@ class Run(models.Model):
         ]
         indexes = [
             # The workers' claim over claimable rows only, so it stays as fast with a billion
-            # finished runs as with none: one range scan per priority (tasks/queue.py), which
+            # finished runs as with none: one range scan per priority (tasks/sql/claim.sql), which
             # also finds the earliest claimable run. The only index on claimable runs, so that
             # the planner has no other way to claim (a time-ordered one let it sort every due run).
             models.Index(
@@ -258,7 +258,7 @@ class Process(models.Model):
 class RunCounter(models.Model):
     """Cumulative counts behind the `*_total` metrics, never pruned by retention.
 
-    Workers add one batch of outcomes per upsert (tasks/queue.py), reviewers their rescues.
+    Workers add one batch of outcomes per upsert (tasks/sql/claim.sql), reviewers their rescues.
     Sharded by process so several workers never queue behind one hot row; /metrics sums shards.
     """
 

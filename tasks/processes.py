@@ -7,11 +7,9 @@ import socket
 import uuid
 from typing import Any
 
-_UPSERT_SQL = """
-INSERT INTO tasks_process (name, role, host, pid, concurrency, started_at, last_seen_at)
-VALUES (%s, %s, %s, %s, %s, clock_timestamp(), clock_timestamp())
-ON CONFLICT (name) DO UPDATE SET last_seen_at = clock_timestamp(), stopped_at = NULL
-"""
+from tasks.sql import queries
+
+SQL = queries("tasks", "processes.sql")
 
 
 def process_name(role: str) -> str:
@@ -21,10 +19,8 @@ def process_name(role: str) -> str:
 
 def beat(cursor: Any, *, name: str, role: str, concurrency: int = 0) -> None:
     """Record that this process is alive, on the database clock. Works on any DB-API cursor."""
-    cursor.execute(_UPSERT_SQL, [name, role, socket.gethostname(), os.getpid(), concurrency])
+    cursor.execute(SQL["beat"], [name, role, socket.gethostname(), os.getpid(), concurrency])
 
 
 def mark_stopped(cursor: Any, *, name: str) -> None:
-    cursor.execute(
-        "UPDATE tasks_process SET stopped_at = clock_timestamp() WHERE name = %s", [name]
-    )
+    cursor.execute(SQL["mark_stopped"], [name])

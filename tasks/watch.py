@@ -10,9 +10,9 @@ from typing import TYPE_CHECKING
 import psycopg
 from django.conf import settings
 
-from tasks import queue
 from tasks.db import RUN_CANCEL_CHANNEL, RUN_DUE_CHANNEL, connect
 from tasks.processes import beat, mark_stopped
+from tasks.transitions import claim
 
 if TYPE_CHECKING:
     from tasks.worker import Worker
@@ -75,7 +75,7 @@ class Watch(threading.Thread):
         assert self.conn is not None
         with self.conn.transaction():
             cursor = self.conn.cursor()
-            held = queue.renew_heartbeats(cursor, worker=self.worker.name, run_ids=known)
+            held = claim.renew_heartbeats(cursor, worker=self.worker.name, run_ids=known)
             beat(cursor, name=self.worker.name, role="worker", concurrency=self.worker.concurrency)
         self.last_beat = time.monotonic()
         lost = self.worker.held_before(seq) - held

@@ -22,9 +22,10 @@ from django.conf import settings
 from django.db import DatabaseError, close_old_connections, connection
 
 from notifications.delivery import start_delivery_thread
-from tasks import queue, retries
+from tasks import retries
 from tasks.executors import ExecutionResult, execute
 from tasks.processes import process_name
+from tasks.transitions import claim, overlap
 from tasks.watch import Watch
 
 logger = logging.getLogger(__name__)
@@ -32,7 +33,7 @@ logger = logging.getLogger(__name__)
 
 @dataclass
 class InFlight:
-    run: queue.ClaimedRun
+    run: claim.ClaimedRun
     claimed_mono: float
     start_mono: float
     claim_seq: int
@@ -64,7 +65,7 @@ class Worker:
         self.lock = threading.Lock()
         self.wake = threading.Event()
         self.results: SimpleQueue[tuple[InFlight, ExecutionResult]] = SimpleQueue()
-        self.pending: list[queue.Outcome] = []
+        self.pending: list[claim.Outcome] = []
         self.claim_seq = 0
         self.pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="executor")
         self.watch = Watch(self)
@@ -143,7 +144,7 @@ class Worker:
         batch, self.pending = self.pending, []
         sent = time.monotonic()
         try:
-            recorded, claimed = queue.record_and_claim(
+            recorded, claimed = claim.record_and_claim(
                 worker=self.name,
                 outcomes=batch,
                 limit=free,
@@ -159,7 +160,7 @@ class Worker:
         self._note_recorded(batch, recorded)
         asked = len(claimed)
         try:
-            claimed = queue.resolve_overlaps(worker=self.name, claimed=claimed)
+            claimed = overlap.resolve_overlaps(worker=self.name, claimed=claimed)
         except DatabaseError as exc:
             # Never heard of by the watch thread, these runs go stale: the reviewer requeues them.
             logger.warning("overlap check of %d claimed runs failed (%s)", len(claimed), exc)
@@ -173,7 +174,7 @@ class Worker:
         wait = self.poll
         if len(self.inflight) < self.capacity:
             try:
-                until = queue.seconds_until_next_due()
+                until = claim.seconds_until_next_due()
             except DatabaseError:
                 connection.close()
                 until = None
@@ -185,7 +186,7 @@ class Worker:
         return wait
 
     # --- executing ------------------------------------------------------------------------
-    def _dispatch(self, run: queue.ClaimedRun, *, anchor: float) -> None:
+    def _dispatch(self, run: claim.ClaimedRun, *, anchor: float) -> None:
         # Two anchors for the claim's database timestamp, each erring on the safe side: the
         # start timer counts from now (after the round trip), so a run never starts early; the
         # recorded started_at counts from before the round trip, so it never reads early.
@@ -262,7 +263,7 @@ class Worker:
             return False
         batch, self.pending = self.pending, []
         try:
-            recorded = queue.record_outcomes(worker=self.name, outcomes=batch)
+            recorded = claim.record_outcomes(worker=self.name, outcomes=batch)
         except DatabaseError as exc:
             logger.warning("recording %d outcomes failed (%s); will retry", len(batch), exc)
             connection.close()
@@ -272,7 +273,7 @@ class Worker:
         self._note_recorded(batch, recorded)
         return True
 
-    def _note_recorded(self, batch: list[queue.Outcome], recorded: list[tuple]) -> None:
+    def _note_recorded(self, batch: list[claim.Outcome], recorded: list[tuple]) -> None:
         self.finished_count += len(recorded)
         if len(recorded) < len(batch):
             kept = {run_id for run_id, _, _ in recorded}
@@ -305,7 +306,7 @@ class Worker:
             else:
                 status, retry_in = "failed", 0.0
         self.pending.append(
-            queue.Outcome(
+            claim.Outcome(
                 run_id=run.id,
                 attempt=run.attempt,
                 status=status,

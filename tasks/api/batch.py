@@ -12,8 +12,8 @@ from tasks.api.bodies import TaskJSONBody
 from tasks.api.parsers import JSONParser
 from tasks.api.serializers import TaskInputSerializer
 from tasks.api.views import ERRORS
-from tasks.batch import MAX_BATCH, create_tasks
 from tasks.db import db_now
+from tasks.transitions.creation import MAX_BATCH, create_tasks
 
 
 class BatchInputSerializer(serializers.Serializer):

@@ -32,7 +32,7 @@ from rest_framework.views import APIView
 
 from tasks.db import db_now
 from tasks.models import Process
-from tasks.queue import EARLIEST_CLAIMABLE_SQL
+from tasks.transitions.claim import EARLIEST_CLAIMABLE_SQL
 
 logger = logging.getLogger(__name__)
 

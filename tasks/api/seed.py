@@ -16,7 +16,6 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from tasks import services
 from tasks.api.bodies import TASK_BODY, UPLOAD_NOTE
 from tasks.api.json_sql import tasks_json
 from tasks.api.parsers import UPLOAD_PARSERS
@@ -25,6 +24,7 @@ from tasks.api.views import CONFLICT, ERRORS, TaskListCreateView, owned_tasks
 from tasks.db import db_now
 from tasks.models import Task
 from tasks.storage import payload_s3_path
+from tasks.transitions import creation, lifecycle
 
 
 def _plain(data: Any) -> dict:
@@ -119,7 +119,7 @@ def _update(request: Request, task: Task, body: dict) -> Task:
         context={"now": now, "multipart": multipart, "request": request},
     )
     serializer.is_valid(raise_exception=True)
-    return services.update_task(task=task, data=serializer.validated_data, now=now)
+    return lifecycle.update_task(task=task, data=serializer.validated_data, now=now)
 
 
 class SeedTaskView(APIView):
@@ -140,7 +140,7 @@ class SeedTaskView(APIView):
             data=body, context={"now": now, "multipart": multipart, "request": request}
         )
         serializer.is_valid(raise_exception=True)
-        task, created = services.create_task(
+        task, created = creation.create_task(
             owner=request.user, data=serializer.validated_data, now=now
         )
         code = status.HTTP_201_CREATED if created else status.HTTP_200_OK
@@ -173,7 +173,7 @@ class SeedTaskView(APIView):
     )
     def delete(self, request: Request) -> Response:
         task = _task_from(request, request.query_params.get("id"))
-        services.cancel_task(task=task, force=False, now=db_now())
+        lifecycle.cancel_task(task=task, force=False, now=db_now())
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
@@ -194,9 +194,9 @@ class SeedTaskStatusView(APIView):
         task = _task_from(request, serializer.validated_data["task_id"])
         now = db_now()
         if serializer.validated_data["status"] == "enable":
-            task = services.resume_task(task=task, now=now)
+            task = lifecycle.resume_task(task=task, now=now)
         else:
-            task = services.pause_task(task=task, now=now)
+            task = lifecycle.pause_task(task=task, now=now)
         return Response(seed_representation(request, task))
 
 
@@ -217,7 +217,7 @@ class SeedTaskDetailView(APIView):
         task = get_object_or_404(owned_tasks(request), pk=pk)
         body = _plain(request.data)
         if body.pop("cancel_next", False) in (True, "true", "1"):
-            services.skip_next(task=task, now=db_now())
+            lifecycle.skip_next(task=task, now=db_now())
         if body:
             _update(request, task, seed_to_api(body, partial=True))
         return Response(status=status.HTTP_204_NO_CONTENT)
@@ -225,7 +225,7 @@ class SeedTaskDetailView(APIView):
     @extend_schema(responses={204: None, **ERRORS, **CONFLICT})
     def delete(self, request: Request, pk: Any) -> Response:
         task = get_object_or_404(owned_tasks(request), pk=pk)
-        services.cancel_task(task=task, force=False, now=db_now())
+        lifecycle.cancel_task(task=task, force=False, now=db_now())
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 

@@ -22,7 +22,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from scheduler_project.auth import request_owner
-from tasks import planning, run_services, services
+from tasks import planning
 from tasks.api.bodies import TASK_BODY, UPLOAD_NOTE
 from tasks.api.json_sql import iso_json, json_array, runs_json, task_json, tasks_json
 from tasks.api.parsers import UPLOAD_PARSERS
@@ -31,6 +31,7 @@ from tasks.api.run_serializers import RunSerializer
 from tasks.api.serializers import PreviewSerializer, TaskInputSerializer, TaskOutputSerializer
 from tasks.db import db_now
 from tasks.models import Run, Task
+from tasks.transitions import creation, lifecycle, run_actions
 
 ERRORS = {
     400: OpenApiResponse(description="Invalid input; the body names the field."),
@@ -95,7 +96,7 @@ class TaskListCreateView(generics.ListAPIView):
             data=request.data, context={"now": now, "multipart": multipart, "request": request}
         )
         serializer.is_valid(raise_exception=True)
-        task, created = services.create_task(
+        task, created = creation.create_task(
             owner=request_owner(request), data=serializer.validated_data, now=now
         )
         code = status.HTTP_201_CREATED if created else status.HTTP_200_OK
@@ -142,7 +143,7 @@ class TaskDetailView(APIView):
             context={"now": now, "multipart": multipart, "request": request},
         )
         serializer.is_valid(raise_exception=True)
-        task = services.update_task(task=task, data=serializer.validated_data, now=now)
+        task = lifecycle.update_task(task=task, data=serializer.validated_data, now=now)
         return task_response(request, task)
 
     @extend_schema(
@@ -152,7 +153,7 @@ class TaskDetailView(APIView):
     def delete(self, request: Request, pk: Any) -> Response:
         task = self.get_object(request, pk)
         force = request.query_params.get("force", "").lower() in ("true", "1", "yes")
-        services.cancel_task(task=task, force=force, now=db_now())
+        lifecycle.cancel_task(task=task, force=force, now=db_now())
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
@@ -165,8 +166,8 @@ class TaskActionView(APIView):
     def post(self, request: Request, pk: Any) -> Response:
         task = get_object_or_404(owned_tasks(request), pk=pk)
         if self.verb == "pause":
-            return task_response(request, services.pause_task(task=task, now=db_now()))
-        return task_response(request, services.resume_task(task=task, now=db_now()))
+            return task_response(request, lifecycle.pause_task(task=task, now=db_now()))
+        return task_response(request, lifecycle.resume_task(task=task, now=db_now()))
 
 
 class TaskRunActionView(APIView):
@@ -180,9 +181,9 @@ class TaskRunActionView(APIView):
     def post(self, request: Request, pk: Any) -> Response:
         task = get_object_or_404(owned_tasks(request), pk=pk)
         if self.verb == "run-now":
-            run = services.run_now(task=task, now=db_now())
+            run = lifecycle.run_now(task=task, now=db_now())
             return run_response(request, run, status.HTTP_201_CREATED)
-        return run_response(request, services.skip_next(task=task, now=db_now()))
+        return run_response(request, lifecycle.skip_next(task=task, now=db_now()))
 
 
 class RunFilter(django_filters.FilterSet):
@@ -240,9 +241,9 @@ class RunActionView(APIView):
         run = get_object_or_404(Run.objects.filter(owner=request_owner(request)), pk=pk)
         now = db_now()
         if self.verb == "cancel":
-            run = run_services.cancel_run(run=run, now=now)
+            run = run_actions.cancel_run(run=run, now=now)
         else:
-            run = run_services.retry_run(run=run, now=now)
+            run = run_actions.retry_run(run=run, now=now)
         return run_response(request, run)
 
 

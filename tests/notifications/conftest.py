@@ -16,8 +16,8 @@ import standardwebhooks
 
 from notifications.models import Channel
 from notifications.transports.webhook import verify_signature
-from tasks import queue
 from tasks.models import Run, Task
+from tasks.transitions import claim
 from tests.factories import RunFactory, TaskFactory, UserFactory
 
 # A Standard Webhooks secret ("whsec_" + base64); X-Scheduler-Signature signs with it too.
@@ -131,10 +131,10 @@ def due_run(task: Task, **fields: Any) -> Run:
 
 
 def finish(run: Run, status: str, *, attempt_outcome: str | None = None) -> list[tuple]:
-    """Claim `run` like a worker and record `status` through tasks.queue.record_outcomes."""
-    [claimed] = queue.claim_runs(worker="w-test", limit=1, prefetch_seconds=0, owner_cap=0)
+    """Claim `run` like a worker and record `status` through tasks.claim.record_outcomes."""
+    [claimed] = claim.claim_runs(worker="w-test", limit=1, prefetch_seconds=0, owner_cap=0)
     assert claimed.id == run.id
-    outcome = queue.Outcome(
+    outcome = claim.Outcome(
         run_id=run.id,
         attempt=claimed.attempt,
         status=status,
@@ -142,4 +142,4 @@ def finish(run: Run, status: str, *, attempt_outcome: str | None = None) -> list
         started_at=claimed.claimed_at,
         error="" if status == "succeeded" else "boom: the payload failed",
     )
-    return queue.record_outcomes(worker="w-test", outcomes=[outcome])
+    return claim.record_outcomes(worker="w-test", outcomes=[outcome])

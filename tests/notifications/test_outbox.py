@@ -12,9 +12,10 @@ from django.utils import timezone
 
 from notifications import outbox
 from notifications.models import Notification
-from reviewers.services import flag_starved_runs, rescue_stuck_runs
-from tasks import planning, schedules
+from tasks import schedules
 from tasks.models import Run
+from tasks.transitions import claim, overlap, plan
+from tasks.transitions.rescue import flag_starved_runs, rescue_stuck_runs
 from tasks.worker import Worker
 from tests.factories import RunFactory, TaskFactory, UserFactory
 from tests.notifications.conftest import ChannelFactory, due_run, finish, subscribed_task
@@ -101,13 +102,11 @@ def test_enqueue_costs_one_statement_when_nobody_subscribes() -> None:
         for i in range(3)
     ]
     with CaptureQueriesContext(connection) as queries:
-        from tasks import queue
-
-        claimed = queue.claim_runs(worker="w", limit=3, prefetch_seconds=0, owner_cap=0)
-        queue.record_outcomes(
+        claimed = claim.claim_runs(worker="w", limit=3, prefetch_seconds=0, owner_cap=0)
+        claim.record_outcomes(
             worker="w",
             outcomes=[
-                queue.Outcome(run_id=c.id, attempt=1, status="succeeded",
+                claim.Outcome(run_id=c.id, attempt=1, status="succeeded",
                               attempt_outcome="succeeded", started_at=None)
                 for c in claimed
             ],
@@ -182,7 +181,7 @@ def test_misfire_skipped_occurrences_are_missed(user) -> None:
         channel, ["missed"], schedule=schedule, schedule_type="interval", next_run_at=start
     )
 
-    result = planning.plan_task(task, now=now, horizon=now + timedelta(seconds=30))
+    result = plan.plan_task(task, now=now, horizon=now + timedelta(seconds=30))
 
     skipped = Run.objects.filter(task=task, status="skipped")
     assert result.skipped == skipped.count() > 0
@@ -209,7 +208,6 @@ def test_rescue_and_starvation_are_stuck(user) -> None:
 
 
 def test_overlap_skipped_occurrence_is_missed(user) -> None:
-    from tasks import queue
 
     channel = ChannelFactory(owner=user)
     schedule = {"type": "once", "run_at": "2030-01-01T00:00:00Z", "overlap": "skip"}
@@ -217,8 +215,8 @@ def test_overlap_skipped_occurrence_is_missed(user) -> None:
     running_run(task, scheduled_at=timezone.now() - timedelta(minutes=1), worker="w-other")
     run = due_run(task)
 
-    claimed = queue.claim_runs(worker="w", limit=5, prefetch_seconds=0, owner_cap=0)
-    assert queue.resolve_overlaps(worker="w", claimed=claimed) == []
+    claimed = claim.claim_runs(worker="w", limit=5, prefetch_seconds=0, owner_cap=0)
+    assert overlap.resolve_overlaps(worker="w", claimed=claimed) == []
 
     assert Run.objects.get(pk=run.pk).status == "skipped"
     assert events_of(run) == [(0, "missed")]

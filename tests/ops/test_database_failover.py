@@ -14,12 +14,12 @@ from django.db.backends.postgresql.base import DatabaseWrapper as DjangoWrapper
 from django.db.utils import load_backend
 from django.test import Client
 
-from reviewers.services import rescue_stuck_runs
 from scheduler_project.database import database_config, database_url
-from tasks import queue
 from tasks.api.health import health_report
 from tasks.db import is_unavailable
 from tasks.models import Run
+from tasks.transitions import claim
+from tasks.transitions.rescue import rescue_stuck_runs
 from tests.factories import RunFactory, TaskFactory, UserFactory
 from tests.security.test_production_settings import python_setting
 
@@ -181,12 +181,12 @@ def test_a_claim_whose_answer_was_lost_is_not_renewed_and_gets_rescued() -> None
     task = TaskFactory(max_attempts=3)
     runs = [RunFactory(task=task, scheduled_at=datetime.now(UTC) - timedelta(seconds=i))
             for i in range(2)]  # fmt: skip
-    claimed = queue.claim_runs(worker="w-a", limit=2, prefetch_seconds=0, owner_cap=100)
+    claimed = claim.claim_runs(worker="w-a", limit=2, prefetch_seconds=0, owner_cap=100)
     assert {c.id for c in claimed} == {r.id for r in runs}
     Run.objects.update(heartbeat_at=datetime.now(UTC) - timedelta(minutes=5))
 
     with connection.cursor() as cursor:
-        held = queue.renew_heartbeats(cursor, worker="w-a", run_ids=[runs[0].id])
+        held = claim.renew_heartbeats(cursor, worker="w-a", run_ids=[runs[0].id])
 
     assert held == {runs[0].id}
     assert rescue_stuck_runs(after_seconds=60).rescued == 1

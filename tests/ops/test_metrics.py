@@ -12,8 +12,8 @@ from django.test import override_settings
 from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
-from tasks import queue
 from tasks.models import Process
+from tasks.transitions import claim
 from tests.factories import RunFactory, TaskFactory
 
 
@@ -66,19 +66,19 @@ def test_finished_runs_and_attempts_are_counted_by_the_outcome_batch(client, db)
     task = TaskFactory(kind="handler")
     for _ in range(3):
         RunFactory(task=task, execute_at=timezone.now() - timedelta(seconds=1), max_attempts=2)
-    claimed = queue.claim_runs(worker="w1", limit=10, prefetch_seconds=0, owner_cap=0)
+    claimed = claim.claim_runs(worker="w1", limit=10, prefetch_seconds=0, owner_cap=0)
     assert len(claimed) == 3
     outcomes = [
-        queue.Outcome(run_id=claimed[0].id, attempt=1, status="succeeded",
+        claim.Outcome(run_id=claimed[0].id, attempt=1, status="succeeded",
                       attempt_outcome="succeeded", started_at=claimed[0].claimed_at),
-        queue.Outcome(run_id=claimed[1].id, attempt=1, status="succeeded",
+        claim.Outcome(run_id=claimed[1].id, attempt=1, status="succeeded",
                       attempt_outcome="succeeded", started_at=claimed[1].claimed_at),
-        queue.Outcome(run_id=claimed[2].id, attempt=1, status="scheduled",
+        claim.Outcome(run_id=claimed[2].id, attempt=1, status="scheduled",
                       attempt_outcome="failed", started_at=claimed[2].claimed_at, retry_in=60.0),
     ]  # fmt: skip
-    queue.record_outcomes(worker="w1", outcomes=outcomes)
+    claim.record_outcomes(worker="w1", outcomes=outcomes)
     # A late duplicate of an outcome is fenced out, and so is its count.
-    queue.record_outcomes(worker="w1", outcomes=outcomes[:1])
+    claim.record_outcomes(worker="w1", outcomes=outcomes[:1])
     text = scrape(client)
     assert value(text, "scheduler_runs_finished_total", kind="handler", outcome="succeeded") == 2
     assert value(text, "scheduler_run_attempts_total", kind="handler", outcome="succeeded") == 2
@@ -89,7 +89,7 @@ def test_finished_runs_and_attempts_are_counted_by_the_outcome_batch(client, db)
 
 
 def test_rescues_are_counted(client, db):
-    from reviewers.services import rescue_stuck_runs
+    from tasks.transitions.rescue import rescue_stuck_runs
 
     stale = timezone.now() - timedelta(minutes=5)
     RunFactory(status="running", worker="gone", attempt=1, max_attempts=1,

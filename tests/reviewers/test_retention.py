@@ -13,8 +13,8 @@ from django.test import override_settings
 from django.utils import timezone
 
 from reviewers import retention
-from tasks import queue
 from tasks.models import Attempt, Process, Run
+from tasks.transitions import claim
 from tests.factories import RunFactory, TaskFactory
 
 DAY = timedelta(days=1)
@@ -106,7 +106,7 @@ def test_a_prune_batch_holding_its_locks_neither_blocks_a_claim_nor_another_prun
         with connection.cursor() as cursor:  # fail loudly instead of hanging if it ever blocks
             cursor.execute("SET lock_timeout = '2s'")
         started = time.monotonic()
-        claimed = queue.claim_runs(worker="w1", limit=5, prefetch_seconds=0, owner_cap=0)
+        claimed = claim.claim_runs(worker="w1", limit=5, prefetch_seconds=0, owner_cap=0)
         claim_seconds = time.monotonic() - started
         # A second reviewer skips the locked rows and takes the others at once.
         started = time.monotonic()

@@ -7,8 +7,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from django.test import override_settings
 
-from tasks import queue
 from tasks.models import Run
+from tasks.transitions import claim
 from tasks.worker import Worker
 from tests.factories import RunFactory, TaskFactory
 
@@ -68,7 +68,7 @@ def test_a_batch_starts_due_runs_by_priority_and_future_runs_by_time() -> None:
     high = RunFactory(task=task, priority=9, scheduled_at=now - timedelta(seconds=1))
     later = RunFactory(task=task, priority=9, scheduled_at=now + timedelta(seconds=0.3))
     soon = RunFactory(task=task, priority=0, scheduled_at=now + timedelta(seconds=0.2))
-    claimed = queue.claim_runs(worker="w", limit=10, prefetch_seconds=0.5, owner_cap=0)
+    claimed = claim.claim_runs(worker="w", limit=10, prefetch_seconds=0.5, owner_cap=0)
     assert [r.id for r in claimed] == [high.id, low.id, soon.id, later.id]
     assert [r.priority for r in claimed] == [9, 1, 0, 9]
     assert Run.objects.filter(status="running").count() == 4

@@ -11,9 +11,10 @@ from datetime import timedelta
 
 import pytest
 
-from tasks import planning, schedules, services
+from tasks import planning, schedules
 from tasks.db import db_now
 from tasks.models import TERMINAL_STATUSES, Run, Task
+from tasks.transitions import creation, lifecycle
 from tests.conftest import process_env, wait_for
 from tests.factories import UserFactory
 from tests.tasks.recurring_support import fire_times_until, iso, recurring_task
@@ -113,16 +114,16 @@ def test_pause_stops_new_occurrences_and_resume_follows_the_misfire_policy(proce
             {"type": "interval", "every": 2, "misfire": policy}, now=created
         )
         data = {"kind": "handler", "payload": NOOP, "schedule": schedule}
-        tasks[policy], _ = services.create_task(owner=owner, data=data, now=created)
+        tasks[policy], _ = creation.create_task(owner=owner, data=data, now=created)
     wait_for(lambda: Run.objects.filter(status="succeeded").count() >= 6, timeout=30)
 
     paused_at = db_now()
     for policy, task in tasks.items():
-        tasks[policy] = services.pause_task(task=task, now=paused_at)
+        tasks[policy] = lifecycle.pause_task(task=task, now=paused_at)
     time.sleep(9)  # about four occurrences pass while paused
     resumed_at = db_now()
     for policy, task in tasks.items():
-        tasks[policy] = services.resume_task(task=task, now=resumed_at)
+        tasks[policy] = lifecycle.resume_task(task=task, now=resumed_at)
     until = resumed_at + timedelta(seconds=4)
     wait_for(lambda: db_now() > until and settled(list(tasks.values()), until), timeout=30)
 

@@ -17,9 +17,10 @@ import pytest
 from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
 
-from tasks import schedules, services
+from tasks import schedules
 from tasks.db import db_now
 from tasks.models import Attempt, Process, Run, Task
+from tasks.transitions import creation, lifecycle
 from tests.conftest import process_env, wait_for
 from tests.factories import UserFactory
 from tests.tasks.recurring_support import iso
@@ -32,7 +33,7 @@ PREFETCH = timedelta(seconds=0.6)  # the worker's prefetch window, with some sla
 def create(raw: dict, **fields: object) -> Task:
     now = db_now()
     data = {"kind": "handler", "schedule": schedules.normalize(raw, now=now), **fields}
-    task, _ = services.create_task(owner=UserFactory(), data=data, now=now)
+    task, _ = creation.create_task(owner=UserFactory(), data=data, now=now)
     return task
 
 
@@ -127,7 +128,7 @@ def test_overlap_cancel_previous_kills_the_payload_process(processes, settings, 
         time.sleep(0.1)
 
     assert peak == 1, "each cancelled payload was killed before the next one started"
-    services.cancel_task(task=task, force=True, now=db_now())
+    lifecycle.cancel_task(task=task, force=True, now=db_now())
     wait_for(lambda: alive_with(marker) == 0, timeout=10)
 
 

@@ -7,8 +7,10 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from django.contrib.auth.models import AbstractBaseUser
 
-from tasks import planning, schedules, services
+from tasks import planning, schedules
 from tasks.models import Run, Task
+from tasks.transitions import creation
+from tasks.transitions.plan import PlanResult, plan_due_tasks, plan_task
 from tests.factories import UserFactory
 
 T0 = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
@@ -32,13 +34,13 @@ def make_task(owner: AbstractBaseUser, schedule: dict, *, now: datetime = T0) ->
         "payload": {"name": "noop", "args": {}},
         "schedule": schedules.normalize(schedule, now=now),
     }
-    task, created = services.create_task(owner=owner, data=data, now=now)
+    task, created = creation.create_task(owner=owner, data=data, now=now)
     assert created
     return task
 
 
-def plan(task: Task, now: datetime) -> planning.PlanResult:
-    return planning.plan_task(task, now=now, horizon=now + timedelta(seconds=30))
+def plan(task: Task, now: datetime) -> PlanResult:
+    return plan_task(task, now=now, horizon=now + timedelta(seconds=30))
 
 
 def runs_by_status(task: Task) -> dict[str, list[datetime]]:
@@ -194,7 +196,7 @@ def test_plan_due_tasks_plans_active_tasks_only(owner: AbstractBaseUser) -> None
     paused, _ = late_minutely(owner, "run_all", 0)
     Task.objects.filter(pk=paused.pk).update(status="paused")
 
-    result = planning.plan_due_tasks(now=now)
+    result = plan_due_tasks(now=now)
 
     assert result.planned == 1
     assert Run.objects.filter(task=active).count() == 1

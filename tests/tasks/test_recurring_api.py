@@ -9,9 +9,9 @@ from itertools import pairwise
 import pytest
 from rest_framework.test import APIClient
 
-from tasks import planning
 from tasks.db import db_now
 from tasks.models import Run, Task
+from tasks.transitions import creation, plan
 from tests.tasks.support import running_run
 
 NOOP = {"kind": "handler", "payload": {"name": "noop"}}
@@ -66,7 +66,7 @@ def test_patch_is_atomic_when_replanning_fails(api: APIClient, monkeypatch) -> N
     def broken(*args: object, **kwargs: object) -> None:
         raise RuntimeError("planning failed half-way")
 
-    monkeypatch.setattr(planning, "plan_task", broken)
+    monkeypatch.setattr(creation, "plan_task", broken)
     with pytest.raises(RuntimeError):
         api.patch(
             f"/api/v1/tasks/{task['id']}", {"schedule": {"type": "interval", "every": 7}},
@@ -82,7 +82,7 @@ def test_paused_task_gets_no_new_occurrences(api: APIClient) -> None:
     task = create(api, {"type": "interval", "every": 10})
 
     paused = api.post(f"/api/v1/tasks/{task['id']}/pause").json()
-    planning.plan_due_tasks(now=db_now() + timedelta(hours=1))
+    plan.plan_due_tasks(now=db_now() + timedelta(hours=1))
 
     assert (paused["status"], paused["next_runs"]) == ("paused", [])
     assert not Run.objects.filter(task_id=task["id"]).exists()

@@ -8,11 +8,13 @@ import pytest
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 
-from tasks import planning, queue, schedules, services
+from tasks import planning, schedules
 from tasks.db import db_now
 from tasks.management.commands.runscheduler import MIN_PAUSE_SECONDS
 from tasks.management.commands.runscheduler import Command as Scheduler
 from tasks.models import Run, Task
+from tasks.transitions import claim, creation, lifecycle, overlap
+from tasks.transitions.plan import PLAN_RETRY_SECONDS, plan_due_tasks, plan_task
 from tests.factories import RunFactory, TaskFactory, UserFactory
 
 T0 = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
@@ -38,13 +40,13 @@ def make_task(owner: AbstractBaseUser, schedule: dict, *, now: datetime = T0) ->
         "payload": {"name": "noop", "args": {}},
         "schedule": schedules.normalize(schedule, now=now),
     }
-    task, _ = services.create_task(owner=owner, data=data, now=now)
+    task, _ = creation.create_task(owner=owner, data=data, now=now)
     return task
 
 
 def plan(task: Task, now: datetime) -> None:
     with transaction.atomic():
-        planning.plan_task(task, now=now, horizon=now + timedelta(seconds=30))
+        plan_task(task, now=now, horizon=now + timedelta(seconds=30))
 
 
 def statuses(task: Task) -> dict[str, list[datetime]]:
@@ -103,11 +105,11 @@ def test_a_task_whose_planning_fails_is_pushed_back_and_the_rest_planned(owner, 
     Task.objects.filter(pk=bad.pk).update(schedule=broken)
     now = T0 + 5 * MINUTE
 
-    planning.plan_due_tasks(now=now)
+    plan_due_tasks(now=now)
 
     assert Run.objects.filter(task=good).exists()
     bad.refresh_from_db()
-    assert bad.next_run_at == now + timedelta(seconds=planning.PLAN_RETRY_SECONDS)
+    assert bad.next_run_at == now + timedelta(seconds=PLAN_RETRY_SECONDS)
     assert f"planning task={bad.pk} failed" in caplog.text
 
 
@@ -135,7 +137,7 @@ def test_next_runs_leaves_out_skipped_and_started_occurrences(owner) -> None:
     Run.objects.filter(task=task, scheduled_at=T0 + 10 * SECOND).update(
         status="running", attempt=1, worker="w", started_at=T0, heartbeat_at=T0
     )
-    services.skip_next(task=task, now=T0)  # 20 s
+    lifecycle.skip_next(task=task, now=T0)  # 20 s
 
     times = planning.next_runs(task, now=T0, count=5)
 
@@ -144,9 +146,9 @@ def test_next_runs_leaves_out_skipped_and_started_occurrences(owner) -> None:
 
 def test_skip_next_never_skips_an_extra_run_now_run(owner) -> None:
     task = make_task(owner, {"type": "interval", "every": 10})
-    extra = services.run_now(task=task, now=T0 + 2 * SECOND)
+    extra = lifecycle.run_now(task=task, now=T0 + 2 * SECOND)
 
-    skipped = services.skip_next(task=task, now=T0 + 2 * SECOND)
+    skipped = lifecycle.skip_next(task=task, now=T0 + 2 * SECOND)
 
     assert skipped.scheduled_at == T0 + 10 * SECOND
     extra.refresh_from_db()
@@ -157,7 +159,7 @@ def test_skip_next_leaves_a_run_a_worker_claimed_meanwhile(owner, monkeypatch) -
     task = make_task(owner, {"type": "interval", "every": 10})
     first = Run.objects.get(task=task, scheduled_at=T0 + 10 * SECOND)
     # The worker's claim lands between skip_next's read and its write: the CAS sees it.
-    original = services._is_occurrence
+    original = lifecycle._is_occurrence
 
     def claim_then_check(schedule: dict, at: datetime) -> bool:
         Run.objects.filter(pk=first.pk).update(
@@ -165,8 +167,8 @@ def test_skip_next_leaves_a_run_a_worker_claimed_meanwhile(owner, monkeypatch) -
         )
         return original(schedule, at)
 
-    monkeypatch.setattr(services, "_is_occurrence", claim_then_check)
-    skipped = services.skip_next(task=task, now=T0)
+    monkeypatch.setattr(lifecycle, "_is_occurrence", claim_then_check)
+    skipped = lifecycle.skip_next(task=task, now=T0)
 
     assert skipped.scheduled_at == T0 + 20 * SECOND
     first.refresh_from_db()
@@ -179,10 +181,10 @@ def test_resume_completes_a_task_whose_last_run_finished_while_paused(owner) -> 
     Run.objects.filter(pk=run.pk).update(
         status="running", attempt=1, worker="w", started_at=T0, heartbeat_at=T0
     )
-    task = services.pause_task(task=task, now=T0)
+    task = lifecycle.pause_task(task=task, now=T0)
     Run.objects.filter(pk=run.pk).update(status="succeeded", finished_at=T0 + SECOND)
 
-    task = services.resume_task(task=task, now=T0 + MINUTE)
+    task = lifecycle.resume_task(task=task, now=T0 + MINUTE)
 
     assert task.status == "completed"
     assert Task.objects.get(pk=task.pk).status == "completed"
@@ -226,9 +228,9 @@ def test_overlap_skip_holds_between_runs_claimed_together(owner) -> None:
     for seconds in (3, 2):
         RunFactory(task=task, scheduled_at=now - timedelta(seconds=seconds))
 
-    claimed = queue.claim_runs(worker="w-1", limit=4, prefetch_seconds=0.5, owner_cap=0)
+    claimed = claim.claim_runs(worker="w-1", limit=4, prefetch_seconds=0.5, owner_cap=0)
     assert len(claimed) == 2
-    to_run = queue.resolve_overlaps(worker="w-1", claimed=claimed)
+    to_run = overlap.resolve_overlaps(worker="w-1", claimed=claimed)
 
     assert len(to_run) == 1, "two runs of a task with overlap=skip would run at once"
 
@@ -242,8 +244,8 @@ def test_overlap_cancel_previous_runs_only_the_newest_of_a_batch(owner) -> None:
     for seconds in (3, 2):
         RunFactory(task=task, scheduled_at=now - timedelta(seconds=seconds))
 
-    claimed = queue.claim_runs(worker="w-1", limit=4, prefetch_seconds=0.5, owner_cap=0)
-    to_run = queue.resolve_overlaps(worker="w-1", claimed=claimed)
+    claimed = claim.claim_runs(worker="w-1", limit=4, prefetch_seconds=0.5, owner_cap=0)
+    to_run = overlap.resolve_overlaps(worker="w-1", claimed=claimed)
 
     newest = max(claimed, key=lambda r: r.scheduled_at)
     assert [r.id for r in to_run] == [newest.id]

@@ -15,11 +15,17 @@ from django.db import connection
 from django.test import override_settings
 from rest_framework.test import APIClient
 
-from reviewers.services import flag_starved_runs, rescue_stuck_runs
-from tasks import queue
 from tasks.models import Attempt, Run
 from tasks.retries import backoff_seconds
-from tasks.run_services import cancel_run
+from tasks.transitions.claim import (
+    ClaimedRun,
+    Outcome,
+    claim_runs,
+    record_outcomes,
+    renew_heartbeats,
+)
+from tasks.transitions.rescue import flag_starved_runs, rescue_stuck_runs
+from tasks.transitions.run_actions import cancel_run
 from tasks.worker import Worker
 from tests.factories import RunFactory, TaskFactory, UserFactory
 
@@ -39,8 +45,8 @@ def status_of(run: Run) -> str:
     return Run.objects.values_list("status", flat=True).get(pk=run.pk)
 
 
-def succeeded(outcome_run: queue.ClaimedRun) -> queue.Outcome:
-    return queue.Outcome(
+def succeeded(outcome_run: ClaimedRun) -> Outcome:
+    return Outcome(
         run_id=outcome_run.id,
         attempt=outcome_run.attempt,
         status="succeeded",
@@ -49,8 +55,8 @@ def succeeded(outcome_run: queue.ClaimedRun) -> queue.Outcome:
     )
 
 
-def claim(worker: str, limit: int = 10, owner_cap: int = 100) -> list[queue.ClaimedRun]:
-    return queue.claim_runs(worker=worker, limit=limit, prefetch_seconds=0, owner_cap=owner_cap)
+def claim(worker: str, limit: int = 10, owner_cap: int = 100) -> list[ClaimedRun]:
+    return claim_runs(worker=worker, limit=limit, prefetch_seconds=0, owner_cap=owner_cap)
 
 
 # --- 1. retries -------------------------------------------------------------------------------
@@ -167,7 +173,7 @@ def test_late_outcome_of_a_rescued_run_is_dropped() -> None:
 
     rescued = rescue_stuck_runs(after_seconds=0)
     assert (rescued.rescued, rescued.failed) == (1, 0)
-    recorded = queue.record_outcomes(worker="w-a", outcomes=[succeeded(held)])
+    recorded = record_outcomes(worker="w-a", outcomes=[succeeded(held)])
 
     assert recorded == []
     run.refresh_from_db()
@@ -187,13 +193,11 @@ def test_late_outcome_cannot_overwrite_the_next_attempt_of_another_worker() -> N
     [new] = claim("w-b")
     assert (new.id, new.attempt) == (run.id, 2)
 
-    assert queue.record_outcomes(worker="w-a", outcomes=[succeeded(old)]) == []
+    assert record_outcomes(worker="w-a", outcomes=[succeeded(old)]) == []
     run.refresh_from_db()
     assert (run.status, run.worker, run.attempt) == ("running", "w-b", 2)
 
-    assert [r[0] for r in queue.record_outcomes(worker="w-b", outcomes=[succeeded(new)])] == [
-        run.id
-    ]
+    assert [r[0] for r in record_outcomes(worker="w-b", outcomes=[succeeded(new)])] == [run.id]
     run.refresh_from_db()
     assert run.status == "succeeded"
     assert list(
@@ -212,7 +216,7 @@ def test_rescue_with_attempts_spent_fails_the_run() -> None:
     run.refresh_from_db()
     assert run.status == "failed"
     assert run.finished_at is not None
-    assert queue.record_outcomes(worker="w-a", outcomes=[succeeded(held)]) == []
+    assert record_outcomes(worker="w-a", outcomes=[succeeded(held)]) == []
     assert status_of(run) == "failed"
     assert list(Attempt.objects.filter(run=run).values_list("outcome", flat=True)) == ["rescued"]
 
@@ -242,7 +246,7 @@ def test_renew_heartbeats_answers_only_the_runs_still_held() -> None:
     before = Run.objects.get(pk=kept).heartbeat_at
 
     with connection.cursor() as cursor:
-        held = queue.renew_heartbeats(cursor, worker="w-a", run_ids=[taken, cancelled, kept])
+        held = renew_heartbeats(cursor, worker="w-a", run_ids=[taken, cancelled, kept])
 
     assert held == {kept}
     assert Run.objects.get(pk=kept).heartbeat_at > before
@@ -260,11 +264,11 @@ def test_idempotency_key_is_stable_across_retries_and_rescues() -> None:
     expected = f"{task.id}:2030-01-02T03:04:05.678000Z"
 
     [first] = claim("w-a")
-    retry = queue.Outcome(
+    retry = Outcome(
         run_id=first.id, attempt=1, status="scheduled", attempt_outcome="failed",
         started_at=first.claimed_at, error="boom",
     )  # fmt: skip
-    assert queue.record_outcomes(worker="w-a", outcomes=[retry])
+    assert record_outcomes(worker="w-a", outcomes=[retry])
     [second] = claim("w-b")
     make_stale(run.id)
     rescue_stuck_runs(after_seconds=0)

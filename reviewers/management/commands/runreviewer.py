@@ -8,8 +8,9 @@ from typing import Any
 
 from django.conf import settings
 
-from reviewers import retention, samples, services
+from reviewers import retention, samples
 from tasks.daemon import DaemonCommand
+from tasks.transitions.rescue import flag_starved_runs, rescue_stuck_runs
 
 logger = logging.getLogger(__name__)
 
@@ -27,8 +28,8 @@ class Command(DaemonCommand):
         self.next_prune = 0.0
 
     def run_once(self) -> bool:
-        rescue = services.rescue_stuck_runs(after_seconds=settings.REVIEWERS_RESCUE_AFTER_SECONDS)
-        starved = services.flag_starved_runs(sla_seconds=settings.TASKS_START_SLA_SECONDS)
+        rescue = rescue_stuck_runs(after_seconds=settings.REVIEWERS_RESCUE_AFTER_SECONDS)
+        starved = flag_starved_runs(sla_seconds=settings.TASKS_START_SLA_SECONDS)
         if rescue.rescued or rescue.failed or starved:
             logger.info(
                 "rescued=%d failed=%d waiting_for_resource=%d",

@@ -6,7 +6,7 @@
     ops pausetask ID         ops resumetask ID        ops canceltask ID [--force]
     ops retryrun ID          ops cancelrun ID
 
-Every change goes through tasks.services / tasks.run_services, as the API and the admin do.
+Every change goes through tasks.transitions (lifecycle, run_actions), as the API and the admin do.
 """
 
 from __future__ import annotations
@@ -19,10 +19,10 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from tasks import run_services, services
 from tasks.db import db_now
 from tasks.exceptions import TasksError
 from tasks.models import RUN_STATUSES, Attempt, Run, Task
+from tasks.transitions import lifecycle, run_actions
 
 
 def _cell(value: Any) -> str:
@@ -167,24 +167,24 @@ class Command(BaseCommand):
 
     # --- actions ------------------------------------------------------------------------
     def do_pausetask(self, options: dict[str, Any]) -> None:
-        task = services.pause_task(task=self._task(options["id"]), now=db_now())
+        task = lifecycle.pause_task(task=self._task(options["id"]), now=db_now())
         self.stdout.write(f"task {task.id} is {task.status}")
 
     def do_resumetask(self, options: dict[str, Any]) -> None:
-        task = services.resume_task(task=self._task(options["id"]), now=db_now())
+        task = lifecycle.resume_task(task=self._task(options["id"]), now=db_now())
         self.stdout.write(f"task {task.id} is {task.status}")
 
     def do_canceltask(self, options: dict[str, Any]) -> None:
         task = self._task(options["id"])
-        task = services.cancel_task(task=task, force=options["force"], now=db_now())
+        task = lifecycle.cancel_task(task=task, force=options["force"], now=db_now())
         self.stdout.write(f"task {task.id} is {task.status}")
 
     def do_retryrun(self, options: dict[str, Any]) -> None:
-        run = run_services.retry_run(run=self._run(options["id"]), now=db_now())
+        run = run_actions.retry_run(run=self._run(options["id"]), now=db_now())
         self.stdout.write(f"run {run.id} is {run.status} (execute at {_cell(run.execute_at)})")
 
     def do_cancelrun(self, options: dict[str, Any]) -> None:
-        run = run_services.cancel_run(run=self._run(options["id"]), now=db_now())
+        run = run_actions.cancel_run(run=self._run(options["id"]), now=db_now())
         self.stdout.write(f"run {run.id} is {run.status}")
 
     # --- lookups ------------------------------------------------------------------------

@@ -9,6 +9,7 @@ from django.conf import settings
 from tasks import planning
 from tasks.daemon import DaemonCommand
 from tasks.db import TASK_CHANGED_CHANNEL, db_now
+from tasks.transitions.plan import plan_due_tasks
 
 logger = logging.getLogger(__name__)
 
@@ -24,7 +25,7 @@ class Command(DaemonCommand):
     listen_channels = [TASK_CHANGED_CHANNEL]
 
     def run_once(self) -> bool:
-        result = planning.plan_due_tasks(now=db_now())
+        result = plan_due_tasks(now=db_now())
         if result.planned or result.skipped:
             logger.info("planned=%d skipped=%d", result.planned, result.skipped)
         return bool(result.planned or result.skipped)

@@ -1,21 +1,23 @@
-"""Writes to single runs requested by users: cancel and retry."""
+"""Changes to single runs: a user's cancel and retry, and stopping a running run (also done
+by a task's cancel and by the overlap policy `cancel_previous`)."""
 
 from __future__ import annotations
 
 from datetime import datetime
-from uuid import UUID
 
 from django.db import transaction
 
 from tasks.db import RUN_CANCEL_CHANNEL, RUN_DUE_CHANNEL, notify
 from tasks.exceptions import Conflict
 from tasks.models import CLAIMABLE_STATUSES, Attempt, Run, Task
+from tasks.transitions.completion import complete_finished_tasks
 
 
 def cancel_running(*, run: Run, now: datetime, reason: str) -> None:
     """Record a running run `cancelled` and tell its worker to kill the payload.
 
-    The compare-and-swap on (status, attempt) means the worker's own outcome write, fenced on
+    Call inside a transaction (the attempt row and the NOTIFY commit with the cancel). The
+    compare-and-swap on (status, attempt) means the worker's own outcome write, fenced on
     the same columns, can no longer land: whichever commits first wins, never both.
     """
     changed = Run.objects.filter(pk=run.pk, status=Run.Status.RUNNING, attempt=run.attempt).update(
@@ -35,7 +37,12 @@ def cancel_running(*, run: Run, now: datetime, reason: str) -> None:
 
 
 def cancel_run(*, run: Run, now: datetime) -> Run:
-    """Cancel a scheduled run, or stop a running one; Conflict when it already finished."""
+    """Cancel a scheduled run, or stop a running one; Conflict when it already finished.
+
+    The run's row is locked first (FOR UPDATE), so a concurrent cancel or retry waits and then
+    sees the new status; a worker claiming it meanwhile (SKIP LOCKED) passes it by, and one that
+    claimed it earlier loses its fenced outcome write (see cancel_running).
+    """
     with transaction.atomic():
         run = Run.objects.select_for_update().get(pk=run.pk)
         if run.status in CLAIMABLE_STATUSES:
@@ -47,7 +54,7 @@ def cancel_run(*, run: Run, now: datetime) -> Run:
             cancel_running(run=run, now=now, reason="cancelled on request")
         else:
             raise Conflict(f"the run already finished ({run.status})")
-        _complete_if_done(run.task_id)
+        complete_finished_tasks(task_ids=[run.task_id])
     run.refresh_from_db()
     return run
 
@@ -56,7 +63,8 @@ def retry_run(*, run: Run, now: datetime) -> Run:
     """Schedule a failed or cancelled run again now, with a fresh set of attempts.
 
     Attempt numbers keep counting up (the history stays unique per number); the run gets the
-    task's `max_attempts` more attempts from here.
+    task's `max_attempts` more attempts from here. The run's row lock (FOR UPDATE) serialises it
+    with a concurrent cancel or retry: the second one sees the new status and gets Conflict.
     """
     with transaction.atomic():
         run = Run.objects.select_for_update().get(pk=run.pk)
@@ -88,9 +96,3 @@ def retry_run(*, run: Run, now: datetime) -> Run:
             Task.objects.filter(pk=task.pk).update(status=Task.Status.ACTIVE)
         notify(RUN_DUE_CHANNEL)
     return run
-
-
-def _complete_if_done(task_id: UUID) -> None:
-    from tasks.queue import complete_finished_tasks
-
-    complete_finished_tasks(task_ids=[task_id])

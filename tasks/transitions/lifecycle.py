@@ -1,84 +1,23 @@
-"""Every write to tasks: create, change, pause, resume, cancel, run now, skip next."""
+"""Changes to an existing task: update, pause, resume, cancel, run now, skip next.
+
+Each locks the task's row first (FOR UPDATE): two changes of one task run one after the other,
+and the scheduler, which locks due tasks with SKIP LOCKED, plans it before or after, never
+during. Runs withdrawn or skipped are locked too; workers claim with SKIP LOCKED.
+"""
 
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import Any
 
-from django.conf import settings
-from django.db import IntegrityError, transaction
-from django.db.models import QuerySet
+from django.db import transaction
 
-from tasks import planning, schedules
-from tasks.db import TASK_CHANGED_CHANNEL, notify
+from tasks import schedules
+from tasks.db import RUN_DUE_CHANNEL, TASK_CHANGED_CHANNEL, notify
 from tasks.exceptions import Conflict
 from tasks.models import CLAIMABLE_STATUSES, Run, Task
-
-# Fields of Task a create or update may set directly (after validation by the API).
-TASK_FIELDS = (
-    "name",
-    "kind",
-    "payload",
-    "priority",
-    "max_attempts",
-    "retry_backoff_base",
-    "retry_backoff_cap",
-    "timeout",
-    "notify",
-    "resources",
-)
-
-
-def first_fire_at(schedule: dict, *, now: datetime) -> datetime | None:
-    """The first occurrence to plan: a one-time task's run_at even if past; otherwise >= now."""
-    after = None if schedule["type"] == "once" else now - timedelta(microseconds=1)
-    return next(iter(schedules.fire_times(schedule, after=after)), None)
-
-
-def _plan_now(task: Task, *, now: datetime) -> None:
-    """Plan inline what is already inside the look-ahead, so a due task needs no scheduler pass."""
-    horizon = now + timedelta(seconds=settings.TASKS_LOOKAHEAD_SECONDS)
-    planning.plan_task(task, now=now, horizon=horizon)
-    notify(TASK_CHANGED_CHANNEL)
-
-
-def holding_dedup_key(owner: Any) -> QuerySet[Task]:
-    """The owner's tasks that hold their dedup_key: all but cancelled ones (the unique index's
-    condition), so a key is free again once its task is deleted."""
-    return Task.objects.filter(owner=owner).exclude(status=Task.Status.CANCELLED)
-
-
-def create_task(*, owner: Any, data: dict, now: datetime) -> tuple[Task, bool]:
-    """Create a task (and its due runs) in one transaction; returns (task, created).
-
-    A repeated `dedup_key` of the same owner returns the existing task, also when two creates
-    race: the partial unique index decides and the loser reads the winner's row.
-    """
-    dedup_key = data.get("dedup_key")
-    if dedup_key:
-        existing = holding_dedup_key(owner).filter(dedup_key=dedup_key).first()
-        if existing:
-            return existing, False
-    schedule = data["schedule"]
-    task = Task(owner=owner, dedup_key=dedup_key or None, schedule=schedule)
-    task.schedule_type = schedule["type"]
-    for field in TASK_FIELDS:
-        if field in data:
-            setattr(task, field, data[field])
-    if data.get("executable") is not None:
-        task.executable = data["executable"]
-    task.next_run_at = first_fire_at(schedule, now=now)
-    try:
-        with transaction.atomic():
-            task.save()
-            _plan_now(task, now=now)
-    except IntegrityError:
-        if dedup_key:
-            existing = holding_dedup_key(owner).filter(dedup_key=dedup_key).first()
-            if existing:
-                return existing, False
-        raise
-    return task, True
+from tasks.transitions.completion import complete_finished_tasks
+from tasks.transitions.creation import TASK_FIELDS, first_fire_at, plan_now
+from tasks.transitions.run_actions import cancel_running
 
 
 def _lock(task: Task) -> Task:
@@ -140,7 +79,7 @@ def update_task(*, task: Task, data: dict, now: datetime) -> Task:
         task.save()
         _unstarted_runs(task).update(priority=task.priority, max_attempts=task.max_attempts)
         if task.status == Task.Status.ACTIVE:
-            _plan_now(task, now=now)
+            plan_now(task, now=now)
     return task
 
 
@@ -164,7 +103,7 @@ def resume_task(*, task: Task, now: datetime) -> Task:
             return task
         task.status = Task.Status.ACTIVE
         task.save(update_fields=["status", "updated_at"])
-        _plan_now(task, now=now)
+        plan_now(task, now=now)
         # Paused with nothing left to plan (its last run was in flight): nothing will finish
         # after this to complete the task, so it is completed here when nothing is unfinished.
         _complete_if_done(task)
@@ -182,8 +121,6 @@ def cancel_task(*, task: Task, force: bool, now: datetime) -> Task:
         Run.objects.filter(task=task, status__in=CLAIMABLE_STATUSES).update(
             status=Run.Status.CANCELLED, finished_at=now, error="task cancelled"
         )
-        from tasks.run_services import cancel_running
-
         for run in running:
             cancel_running(run=run, now=now, reason="task cancelled")
         task.status = Task.Status.CANCELLED
@@ -206,7 +143,7 @@ def run_now(*, task: Task, now: datetime) -> Run:
             priority=task.priority,
             max_attempts=task.max_attempts,
         )
-        notify("scheduler_run_due")
+        notify(RUN_DUE_CHANNEL)
     return run
 
 
@@ -257,6 +194,4 @@ def skip_next(*, task: Task, now: datetime) -> Run:
 def _complete_if_done(task: Task) -> None:
     # Skipping the last occurrence leaves nothing to run: the task is complete, as when a
     # worker finishes its last run.
-    from tasks.queue import complete_finished_tasks
-
     complete_finished_tasks(task_ids=[task.pk])

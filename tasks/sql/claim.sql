@@ -1,0 +1,178 @@
+-- The worker's hot path: claim runs, record outcomes (fenced), renew heartbeats.
+-- tasks/transitions/claim.py runs these as prepared statements (tasks/db.py prepared_cursor);
+-- docs/architecture.md, "The claim", explains them. `{candidates}` is written in by
+-- claim.claim_sql / cycle_sql as a literal (a power of two), never passed as a parameter.
+
+-- name: claim_ctes
+capped AS (
+    -- Running runs per owner (from run_running_idx, a small set), once per claim.
+    SELECT owner_id, count(*) AS running FROM tasks_run
+     WHERE status = 'running' AND %(owner_cap)s > 0
+     GROUP BY owner_id
+), candidates AS (
+    -- One index range scan of run_claimable_idx (priority DESC, execute_at) per priority, 9
+    -- down to 0 (run_priority_range): each reads due runs only, in execute_at order, and the
+    -- outer LIMIT stops as soon as the batch is full. A single ORDER BY priority DESC,
+    -- execute_at scan would instead either sort every due run (backlog-sized work per claim) or
+    -- walk past the future runs of higher priorities, and which of the two PostgreSQL picks
+    -- depends on its statistics: with millions of finished runs in the table it picked the sort.
+    -- statement_timestamp(), not clock_timestamp(): a volatile bound cannot be an index bound.
+    SELECT r.id, r.owner_id, r.priority, r.execute_at
+      FROM generate_series(9, 0, -1) AS p(priority)
+     CROSS JOIN LATERAL (
+           SELECT r.id, r.owner_id, r.priority, r.execute_at FROM tasks_run r
+            WHERE r.status IN ('scheduled', 'waiting_for_resource')
+              AND r.priority = p.priority
+              AND r.execute_at <= statement_timestamp() + make_interval(secs => %(prefetch)s)
+              AND r.owner_id NOT IN (SELECT owner_id FROM capped WHERE running >= %(owner_cap)s)
+            ORDER BY r.execute_at
+            LIMIT {candidates}
+              FOR UPDATE OF r SKIP LOCKED) AS r
+     LIMIT {candidates}
+), picked AS (
+    -- The per-owner cap also holds within this batch: an owner's n-th candidate is taken only
+    -- while its running runs plus n stay within the cap.
+    SELECT id FROM (
+        SELECT c.id, c.priority, c.execute_at, coalesce(k.running, 0) AS running,
+               row_number() OVER (PARTITION BY c.owner_id
+                                  ORDER BY c.priority DESC, c.execute_at) AS nth
+          FROM candidates c LEFT JOIN capped k ON k.owner_id = c.owner_id
+    ) ranked
+     WHERE %(owner_cap)s <= 0 OR running + nth <= %(owner_cap)s
+     ORDER BY priority DESC, execute_at
+     LIMIT %(limit)s
+), claimed AS (
+    UPDATE tasks_run r
+       SET status = 'running', attempt = r.attempt + 1, worker = %(worker)s,
+           started_at = greatest(clock_timestamp(), r.execute_at),
+           heartbeat_at = clock_timestamp()
+      FROM picked, tasks_task t
+     WHERE r.id = picked.id AND t.id = r.task_id
+    RETURNING r.id, r.task_id, r.scheduled_at, r.execute_at, r.attempt, r.max_attempts,
+              t.kind, t.payload, t.executable, t.timeout, t.retry_backoff_base,
+              t.retry_backoff_cap, clock_timestamp() AS claimed_at,
+              coalesce(t.schedule->>'overlap', 'allow') AS overlap, r.priority
+)
+
+-- name: claim
+WITH {claim_ctes}
+SELECT id, task_id, scheduled_at, execute_at, attempt, max_attempts, kind, payload, executable,
+       timeout, retry_backoff_base, retry_backoff_cap, claimed_at, overlap, priority
+  FROM claimed
+
+-- The outcome write, as CTEs that a claim can follow in the same statement (see `cycle`).
+-- name: finish_ctes
+v AS (
+    SELECT * FROM unnest(%(ids)s::uuid[], %(attempts)s::int[], %(statuses)s::text[],
+                         %(retry_in)s::float8[], %(started)s::timestamptz[], %(errors)s::text[],
+                         %(outputs)s::text[], %(exit_codes)s::int[], %(http_statuses)s::int[],
+                         %(outcomes)s::text[])
+           AS v(id, attempt, status, retry_in, started_at, error, output, exit_code, http_status,
+                outcome)
+), done AS (
+    UPDATE tasks_run r
+       SET status = v.status,
+           finished_at = CASE WHEN v.status = ANY(%(terminal)s) THEN clock_timestamp() END,
+           execute_at = CASE WHEN v.status = 'scheduled'
+                             THEN clock_timestamp() + make_interval(secs => v.retry_in)
+                             ELSE r.execute_at END,
+           worker = CASE WHEN v.status = 'scheduled' THEN '' ELSE r.worker END,
+           heartbeat_at = CASE WHEN v.status = 'scheduled' THEN NULL ELSE r.heartbeat_at END,
+           started_at = coalesce(v.started_at, r.started_at),
+           error = v.error, output = v.output, exit_code = v.exit_code,
+           http_status = v.http_status
+      FROM v
+     WHERE r.id = v.id AND r.status = 'running' AND r.attempt = v.attempt AND r.worker = %(worker)s
+    RETURNING r.id, r.task_id, r.status, v.attempt, v.outcome
+), recorded AS (
+    INSERT INTO tasks_attempt (run_id, number, worker, started_at, finished_at, outcome, error,
+                               exit_code, http_status)
+    SELECT v.id, v.attempt, %(worker)s, v.started_at, clock_timestamp(), v.outcome, v.error,
+           v.exit_code, v.http_status
+      FROM v JOIN done ON done.id = v.id
+    RETURNING run_id
+), completed AS (
+    -- A task whose last occurrence just finished is complete: nothing left to plan or to run.
+    -- The snapshot still shows this batch's runs as running, hence the exclusion.
+    UPDATE tasks_task t SET status = 'completed', updated_at = clock_timestamp()
+     WHERE t.id IN (SELECT task_id FROM done WHERE status = ANY(%(terminal)s))
+       AND t.status = 'active' AND t.next_run_at IS NULL
+       AND NOT EXISTS (
+           SELECT 1 FROM tasks_run o
+            WHERE o.task_id = t.id AND o.status IN ('scheduled', 'running', 'waiting_for_resource')
+              AND o.id NOT IN (SELECT id FROM done WHERE status = ANY(%(terminal)s)))
+), counted AS (
+    -- /metrics counters (tasks/counters.py): per-process shard, one upsert per batch.
+    INSERT INTO tasks_runcounter (metric, kind, outcome, shard, value)
+    SELECT c.metric, t.kind, c.outcome, %(shard)s, count(*)
+      FROM (SELECT task_id, 'attempt' AS metric, outcome FROM done
+            UNION ALL
+            SELECT task_id, 'finished', status FROM done WHERE status = ANY(%(terminal)s)) c
+      JOIN tasks_task t ON t.id = c.task_id
+     GROUP BY c.metric, t.kind, c.outcome
+     ORDER BY c.metric, t.kind, c.outcome
+    ON CONFLICT (metric, kind, outcome, shard)
+    DO UPDATE SET value = tasks_runcounter.value + EXCLUDED.value
+), events AS (
+    -- The transactional outbox (notifications/outbox.py): succeeded; a failed attempt that will
+    -- be retried -> failed; the last attempt failed -> retries_exhausted.
+    -- Only tasks that could notify at all reach notifications_enqueue: calling it costs more
+    -- than the rest of the statement (PL/pgSQL plans its query on every call).
+    SELECT d.id, d.task_id, d.attempt,
+           CASE WHEN d.status = 'succeeded' THEN 'succeeded'
+                WHEN d.status = 'failed' THEN 'retries_exhausted'
+                WHEN d.status = 'scheduled' AND d.outcome IN ('failed', 'timed_out') THEN 'failed'
+           END AS event
+      FROM done d JOIN tasks_task t ON t.id = d.task_id
+     WHERE (jsonb_typeof(t.notify) = 'array' AND t.notify <> '[]'::jsonb)
+        OR EXISTS (SELECT 1 FROM notifications_channel c
+                    WHERE c.owner_id = t.owner_id AND c.all_tasks_events <> '{}')
+), notified AS (
+    SELECT notifications_enqueue(array_agg(id), array_agg(task_id), array_agg(attempt),
+                                 array_agg(event), %(window)s, %(channel)s) AS queued
+      FROM events WHERE event IS NOT NULL HAVING count(*) > 0
+), woke AS (
+    -- Retries due now wake sleeping workers on commit.
+    SELECT pg_notify('scheduler_run_due', '') FROM done WHERE status = 'scheduled' LIMIT 1
+)
+
+-- Referencing the SELECT-only CTEs makes PostgreSQL evaluate them (it skips unreferenced ones).
+-- name: record
+WITH {finish_ctes}
+SELECT done.id, done.task_id, done.status, (SELECT count(*) FROM woke),
+       (SELECT queued FROM notified)
+  FROM done
+
+-- One round trip per worker cycle: record the finished batch and claim the freed slots. The two
+-- UPDATEs touch disjoint rows (the finished runs are `running`, the claim takes `scheduled`
+-- ones), and in autocommit the statement is its own transaction: one commit per cycle.
+-- name: cycle
+WITH {finish_ctes}, {claim_ctes}
+SELECT 'recorded', done.id, done.task_id, done.status, (SELECT count(*) FROM woke),
+       (SELECT queued FROM notified), NULL::timestamptz, NULL::timestamptz, NULL::int,
+       NULL::int, NULL::text, NULL::jsonb, NULL::text, NULL::float8, NULL::float8,
+       NULL::float8, NULL::timestamptz, NULL::text, NULL::smallint
+  FROM done
+UNION ALL
+SELECT 'claimed', id, task_id, NULL, NULL, NULL, scheduled_at, execute_at, attempt, max_attempts,
+       kind, payload, executable, timeout, retry_backoff_base, retry_backoff_cap, claimed_at,
+       overlap, priority
+  FROM claimed
+
+-- One statement per worker process, however many runs it holds; a run missing from the answer
+-- was cancelled or taken back by the reviewer. Only the runs the worker names are renewed.
+-- name: renew_heartbeats
+UPDATE tasks_run SET heartbeat_at = clock_timestamp()
+ WHERE id = ANY(%s) AND worker = %s AND status = 'running' RETURNING id
+
+-- The earliest claimable execute_at: the first entry of run_claimable_idx for each priority (ten
+-- index probes, however many runs are queued).
+-- name: earliest_claimable
+SELECT min(first.execute_at) FROM generate_series(0, 9) AS p(priority)
+ CROSS JOIN LATERAL (
+       SELECT execute_at FROM tasks_run
+        WHERE status IN ('scheduled', 'waiting_for_resource') AND priority = p.priority
+        ORDER BY execute_at LIMIT 1) AS first
+
+-- name: seconds_until_next_due
+SELECT extract(epoch FROM ({earliest_claimable}) - clock_timestamp())::float8

@@ -1,0 +1,12 @@
+-- name: count_events
+-- /metrics counters (tasks/counters.py), one upsert per batch.
+INSERT INTO tasks_runcounter (metric, kind, outcome, shard, value)
+SELECT c.metric, t.kind, c.outcome, %(shard)s, count(*)
+  FROM unnest(%(task_ids)s::uuid[], %(metrics)s::text[], %(outcomes)s::text[])
+       AS c(task_id, metric, outcome)
+  JOIN tasks_task t ON t.id = c.task_id
+ GROUP BY c.metric, t.kind, c.outcome
+ -- A fixed row order: two transactions sharing a shard then lock its rows in the same order.
+ ORDER BY c.metric, t.kind, c.outcome
+ON CONFLICT (metric, kind, outcome, shard)
+DO UPDATE SET value = tasks_runcounter.value + EXCLUDED.value

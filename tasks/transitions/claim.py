@@ -1,0 +1,219 @@
+"""The worker's transitions: claim runs, record their outcomes (fenced), hold them (heartbeats).
+
+Plain SQL (tasks/sql/claim.sql) because these statements run thousands of times a second and
+each must be exactly one round trip; DESIGN.md section 4 is the contract they implement. The
+claim and the outcome write run as prepared statements (tasks/db.py `prepared_cursor`).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+from django.conf import settings
+from django.db import connection
+
+from notifications import outbox
+from tasks import counters
+from tasks.db import prepared_cursor
+from tasks.ids import idempotency_key
+from tasks.models import TERMINAL_STATUSES
+from tasks.sql import queries
+
+SQL = queries("tasks", "claim.sql")
+# The earliest claimable execute_at (ten index probes); /health reads it too.
+EARLIEST_CLAIMABLE_SQL = SQL["earliest_claimable"]
+
+
+@dataclass
+class ClaimedRun:
+    id: UUID
+    task_id: UUID
+    scheduled_at: datetime
+    execute_at: datetime
+    attempt: int
+    max_attempts: int
+    kind: str
+    payload: dict
+    executable: str
+    timeout: float | None
+    backoff_base: float
+    backoff_cap: float
+    claimed_at: datetime  # database clock at claim time
+    overlap: str = "allow"
+    priority: int = 0
+
+    @property
+    def idempotency_key(self) -> str:
+        return idempotency_key(self.task_id, self.scheduled_at)
+
+
+def claim_runs(
+    *, worker: str, limit: int, prefetch_seconds: float, owner_cap: int
+) -> list[ClaimedRun]:
+    """Claim up to `limit` claimable runs due within `prefetch_seconds`, highest priority first.
+
+    One short transaction; SKIP LOCKED lets any number of workers claim concurrently without
+    waiting on each other and without ever claiming the same run twice.
+    """
+    if limit <= 0:
+        return []
+    with prepared_cursor() as cursor:  # one statement: its own transaction in autocommit
+        return _claim(cursor, worker=worker, limit=limit, prefetch=prefetch_seconds, cap=owner_cap)
+
+
+def _claim(cursor: Any, *, worker: str, limit: int, prefetch: float, cap: int) -> list[ClaimedRun]:
+    params = {"worker": worker, "limit": limit, "prefetch": prefetch, "owner_cap": cap}
+    cursor.execute(claim_sql(_candidates(limit, cap)), params)
+    return _claimed_runs(cursor.fetchall())
+
+
+def _candidates(limit: int, cap: int) -> int:
+    # With a cap, look at twice the batch so one owner's runs do not crowd out everyone else's.
+    wanted = limit * 2 if cap > 0 else limit
+    # Rounded up to a power of two: the LIMIT is written into the statement (see claim_sql), and
+    # a handful of sizes keeps the number of prepared statements per connection small.
+    return 1 << (wanted - 1).bit_length()
+
+
+@functools.cache
+def claim_sql(candidates: int) -> str:
+    """The claim statement for batches of up to `candidates` candidates.
+
+    The candidates' LIMIT is a literal, not a parameter. With `LIMIT $n` PostgreSQL costs the
+    statement's generic plan (prepared once per connection, see db.prepared_cursor) as if a
+    tenth of the due runs were wanted, finds it dearer than a plan for the actual values, and
+    plans the statement again on every execution: a third of the database's time for the
+    worker's cycle with 10 million finished runs in the table (docs/benchmarks.md)."""
+    return SQL["claim"].replace("{candidates}", str(int(candidates)))
+
+
+@functools.cache
+def cycle_sql(candidates: int) -> str:
+    """The record-and-claim statement (see claim_sql for `candidates`)."""
+    return SQL["cycle"].replace("{candidates}", str(int(candidates)))
+
+
+def _claimed_runs(rows: list[tuple]) -> list[ClaimedRun]:
+    claimed = [ClaimedRun(*row) for row in rows]
+    for run in claimed:
+        if isinstance(run.payload, str):  # Django's psycopg setup leaves jsonb undecoded
+            run.payload = json.loads(run.payload)
+    if not claimed:
+        return claimed
+    # One claim time for the batch, the earliest: each row's clock_timestamp() differs by
+    # microseconds, in no particular order, and start times are counted from it (the worker).
+    at = min(run.claimed_at for run in claimed)
+    for run in claimed:
+        run.claimed_at = at
+    # Start order: runs already due first, highest priority first; runs claimed ahead of their
+    # time by when they are due.
+    claimed.sort(key=lambda r: (max(r.execute_at, at), -r.priority, r.execute_at))
+    return claimed
+
+
+def record_and_claim(
+    *, worker: str, outcomes: list[Outcome], limit: int, prefetch_seconds: float, owner_cap: int
+) -> tuple[list[tuple[UUID, UUID, str]], list[ClaimedRun]]:
+    """Record finished runs and claim runs for the freed slots: one statement, one commit.
+
+    The worker's steady state is "some runs finished, as many slots free". One statement in
+    autocommit is one round trip and one WAL flush per cycle, however large the batch. Atomic:
+    if it fails nothing is recorded and nothing claimed, and the caller keeps its outcomes.
+    """
+    if not outcomes:
+        return [], claim_runs(
+            worker=worker, limit=limit, prefetch_seconds=prefetch_seconds, owner_cap=owner_cap
+        )
+    if limit <= 0:
+        return record_outcomes(worker=worker, outcomes=outcomes), []
+    params = _finish_params(worker, outcomes)
+    params.update(limit=limit, prefetch=prefetch_seconds, owner_cap=owner_cap)
+    # No transaction block: in autocommit the single statement is its own transaction.
+    with prepared_cursor() as cursor:
+        cursor.execute(cycle_sql(_candidates(limit, owner_cap)), params)
+        rows = cursor.fetchall()
+    recorded = [(row[1], row[2], row[3]) for row in rows if row[0] == "recorded"]
+    claimed = _claimed_runs([row[1:3] + row[6:] for row in rows if row[0] == "claimed"])
+    return recorded, claimed
+
+
+def seconds_until_next_due() -> float | None:
+    """Seconds (database clock) until the earliest claimable run is due; None when none is."""
+    with connection.cursor() as cursor:
+        cursor.execute(SQL["seconds_until_next_due"])
+        return cursor.fetchone()[0]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one attempt of a claimed run came to; `retry_in` is set when it will be retried."""
+
+    run_id: UUID
+    attempt: int
+    status: str  # succeeded | failed | scheduled (retry) | cancelled
+    attempt_outcome: str  # Attempt.Outcome value
+    started_at: datetime | None
+    error: str = ""
+    output: str = ""
+    exit_code: int | None = None
+    http_status: int | None = None
+    retry_in: float = 0.0
+
+
+def record_outcomes(*, worker: str, outcomes: list[Outcome]) -> list[tuple[UUID, UUID, str]]:
+    """Record a batch of outcomes; returns (run id, task id, status) of those recorded.
+
+    Fenced: a run is only updated while it is still `running` under this worker and attempt. A
+    run the reviewer took back, or a user cancelled, is left alone and its late result dropped.
+    One statement updates the runs, inserts their attempt rows, completes finished tasks, adds
+    to the /metrics counters, queues the notifications (outbox) and wakes workers for retries:
+    all of it commits together or not at all.
+    """
+    if not outcomes:
+        return []
+    with prepared_cursor() as cursor:  # one statement: its own transaction in autocommit
+        return _record(cursor, worker=worker, outcomes=outcomes)
+
+
+def _finish_params(worker: str, outcomes: list[Outcome]) -> dict[str, Any]:
+    return {
+        "worker": worker,
+        "terminal": list(TERMINAL_STATUSES),
+        "shard": counters.shard_of(worker),
+        "window": settings.NOTIFICATIONS_RETRY_WINDOW_SECONDS,
+        "channel": outbox.NOTIFICATION_CHANNEL,
+        "ids": [o.run_id for o in outcomes],
+        "attempts": [o.attempt for o in outcomes],
+        "statuses": [o.status for o in outcomes],
+        "retry_in": [o.retry_in for o in outcomes],
+        "started": [o.started_at for o in outcomes],
+        "errors": [o.error for o in outcomes],
+        "outputs": [o.output for o in outcomes],
+        "exit_codes": [o.exit_code for o in outcomes],
+        "http_statuses": [o.http_status for o in outcomes],
+        "outcomes": [o.attempt_outcome for o in outcomes],
+    }
+
+
+def _record(cursor: Any, *, worker: str, outcomes: list[Outcome]) -> list[tuple[UUID, UUID, str]]:
+    cursor.execute(SQL["record"], _finish_params(worker, outcomes))
+    return [(row[0], row[1], row[2]) for row in cursor.fetchall()]
+
+
+def renew_heartbeats(cursor: Any, *, worker: str, run_ids: Iterable[UUID]) -> set[UUID]:
+    """Renew the heartbeat of the runs this worker knows it holds; return the ids still held.
+
+    One statement per worker process, however many runs it holds. A run missing from the
+    answer was cancelled or taken back by the reviewer: the worker must stop its payload.
+    Only the runs named are renewed: a claim that committed while its answer was lost (the
+    primary died between the two) is held in the database by a worker that never heard of it,
+    and must go stale, so the reviewer returns it to the queue.
+    """
+    cursor.execute(SQL["renew_heartbeats"], [list(run_ids), worker])
+    return {row[0] for row in cursor.fetchall()}
