@@ -29,7 +29,7 @@ def measure(*, n: int, concurrency: int, claim_ahead: int | None,
             emit: Callable[[dict], None], write: Callable[[str], None]) -> dict:  # fmt: skip
     os.environ.setdefault("BENCH_RUN_DIR", tempfile.mkdtemp(prefix="bench-cycle-"))
     from bench import handlers  # noqa: F401  (registers the `bench` handler here)
-    from tasks.worker import Worker
+    from tasks.worker.worker import Worker
 
     workload.reset_queue()
     now = datetime.now(UTC)

@@ -33,19 +33,31 @@ def run_loop(
     sleep_seconds: Callable[[], float],
     wake: threading.Event | None = None,
     once: bool = False,
+    hygiene_seconds: float = 0.0,
+    after_sleep: Callable[[], None] | None = None,
+    retry_errors: bool = True,
 ) -> None:
     """Call `run_once` until stopped; it returns True when it did work (go again at once).
 
     Exceptions are logged per unit and the loop carries on after a short pause, so one bad row
-    or a database restart never kills the process nor spins it in a hot loop.
+    or a database restart never kills the process nor spins it in a hot loop; with
+    `retry_errors=False` they end the loop instead (the caller's state may be inconsistent).
+    Stale connections are closed before a pass, at most every `hygiene_seconds` (with
+    CONN_HEALTH_CHECKS each check costs a round trip on the next query). `after_sleep` runs
+    after each idle wait, before the next pass.
     """
     wake = wake or threading.Event()
+    hygiene_at = 0.0
     while not stop.is_set():
         wake.clear()
-        close_old_connections()
+        if time.monotonic() >= hygiene_at:
+            close_old_connections()
+            hygiene_at = time.monotonic() + hygiene_seconds
         try:
             busy = run_once()
         except Exception:
+            if not retry_errors:
+                raise
             logger.exception("pass failed; retrying shortly")
             close_old_connections()
             busy = False
@@ -65,3 +77,5 @@ def run_loop(
                 if remaining <= 0:
                     break
                 wake.wait(min(remaining, 1.0))
+            if after_sleep is not None:
+                after_sleep()

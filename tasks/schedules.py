@@ -1,5 +1,8 @@
 """Schedule maths: validate a schedule, compute its fire times; pure, time is a parameter.
 
+Reading each field of a raw schedule is tasks/schedule_fields.py; cron parsing and local-time
+iteration are tasks/schedule_cron.py.
+
 `normalize` turns what a client sent into a canonical JSON dict; `fire_times`, `preview` and
 `jitter_offset` read only that canonical form. Local-time schedules are evaluated in their IANA
 zone with the DST rules written in docs/schedules.md and returned as aware UTC datetimes.
@@ -9,33 +12,23 @@ from __future__ import annotations
 
 import hashlib
 import math
-import re
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from functools import cache, lru_cache
+from functools import lru_cache
 from itertools import islice
 from typing import Any
-from zoneinfo import ZoneInfo, available_timezones
+from zoneinfo import ZoneInfo
 
-from tasks.schedule_cron import (
-    CronSpec,
-    CronSyntaxError,
-    cron_times,
-    first_instant_at_or_after,
-    parse_cron,
-)
+from tasks.schedule_cron import CronSpec, cron_times, parse_cron
+from tasks.schedule_fields import WEEKDAYS, FieldReader
 
 TYPES = ("once", "interval", "daily", "weekly", "monthly", "cron")
 MISFIRE_POLICIES = ("run_once", "skip", "run_all")
 OVERLAP_POLICIES = ("allow", "skip", "cancel_previous")
-WEEKDAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
-_FULL_DAY_NAMES = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 # Bounds that keep every value meaningful and every datetime computation inside its range.
 MAX_SECONDS = 3653 * 86400  # ten years: the longest `every` and `delay`
 MAX_JITTER = 7 * 86400
 MAX_RUNS = 1_000_000_000
-MIN_YEAR, MAX_YEAR = 1900, 9000
-MAX_EXPRESSION_LENGTH = 200
 _SECONDS_RANGE = f"Must be between {{}} and {MAX_SECONDS} seconds (ten years)."
 _TYPE_FIELDS: dict[str, tuple[str, ...]] = {
     "once": ("run_at", "delay", "timezone"),
@@ -47,9 +40,7 @@ _TYPE_FIELDS: dict[str, tuple[str, ...]] = {
 }
 _COMMON_FIELDS: tuple[str, ...] = ("timezone", "start_at", "end_at", "max_runs", "jitter")
 _COMMON_FIELDS += ("misfire", "overlap", "anchor")  # anchor: normalize writes it, for round trips
-_AT = re.compile(r"^(\d{1,2}):(\d{2})(?::(\d{2}))?$")
 _TICK = timedelta(microseconds=1)
-_NUMBER = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$")
 
 
 class ScheduleError(ValueError):
@@ -81,7 +72,7 @@ def normalize(raw: dict | str | None, *, now: datetime) -> dict:
     errors: dict[str, list[str]] = {
         str(key): [f"Unknown field for a {kind} schedule."] for key in raw if key not in allowed
     }
-    v = _Validator(raw, errors)
+    v = FieldReader(raw, errors)
     zone = v.zone()
     out = _normalize_once(v, zone, now) if kind == "once" else _normalize_recurring(v, zone, now)
     if errors:
@@ -96,7 +87,7 @@ def normalize(raw: dict | str | None, *, now: datetime) -> dict:
     return out
 
 
-def _normalize_once(v: _Validator, zone: ZoneInfo, now: datetime) -> dict:
+def _normalize_once(v: FieldReader, zone: ZoneInfo, now: datetime) -> dict:
     run_at = v.instant("run_at", zone)
     delay = v.number("delay", minimum=0, maximum=MAX_SECONDS, message=_SECONDS_RANGE.format(0))
     if "run_at" in v.raw and "delay" in v.raw:
@@ -106,7 +97,7 @@ def _normalize_once(v: _Validator, zone: ZoneInfo, now: datetime) -> dict:
     return {"type": "once", "run_at": _iso(run_at or now)}
 
 
-def _normalize_recurring(v: _Validator, zone: ZoneInfo, now: datetime) -> dict:
+def _normalize_recurring(v: FieldReader, zone: ZoneInfo, now: datetime) -> dict:
     kind = v.raw["type"].strip().lower()
     out: dict[str, Any] = {"type": kind}
     if kind == "interval":
@@ -141,142 +132,6 @@ def _normalize_recurring(v: _Validator, zone: ZoneInfo, now: datetime) -> dict:
         "anchor": None if start else _iso(anchor),
     }
     return out
-
-
-class _Validator:
-    """Reads one field at a time from the raw dict, recording errors instead of raising."""
-
-    def __init__(self, raw: dict, errors: dict[str, list[str]]) -> None:
-        self.raw, self.errors = raw, errors
-
-    def error(self, field: str, message: str) -> None:
-        self.errors.setdefault(field, []).append(message)
-
-    def zone(self) -> ZoneInfo:
-        value = self.raw.get("timezone")
-        if value is None:
-            return ZoneInfo("UTC")
-        name = _zone_names().get(value.strip().lower()) if isinstance(value, str) else None
-        if name is None:
-            self.error("timezone", "Unknown time zone; use an IANA name such as Europe/Berlin.")
-            return ZoneInfo("UTC")
-        return ZoneInfo(name)
-
-    def instant(self, field: str, zone: ZoneInfo) -> datetime | None:
-        value = self.raw.get(field)
-        if value is None:
-            return None
-        try:
-            if not isinstance(value, str) or len(value) > 64:
-                raise ValueError
-            parsed = datetime.fromisoformat(value.strip())
-            # A time without an offset is local time in the schedule's zone.
-            result = first_instant_at_or_after(parsed, zone) if parsed.tzinfo is None else parsed
-            result = result.astimezone(UTC)
-        except (ValueError, OverflowError):
-            self.error(field, "Must be an ISO 8601 date-time, e.g. 2025-01-31T09:00:00Z.")
-            return None
-        if not MIN_YEAR <= result.year <= MAX_YEAR:
-            self.error(field, f"Must lie between the years {MIN_YEAR} and {MAX_YEAR}.")
-            return None
-        return result
-
-    def number(
-        self,
-        field: str,
-        *,
-        minimum: float,
-        maximum: float,
-        integer: bool = False,
-        need: bool = False,
-        message: str | None = None,
-    ) -> Any:
-        value = self.raw.get(field)
-        if value is None:
-            if need:
-                self.error(field, "This field is required.")
-            return None
-        if isinstance(value, str) and _NUMBER.match(value.strip()):
-            value = float(value)
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            self.error(field, "Must be a number.")
-            return None
-        if isinstance(value, float):
-            if not math.isfinite(value):
-                self.error(field, "Must be a finite number.")
-                return None
-            if value.is_integer():
-                value = int(value)
-            elif integer:
-                self.error(field, "Must be a whole number.")
-                return None
-        if not minimum <= value <= maximum:
-            self.error(field, message or f"Must be between {minimum} and {maximum}.")
-            return None
-        return value
-
-    def choice(self, field: str, choices: tuple[str, ...]) -> str:
-        value = self.raw.get(field, choices[0])
-        if isinstance(value, str) and value.strip().lower() in choices:
-            return value.strip().lower()
-        self.error(field, f"Must be one of {', '.join(choices)}.")
-        return choices[0]
-
-    def time_of_day(self) -> str | None:
-        value = self.raw.get("at")
-        match = _AT.match(value.strip()) if isinstance(value, str) and len(value) < 16 else None
-        if value is None:
-            self.error("at", "This field is required.")
-        else:
-            h, m, s = (int(part or 0) for part in match.groups()) if match else (99, 0, 0)
-            if h < 24 and m < 60 and s < 60:
-                return f"{h:02d}:{m:02d}:{s:02d}"
-            self.error("at", "Must be a time of day as HH:MM or HH:MM:SS (24-hour clock).")
-        return None
-
-    def days(self) -> list[str] | None:
-        value = self.raw.get("days")
-        if isinstance(value, str):
-            value = value.split(",")
-        if not isinstance(value, list) or not value:
-            self.error("days", 'Must be a non-empty list of days, e.g. ["mon", "fri"].')
-            return None
-        found: set[int] = set()
-        for item in value:
-            name = item.strip().lower() if isinstance(item, str) else None
-            if name in WEEKDAYS or name in _FULL_DAY_NAMES:
-                found.add((WEEKDAYS if name in WEEKDAYS else _FULL_DAY_NAMES).index(name))
-            else:
-                self.error("days", f"Unknown day {str(item)[:20]!r}; use mon, tue, ... sun.")
-                return None
-        return [WEEKDAYS[i] for i in sorted(found)]
-
-    def month_day(self) -> int | None:
-        message = "Must be 1..31, or -1 for the last day of the month."
-        day = self.number("day", minimum=-1, maximum=31, integer=True, need=True, message=message)
-        if day == 0:
-            self.error("day", message)
-            return None
-        return day
-
-    def expression(self) -> str | None:
-        value = self.raw.get("expression")
-        if not isinstance(value, str) or not value.strip():
-            self.error("expression", 'Must be a cron expression string, e.g. "*/15 * * * *".')
-            return None
-        if len(value) > MAX_EXPRESSION_LENGTH:
-            self.error("expression", f"Must be at most {MAX_EXPRESSION_LENGTH} characters.")
-            return None
-        text = " ".join(value.split())
-        try:
-            spec = parse_cron(text)
-        except CronSyntaxError as exc:
-            self.error("expression", str(exc))
-            return None
-        if not spec.can_fire():
-            self.error("expression", "This expression never fires: no month has that day.")
-            return None
-        return text
 
 
 def fire_times(schedule: dict, *, after: datetime | None) -> Iterator[datetime]:
@@ -384,13 +239,6 @@ def _spec_cached(
         last_day=kind == "monthly" and day == -1,
         clamp_day=kind == "monthly" and day > 0,
     )
-
-
-@cache
-def _zone_names() -> dict[str, str]:
-    # "localtime" and "posixrules" name the host's settings, not IANA zones.
-    names = available_timezones() - {"localtime", "posixrules"}
-    return {name.lower(): name for name in names | {"UTC"}}
 
 
 def _as_utc(value: datetime) -> datetime:

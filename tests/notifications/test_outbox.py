@@ -16,7 +16,7 @@ from tasks import schedules
 from tasks.models import Run
 from tasks.transitions import claim, overlap, plan
 from tasks.transitions.rescue import flag_starved_runs, rescue_stuck_runs
-from tasks.worker import Worker
+from tasks.worker.worker import Worker
 from tests.factories import RunFactory, TaskFactory, UserFactory
 from tests.notifications.conftest import ChannelFactory, due_run, finish, subscribed_task
 from tests.tasks.support import running_run

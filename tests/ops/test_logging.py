@@ -12,7 +12,7 @@ import pytest
 from django.utils import timezone
 
 from scheduler_project.logging import JsonFormatter, RedactFilter, logging_config, redact
-from tasks.worker import Worker
+from tasks.worker.worker import Worker
 from tests.factories import RunFactory, TaskFactory
 
 

@@ -22,7 +22,7 @@ from rest_framework.test import APIClient
 from notifications import services as notification_services
 from notifications.models import Channel, Notification
 from tasks.models import Attempt, Run, Task
-from tasks.worker import Worker
+from tasks.worker.worker import Worker
 from tests.notifications.conftest import due_run, finish, subscribed_task
 
 pytestmark = pytest.mark.django_db

@@ -32,7 +32,7 @@ from rest_framework_simplejwt.tokens import Token
 from notifications import services as notification_services
 from notifications.models import Notification
 from tasks.models import Run
-from tasks.worker import Worker
+from tasks.worker.worker import Worker
 from tests.notifications.test_email_transport import _free_port
 
 pytestmark = pytest.mark.django_db

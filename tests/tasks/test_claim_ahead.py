@@ -9,7 +9,7 @@ from django.test import override_settings
 
 from tasks.models import Run
 from tasks.transitions import claim
-from tasks.worker import Worker
+from tasks.worker.worker import Worker
 from tests.factories import RunFactory, TaskFactory
 
 

@@ -26,7 +26,7 @@ from tasks.transitions.claim import (
 )
 from tasks.transitions.rescue import flag_starved_runs, rescue_stuck_runs
 from tasks.transitions.run_actions import cancel_run
-from tasks.worker import Worker
+from tasks.worker.worker import Worker
 from tests.factories import RunFactory, TaskFactory, UserFactory
 
 TERMINAL = {"succeeded", "failed", "cancelled", "skipped"}

@@ -1,4 +1,4 @@
-"""Hostile payloads against tasks.sandbox, in both modes (pure: no database, no Django)."""
+"""Hostile payloads against tasks.worker.sandbox, in both modes (pure: no database, no Django)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from tasks import sandbox
-from tasks.sandbox import ExecResult, Limits, SandboxUnavailable, run_executable, sandbox_mode
+from tasks.worker import sandbox
+from tasks.worker.sandbox import (
+    ExecResult,
+    Limits,
+    SandboxUnavailable,
+    run_executable,
+    sandbox_mode,
+)
 from tests.tasks.support import alive_with
 
 BWRAP_REASON = sandbox._bwrap_variant()[1]

@@ -11,7 +11,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError
 
 from tasks.loop import install_stop_signals
-from tasks.worker import Worker
+from tasks.worker.worker import Worker
 
 logger = logging.getLogger(__name__)
 

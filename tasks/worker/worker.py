@@ -1,4 +1,4 @@
-"""The worker process: claim due runs, execute them on a thread pool, record outcomes in batches.
+"""The worker: claim due runs, execute them on a thread pool, record outcomes in batches.
 
 Threads and what they touch:
 - the main thread claims and records (Django's connection of that thread);
@@ -13,8 +13,6 @@ import logging
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
-from datetime import datetime, timedelta
 from queue import Empty, SimpleQueue
 from uuid import UUID
 
@@ -22,30 +20,14 @@ from django.conf import settings
 from django.db import DatabaseError, close_old_connections, connection
 
 from notifications.delivery import start_delivery_thread
-from tasks import retries
-from tasks.executors import ExecutionResult, execute
+from tasks.loop import run_loop
 from tasks.processes import process_name
 from tasks.transitions import claim, overlap
-from tasks.watch import Watch
+from tasks.worker.executors import ExecutionResult, execute
+from tasks.worker.flight import InFlight, deadline_slack
+from tasks.worker.watch import Watch
 
-logger = logging.getLogger(__name__)
-
-
-@dataclass
-class InFlight:
-    run: claim.ClaimedRun
-    claimed_mono: float
-    start_mono: float
-    claim_seq: int
-    cancel: threading.Event = field(default_factory=threading.Event)
-    started_mono: float | None = None
-    finished_mono: float | None = None
-    deadline_mono: float | None = None
-    decided: bool = False  # an outcome was already produced (timeout, release, lost)
-
-    def db_time(self, mono: float) -> datetime:
-        """A monotonic instant on the database clock, anchored at the claim's clock_timestamp."""
-        return self.run.claimed_at + timedelta(seconds=mono - self.claimed_mono)
+logger = logging.getLogger("tasks.worker")  # as before the package: logs filter on it
 
 
 class Worker:
@@ -68,7 +50,7 @@ class Worker:
         self.pending: list[claim.Outcome] = []
         self.claim_seq = 0
         self.pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="executor")
-        self.watch = Watch(self)
+        self.watch = Watch(name=self.name, concurrency=concurrency, runs=self, wake=self.wake)
         self.finished_count = 0
 
     @property
@@ -93,22 +75,23 @@ class Worker:
         delivery = start_delivery_thread(enabled=not once)  # notifications (issue 5)
         self.watch.start()
         try:
-            hygiene_at = 0.0
-            while not stop.is_set():
-                self.wake.clear()
-                if time.monotonic() >= hygiene_at:
-                    # At most once a second: with CONN_HEALTH_CHECKS each call costs a round trip
-                    # on the next query. Database errors close the connection right away anyway.
-                    close_old_connections()
-                    hygiene_at = time.monotonic() + 1.0
-                busy = self.run_once()
-                if once:
-                    self._drain(grace=settings.TASKS_DEFAULT_TIMEOUT_SECONDS, release_waiting=False)
-                    return
-                if not busy:
-                    self.wake.wait(self._sleep_seconds())
-                    self._coalesce()
-            self._drain(grace=settings.TASKS_SHUTDOWN_GRACE_SECONDS)
+            run_loop(
+                self.run_once,
+                stop=stop,
+                sleep_seconds=self._sleep_seconds,
+                wake=self.wake,
+                once=once,
+                # At most once a second: database errors close the connection right away anyway.
+                hygiene_seconds=1.0,
+                after_sleep=self._coalesce,
+                # An unexpected error ends the process, as it always has: what it held goes
+                # stale (heartbeats renew only the runs it knows) and the reviewer rescues it.
+                retry_errors=False,
+            )
+            if once:
+                self._drain(grace=settings.TASKS_DEFAULT_TIMEOUT_SECONDS, release_waiting=False)
+            else:
+                self._drain(grace=settings.TASKS_SHUTDOWN_GRACE_SECONDS)
         finally:
             if delivery is not None:
                 delivery.stop()
@@ -211,7 +194,7 @@ class Worker:
             return
         timeout = flight.run.timeout or settings.TASKS_DEFAULT_TIMEOUT_SECONDS
         flight.started_mono = time.monotonic()
-        flight.deadline_mono = flight.started_mono + timeout + _deadline_slack(flight.run.kind)
+        flight.deadline_mono = flight.started_mono + timeout + deadline_slack(flight.run.kind)
         # One structured line per start (issue 6); the fields become JSON keys in production.
         run = flight.run
         logger.info(
@@ -288,50 +271,7 @@ class Worker:
 
     def _decide(self, flight: InFlight, result: ExecutionResult, *, release: bool = False) -> None:
         flight.decided = True
-        run = flight.run
-        started = flight.db_time(flight.started_mono) if flight.started_mono else None
-        if release:
-            status, outcome, retry_in = "scheduled", "released", 0.0
-        elif result.ok:
-            status, outcome, retry_in = "succeeded", "succeeded", 0.0
-        elif result.cancelled:
-            status, outcome, retry_in = "cancelled", "cancelled", 0.0
-        else:
-            outcome = "timed_out" if result.timed_out else "failed"
-            if run.attempt < run.max_attempts:
-                status = "scheduled"
-                retry_in = retries.backoff_seconds(
-                    run.attempt, base=run.backoff_base, cap=run.backoff_cap
-                )
-            else:
-                status, retry_in = "failed", 0.0
-        self.pending.append(
-            claim.Outcome(
-                run_id=run.id,
-                attempt=run.attempt,
-                status=status,
-                attempt_outcome=outcome,
-                started_at=started,
-                error=result.error,
-                output=result.output,
-                exit_code=result.exit_code,
-                http_status=result.http_status,
-                retry_in=retry_in,
-            )
-        )
-        duration = time.monotonic() - flight.started_mono if flight.started_mono else 0.0
-        logger.info(
-            "run finished run=%s task=%s attempt=%s outcome=%s status=%s duration=%.3f",
-            run.id,
-            run.task_id,
-            run.attempt,
-            outcome,
-            status,
-            duration,
-            extra={"event": "run_finished", "run": str(run.id), "task": str(run.task_id),
-                   "attempt": run.attempt, "outcome": outcome, "status": status,
-                   "duration": round(duration, 3)},
-        )  # fmt: skip
+        self.pending.append(flight.outcome(result, release=release))
 
     def lose(self, run_ids: set[UUID], *, reason: str) -> None:
         """Stop the payloads of runs this worker no longer holds; their results will be dropped."""
@@ -343,16 +283,20 @@ class Worker:
             logger.warning("run=%s stopped: %s", flight.run.id, reason)
         self.wake.set()
 
+    # --- what the watch thread sees (watch.HeldRuns) ---------------------------------------
+    def claim_mark(self) -> int:
+        return self.claim_seq
+
+    def held_before(self, mark: int) -> set[UUID]:
+        with self.lock:
+            return {r for r, f in self.inflight.items() if f.claim_seq <= mark and not f.decided}
+
     def unrecorded(self) -> set[UUID]:
         """Runs claimed here whose outcome is not recorded yet: executing, waiting to start, or
         finished with the outcome pending (kept across a database outage and sent again)."""
         pending = list(self.pending)  # appended to by the main thread only; a copy is safe
         with self.lock:
             return set(self.inflight) | {outcome.run_id for outcome in pending}
-
-    def held_before(self, seq: int) -> set[UUID]:
-        with self.lock:
-            return {r for r, f in self.inflight.items() if f.claim_seq <= seq and not f.decided}
 
     # --- shutdown -------------------------------------------------------------------------
     def _drain(self, *, grace: float, release_waiting: bool = True) -> None:
@@ -381,8 +325,3 @@ class Worker:
             self._record()
             if not self.pending:
                 break
-
-
-def _deadline_slack(kind: str) -> float:
-    # Executables and HTTP calls enforce their own timeout; the worker's deadline is a backstop.
-    return 0.0 if kind == "handler" else 5.0

@@ -1,11 +1,15 @@
-"""The worker's watch thread: heartbeats, LISTEN wake-ups, and stopping runs it no longer holds."""
+"""The worker's watch thread: heartbeats, LISTEN wake-ups, and stopping runs it no longer holds.
+
+It reaches the worker through `HeldRuns` (four methods) and the worker's wake-up event only.
+"""
 
 from __future__ import annotations
 
 import logging
 import threading
 import time
-from typing import TYPE_CHECKING
+from typing import Protocol
+from uuid import UUID
 
 import psycopg
 from django.conf import settings
@@ -14,16 +18,41 @@ from tasks.db import RUN_CANCEL_CHANNEL, RUN_DUE_CHANNEL, connect
 from tasks.processes import beat, mark_stopped
 from tasks.transitions import claim
 
-if TYPE_CHECKING:
-    from tasks.worker import Worker
-
 logger = logging.getLogger(__name__)
 
 
+class HeldRuns(Protocol):
+    """The runs a worker holds, as the watch thread sees them (thread-safe)."""
+
+    def claim_mark(self) -> int:
+        """A mark that orders claims: runs claimed after it are not held "before" it."""
+        ...
+
+    def held_before(self, mark: int) -> set[UUID]:
+        """Ids of runs claimed up to `mark` and still held (no outcome decided)."""
+        ...
+
+    def unrecorded(self) -> set[UUID]:
+        """Ids of runs claimed here whose outcome is not recorded yet: the runs to renew."""
+        ...
+
+    def lose(self, run_ids: set[UUID], *, reason: str) -> None:
+        """Stop the payloads of runs no longer held; their results will be dropped."""
+        ...
+
+
 class Watch(threading.Thread):
-    def __init__(self, worker: Worker) -> None:
+    """Renews the heartbeat of every run `runs` holds and this process's row, once per interval,
+    on its own connection; LISTENs for due runs (sets `wake`) and cancellations."""
+
+    def __init__(
+        self, *, name: str, concurrency: int, runs: HeldRuns, wake: threading.Event
+    ) -> None:
         super().__init__(name="watch", daemon=True)
-        self.worker = worker
+        self.process = name
+        self.concurrency = concurrency
+        self.runs = runs
+        self.wake = wake
         self.stopping = threading.Event()
         self.interval = settings.TASKS_HEARTBEAT_SECONDS
         # Stop payloads well before the reviewer would rescue them, so two copies never run.
@@ -38,9 +67,9 @@ class Watch(threading.Thread):
             self.conn.close()
         try:
             with connect() as conn:
-                mark_stopped(conn.cursor(), name=self.worker.name)
+                mark_stopped(conn.cursor(), name=self.process)
         except psycopg.Error:
-            logger.warning("could not mark process %s stopped", self.worker.name)
+            logger.warning("could not mark process %s stopped", self.process)
 
     def run(self) -> None:
         next_beat = 0.0
@@ -50,14 +79,14 @@ class Watch(threading.Thread):
                     self.conn = connect()
                     self.conn.execute(f"LISTEN {RUN_DUE_CHANNEL}")
                     self.conn.execute(f"LISTEN {RUN_CANCEL_CHANNEL}")
-                    self.worker.wake.set()  # notifications may have been missed meanwhile
+                    self.wake.set()  # notifications may have been missed meanwhile
                 if time.monotonic() >= next_beat:
                     self._beat()
                     next_beat = time.monotonic() + self.interval
                 timeout = max(0.0, min(next_beat - time.monotonic(), 0.5))
                 for note in self.conn.notifies(timeout=timeout):
                     if note.channel == RUN_DUE_CHANNEL:
-                        self.worker.wake.set()
+                        self.wake.set()
                     elif note.channel == RUN_CANCEL_CHANNEL:
                         next_beat = 0.0  # check which runs are still ours right away
                         break
@@ -70,20 +99,20 @@ class Watch(threading.Thread):
                 self.stopping.wait(0.5)
 
     def _beat(self) -> None:
-        seq = self.worker.claim_seq
-        known = self.worker.unrecorded()
+        mark = self.runs.claim_mark()
+        known = self.runs.unrecorded()
         assert self.conn is not None
         with self.conn.transaction():
             cursor = self.conn.cursor()
-            held = claim.renew_heartbeats(cursor, worker=self.worker.name, run_ids=known)
-            beat(cursor, name=self.worker.name, role="worker", concurrency=self.worker.concurrency)
+            held = claim.renew_heartbeats(cursor, worker=self.process, run_ids=known)
+            beat(cursor, name=self.process, role="worker", concurrency=self.concurrency)
         self.last_beat = time.monotonic()
-        lost = self.worker.held_before(seq) - held
+        lost = self.runs.held_before(mark) - held
         if lost:
-            self.worker.lose(lost, reason="cancelled or taken back by the reviewer")
+            self.runs.lose(lost, reason="cancelled or taken back by the reviewer")
 
     def _give_up_if_cut_off(self) -> None:
         if time.monotonic() - self.last_beat > self.give_up_after:
-            held = self.worker.held_before(self.worker.claim_seq)
+            held = self.runs.held_before(self.runs.claim_mark())
             if held:
-                self.worker.lose(held, reason="database unreachable; heartbeat lost")
+                self.runs.lose(held, reason="database unreachable; heartbeat lost")

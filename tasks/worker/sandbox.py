@@ -1,8 +1,10 @@
 """Run an uploaded executable in a sandbox (pure module: no Django imports).
 
+The supervisor of each run is tasks/worker/supervisor.py, started as a script.
+
 Layout of one run::
 
-    worker thread --Popen(new session)--> supervisor (this file run as a script, worker's uid)
+    worker thread --Popen(new session)--> supervisor (supervisor.py as a script, worker's uid)
         --fork + rlimits (+ drop to nobody)--> payload  |  bwrap -> payload (own pid namespace)
 
 The supervisor is a PR_SET_CHILD_SUBREAPER, so anything the payload starts -- even a daemon
@@ -39,11 +41,9 @@ Limits that cannot be guaranteed:
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import functools
 import json
 import os
-import resource
 import selectors
 import shutil
 import signal
@@ -52,13 +52,13 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any
+
+from tasks.worker import supervisor
+from tasks.worker.supervisor import GRACE_SECONDS, remove_tree
 
 NOBODY = 65534
-GRACE_SECONDS = 1.0
-_PR_SET_PDEATHSIG, _PR_SET_NO_NEW_PRIVS, _PR_SET_CHILD_SUBREAPER = 1, 38, 36
 _SIGNAL_HINTS = {
     signal.SIGXFSZ: "file size limit exceeded",
     signal.SIGXCPU: "CPU time limit exceeded",
@@ -138,7 +138,7 @@ def _bwrap_variant() -> tuple[tuple[bool, tuple[str, ...]] | None, str]:
             reasons.append(str(exc))
             continue
         finally:
-            _remove_tree(workdir)
+            remove_tree(workdir)
         if proc.returncode == 0:
             return (as_nobody, extra), ""
         reasons.append(proc.stderr.strip() or f"exit code {proc.returncode}")
@@ -163,17 +163,6 @@ def _make_workdir(chown_nobody: bool) -> str:
     if chown_nobody:
         os.chown(workdir, NOBODY, NOBODY)
     return workdir
-
-
-def _remove_tree(path: str) -> None:
-    def fix_and_retry(func: Callable[[str], object], p: str, _exc: object) -> None:
-        # A payload may chmod 000 its own files/dirs; the owner (or root) can undo that.
-        with contextlib.suppress(OSError):
-            os.chmod(os.path.dirname(p), 0o700)
-            os.chmod(p, 0o700)
-            func(p)
-
-    shutil.rmtree(path, onerror=fix_and_retry)
 
 
 def run_executable(
@@ -217,7 +206,7 @@ def run_executable(
             config["bwrap"] = [shutil.which("bwrap") or "bwrap", options, "/job/payload", *args]
         return _supervise_run(config, workdir, timeout, limits, cancel, started)
     finally:
-        _remove_tree(workdir)
+        remove_tree(workdir)
 
 
 def _supervise_run(
@@ -229,7 +218,7 @@ def _supervise_run(
     started: float,
 ) -> ExecResult:
     proc = subprocess.Popen(
-        [sys.executable, "-I", "-S", os.path.abspath(__file__)],
+        [sys.executable, "-I", "-S", os.path.abspath(supervisor.__file__)],
         cwd=workdir, env={}, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT, start_new_session=True, close_fds=True,
     )  # fmt: skip
@@ -307,119 +296,3 @@ def _describe_exit(code: int) -> str:
                 f": {hint})" if hint else ")"
             )
     return f"exit code {code}"
-
-
-# --- supervisor (runs as `python -I -S sandbox.py`, config as JSON on stdin) ---------------
-
-
-class _Terminate(Exception):
-    pass
-
-
-def _descendants(root_pid: int) -> list[int]:
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat", "rb") as f:
-                    stat = f.read()
-            except OSError:
-                continue
-            ppid = int(stat[stat.rindex(b")") + 2 :].split()[1])  # comm may contain spaces
-            children.setdefault(ppid, []).append(int(entry))
-    found, todo = [], [root_pid]
-    while todo:
-        kids = children.get(todo.pop(), [])
-        found += kids
-        todo += kids
-    return found
-
-
-def _signal_all(sig: int) -> bool:
-    pids = _descendants(os.getpid())
-    for pid in pids:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, sig)
-    with contextlib.suppress(ChildProcessError):
-        while os.waitpid(-1, os.WNOHANG)[0] > 0:
-            pass
-    return bool(pids)
-
-
-def _exec_child(config: dict[str, Any]) -> None:
-    try:
-        for sig in (signal.SIGTERM, signal.SIGPIPE, signal.SIGXFSZ):  # Python ignores the last two
-            signal.signal(sig, signal.SIG_DFL)
-        os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
-        lim = config["limits"]
-        for res, value in (
-            (resource.RLIMIT_CPU, lim["cpu_seconds"]),
-            (resource.RLIMIT_AS, lim["memory_bytes"]),
-            (resource.RLIMIT_FSIZE, lim["file_size_bytes"]),
-            (resource.RLIMIT_NOFILE, lim["open_files"]),
-            (resource.RLIMIT_CORE, 0),
-        ):
-            hard = resource.getrlimit(res)[1]
-            value = value if hard == resource.RLIM_INFINITY else min(value, hard)
-            # CPU: SIGXCPU at the soft limit, SIGKILL one second later.
-            resource.setrlimit(res, (value, value + 1 if res == resource.RLIMIT_CPU else value))
-        libc = ctypes.CDLL(None, use_errno=True)
-        if config["uid"] is not None:
-            resource.setrlimit(resource.RLIMIT_NPROC, (lim["processes"], lim["processes"]))
-            os.setgroups([])
-            os.setgid(config["uid"])
-            os.setuid(config["uid"])
-        if "bwrap" in config:
-            bwrap, options, *command = config["bwrap"]
-            # Options (with --setenv values) go through a memfd so `ps` cannot show them.
-            fd = os.memfd_create("bwrap-args", 0)
-            os.write(fd, b"".join(o.encode() + b"\0" for o in options))
-            os.lseek(fd, 0, os.SEEK_SET)
-            os.set_inheritable(fd, True)
-            os.execve(bwrap, [bwrap, "--args", str(fd), *command], {})
-        if config["rlimit_mode"]:
-            libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)  # no setuid-binary escalation
-        os.execve(config["argv"][0], config["argv"], config["env"])
-    except BaseException as exc:
-        os.write(2, f"sandbox: cannot start payload: {exc}\n".encode())
-    os._exit(127)
-
-
-def _supervise() -> int:
-    config = json.loads(sys.stdin.buffer.read())
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
-    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
-
-    def on_term(_sig: int, _frame: object) -> None:
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        raise _Terminate
-
-    signal.signal(signal.SIGTERM, on_term)
-    status = 1
-    try:
-        if os.getppid() != config["parent"]:  # the worker died before PDEATHSIG was armed
-            raise _Terminate
-        pid = os.fork()
-        if pid == 0:
-            _exec_child(config)
-        while True:
-            reaped, st = os.waitpid(-1, 0)  # also reaps re-parented orphans
-            if reaped == pid:
-                status = os.waitstatus_to_exitcode(st)
-                break
-    except _Terminate:
-        deadline = time.monotonic() + GRACE_SECONDS
-        while _signal_all(signal.SIGTERM) and time.monotonic() < deadline:
-            time.sleep(0.05)
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    deadline = time.monotonic() + 30  # bounded: a process stuck in D state cannot be reaped
-    while _signal_all(signal.SIGKILL) and time.monotonic() < deadline:
-        time.sleep(0.01)  # leftover daemons, fork bombs, the pid namespace
-    if os.getppid() != config["parent"] and "sched-run-" in os.getcwd():
-        _remove_tree(os.getcwd())  # the worker is gone and cannot clean up after us
-    return 128 - status if status < 0 else status
-
-
-if __name__ == "__main__":
-    sys.exit(_supervise())

@@ -8,9 +8,11 @@ from dataclasses import dataclass
 
 from django.conf import settings
 
+from notifications import http
 from tasks import handlers
 from tasks.storage import local_executable
 from tasks.transitions.claim import ClaimedRun
+from tasks.worker import sandbox
 
 
 @dataclass(frozen=True)
@@ -64,8 +66,6 @@ def _run_handler(run: ClaimedRun) -> ExecutionResult:
 
 
 def _run_http(run: ClaimedRun, *, timeout: float) -> ExecutionResult:
-    from notifications import http
-
     payload = run.payload
     headers = dict(payload.get("headers") or {})
     headers["Idempotency-Key"] = run.idempotency_key
@@ -96,8 +96,6 @@ def _run_http(run: ClaimedRun, *, timeout: float) -> ExecutionResult:
 
 
 def _run_executable(run: ClaimedRun, *, cancel: threading.Event, timeout: float) -> ExecutionResult:
-    from tasks import sandbox
-
     mode = sandbox.sandbox_mode(allow_rlimit_only=settings.SCHEDULER_SANDBOX_ALLOW_RLIMIT_ONLY)
     env = {str(k): str(v) for k, v in (run.payload.get("env") or {}).items()}
     env.update(

@@ -1,0 +1,163 @@
+"""Reading the fields of a schedule as a client sent it, one at a time, collecting errors
+(tasks/schedules.py `normalize` assembles the canonical schedule from them). Pure."""
+
+from __future__ import annotations
+
+import math
+import re
+from datetime import UTC, datetime
+from functools import cache
+from typing import Any
+from zoneinfo import ZoneInfo, available_timezones
+
+from tasks.schedule_cron import CronSyntaxError, first_instant_at_or_after, parse_cron
+
+WEEKDAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
+_FULL_DAY_NAMES = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
+MIN_YEAR, MAX_YEAR = 1900, 9000
+MAX_EXPRESSION_LENGTH = 200
+_AT = re.compile(r"^(\d{1,2}):(\d{2})(?::(\d{2}))?$")
+_NUMBER = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$")
+
+
+class FieldReader:
+    """Reads one field at a time from the raw dict, recording errors instead of raising."""
+
+    def __init__(self, raw: dict, errors: dict[str, list[str]]) -> None:
+        self.raw, self.errors = raw, errors
+
+    def error(self, field: str, message: str) -> None:
+        self.errors.setdefault(field, []).append(message)
+
+    def zone(self) -> ZoneInfo:
+        value = self.raw.get("timezone")
+        if value is None:
+            return ZoneInfo("UTC")
+        name = _zone_names().get(value.strip().lower()) if isinstance(value, str) else None
+        if name is None:
+            self.error("timezone", "Unknown time zone; use an IANA name such as Europe/Berlin.")
+            return ZoneInfo("UTC")
+        return ZoneInfo(name)
+
+    def instant(self, field: str, zone: ZoneInfo) -> datetime | None:
+        value = self.raw.get(field)
+        if value is None:
+            return None
+        try:
+            if not isinstance(value, str) or len(value) > 64:
+                raise ValueError
+            parsed = datetime.fromisoformat(value.strip())
+            # A time without an offset is local time in the schedule's zone.
+            result = first_instant_at_or_after(parsed, zone) if parsed.tzinfo is None else parsed
+            result = result.astimezone(UTC)
+        except (ValueError, OverflowError):
+            self.error(field, "Must be an ISO 8601 date-time, e.g. 2025-01-31T09:00:00Z.")
+            return None
+        if not MIN_YEAR <= result.year <= MAX_YEAR:
+            self.error(field, f"Must lie between the years {MIN_YEAR} and {MAX_YEAR}.")
+            return None
+        return result
+
+    def number(
+        self,
+        field: str,
+        *,
+        minimum: float,
+        maximum: float,
+        integer: bool = False,
+        need: bool = False,
+        message: str | None = None,
+    ) -> Any:
+        value = self.raw.get(field)
+        if value is None:
+            if need:
+                self.error(field, "This field is required.")
+            return None
+        if isinstance(value, str) and _NUMBER.match(value.strip()):
+            value = float(value)
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            self.error(field, "Must be a number.")
+            return None
+        if isinstance(value, float):
+            if not math.isfinite(value):
+                self.error(field, "Must be a finite number.")
+                return None
+            if value.is_integer():
+                value = int(value)
+            elif integer:
+                self.error(field, "Must be a whole number.")
+                return None
+        if not minimum <= value <= maximum:
+            self.error(field, message or f"Must be between {minimum} and {maximum}.")
+            return None
+        return value
+
+    def choice(self, field: str, choices: tuple[str, ...]) -> str:
+        value = self.raw.get(field, choices[0])
+        if isinstance(value, str) and value.strip().lower() in choices:
+            return value.strip().lower()
+        self.error(field, f"Must be one of {', '.join(choices)}.")
+        return choices[0]
+
+    def time_of_day(self) -> str | None:
+        value = self.raw.get("at")
+        match = _AT.match(value.strip()) if isinstance(value, str) and len(value) < 16 else None
+        if value is None:
+            self.error("at", "This field is required.")
+        else:
+            h, m, s = (int(part or 0) for part in match.groups()) if match else (99, 0, 0)
+            if h < 24 and m < 60 and s < 60:
+                return f"{h:02d}:{m:02d}:{s:02d}"
+            self.error("at", "Must be a time of day as HH:MM or HH:MM:SS (24-hour clock).")
+        return None
+
+    def days(self) -> list[str] | None:
+        value = self.raw.get("days")
+        if isinstance(value, str):
+            value = value.split(",")
+        if not isinstance(value, list) or not value:
+            self.error("days", 'Must be a non-empty list of days, e.g. ["mon", "fri"].')
+            return None
+        found: set[int] = set()
+        for item in value:
+            name = item.strip().lower() if isinstance(item, str) else None
+            if name in WEEKDAYS or name in _FULL_DAY_NAMES:
+                found.add((WEEKDAYS if name in WEEKDAYS else _FULL_DAY_NAMES).index(name))
+            else:
+                self.error("days", f"Unknown day {str(item)[:20]!r}; use mon, tue, ... sun.")
+                return None
+        return [WEEKDAYS[i] for i in sorted(found)]
+
+    def month_day(self) -> int | None:
+        message = "Must be 1..31, or -1 for the last day of the month."
+        day = self.number("day", minimum=-1, maximum=31, integer=True, need=True, message=message)
+        if day == 0:
+            self.error("day", message)
+            return None
+        return day
+
+    def expression(self) -> str | None:
+        value = self.raw.get("expression")
+        if not isinstance(value, str) or not value.strip():
+            self.error("expression", 'Must be a cron expression string, e.g. "*/15 * * * *".')
+            return None
+        if len(value) > MAX_EXPRESSION_LENGTH:
+            self.error("expression", f"Must be at most {MAX_EXPRESSION_LENGTH} characters.")
+            return None
+        text = " ".join(value.split())
+        try:
+            spec = parse_cron(text)
+        except CronSyntaxError as exc:
+            self.error("expression", str(exc))
+            return None
+        if not spec.can_fire():
+            self.error("expression", "This expression never fires: no month has that day.")
+            return None
+        return text
+
+
+@cache
+def _zone_names() -> dict[str, str]:
+    # "localtime" and "posixrules" name the host's settings, not IANA zones.
+    names = available_timezones() - {"localtime", "posixrules"}
+    return {name.lower(): name for name in names | {"UTC"}}
