@@ -75,7 +75,7 @@ SELECT runs.id, a.number, 'bench-history', runs.started_at, runs.finished_at,
 """.replace("UUID_RUN", uuid7_sql("s.at"))
 
 
-# `count` one-time tasks due now and their runs, as the batch service stores them (tasks.batch):
+# `count` one-time tasks due now and their runs, as creation.create_tasks stores them:
 # the task already planned (runs_planned 1, next_run_at NULL), its run `scheduled`.
 DUE_SQL = """
 WITH t AS (

@@ -6,8 +6,8 @@ empty again after the history is truncated. Two of the workload's hooks are scop
 benchmark's own rows for all three phases alike, so the history is neither truncated between
 rounds nor counted as the round's completions (the same code path with or without history):
 `reset_queue` deletes only the bench owner's tasks, runs and attempts, and `_db_counts` counts
-only them. The claim statement itself (queue.claim_sql) is shown with EXPLAIN (ANALYZE,
-BUFFERS), in a transaction rolled back, with N runs waiting.
+only them. The claim statement itself (transitions.claim.claim_sql) is shown with EXPLAIN
+(ANALYZE, BUFFERS), in a transaction rolled back, with N runs waiting.
 """
 
 from __future__ import annotations
