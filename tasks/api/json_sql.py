@@ -53,14 +53,25 @@ def iso_json(times: list[datetime]) -> str:
     return orjson.dumps([at.astimezone(UTC) for at in times], option=orjson.OPT_UTC_Z).decode()
 
 
+def _json_text(value: str) -> str:
+    """A nullable text column as a JSON string or null, with no escaping: for values that hold
+    no quote, backslash or control character (the formatted times below)."""
+    return f"coalesce('\"' || {value} || '\"', 'null')"
+
+
 # A task's latest runs (RunSummarySerializer), by the (task_id, scheduled_at) unique index: 20
 # index entries per task however long its history is (a window function would read them all).
+# A page carries 1,000 of them. Written by concatenation, not json_build_object: every value is
+# a uuid, a status name (a check constraint allows only identifiers), an integer or a formatted
+# time, none of which needs escaping, and the concatenation took about a fifth less time
+# (json_build_object checks and escapes every value).
 _RECENT_RUNS_SQL = f"""(
-SELECT coalesce(json_agg(json_build_object(
-           'id', r.id, 'scheduled_at', {iso_sql("r.scheduled_at")}, 'status', r.status,
-           'attempt', r.attempt, 'started_at', {iso_sql("r.started_at")},
-           'finished_at', {iso_sql("r.finished_at")})
-           ORDER BY r.scheduled_at DESC), '[]')
+SELECT coalesce('[' || string_agg(
+           '{{"id":"' || r.id || '","scheduled_at":"' || {iso_sql("r.scheduled_at")}
+           || '","status":"' || r.status || '","attempt":' || r.attempt
+           || ',"started_at":' || {_json_text(iso_sql("r.started_at"))}
+           || ',"finished_at":' || {_json_text(iso_sql("r.finished_at"))} || '}}', ','
+           ORDER BY r.scheduled_at DESC) || ']', '[]')
   FROM (SELECT id, scheduled_at, status, attempt, started_at, finished_at FROM tasks_run
          WHERE task_id = t.id ORDER BY scheduled_at DESC LIMIT {RECENT_RUNS}) AS r)"""
 
@@ -77,9 +88,8 @@ SELECT json_build_object(
            'timeout', t.timeout, 'notify', t.notify, 'resources', t.resources,
            'status', t.status,
            'next_run_at', {iso_sql("t.next_run_at")})::text,
-       json_build_object(
-           'runs', {_RECENT_RUNS_SQL},
-           'created_at', {iso_sql("t.created_at")}, 'updated_at', {iso_sql("t.updated_at")})::text,
+       '{{"runs":' || {_RECENT_RUNS_SQL} || ',"created_at":"' || {iso_sql("t.created_at")}
+           || '","updated_at":"' || {iso_sql("t.updated_at")} || '"}}',
        t.id, t.status, t.schedule::text, t.next_run_at, t.runs_planned,
        CASE WHEN t.status = 'active' THEN ARRAY(
            SELECT scheduled_at FROM tasks_run
