@@ -39,7 +39,7 @@ class Gunicorn:
     database_url: str
     workers: int | None  # None: gunicorn_conf.py's
     log_dir: str
-    threads: int | None = None  # gthread's threads per worker; None: gunicorn_conf.py's
+    threads: int | None = None  # per worker: 1 runs sync workers; None: gunicorn_conf.py's
     port: int = 0
     process: subprocess.Popen | None = None
     env: dict[str, str] = field(default_factory=dict)
@@ -64,10 +64,12 @@ class Gunicorn:
             command += ["--workers", str(self.workers)]
         else:
             self.workers = gunicorn_conf.workers
-        if self.threads:
+        if self.threads == 1:
+            command += ["--worker-class", "sync"]
+        elif self.threads:
             command += ["--worker-class", "gthread", "--threads", str(self.threads)]
         else:
-            self.threads = getattr(gunicorn_conf, "threads", 1)
+            self.threads = gunicorn_conf.threads
         self.process = subprocess.Popen(
             command,
             cwd=ROOT,

@@ -48,7 +48,7 @@ def parser() -> argparse.ArgumentParser:
     core.add_argument("--find-max", action="store_true", help="api: step the rate up")
     gunicorn = "gunicorn --workers (default: scheduler_project/gunicorn_conf.py)"
     core.add_argument("--api-workers", type=int, default=None, help=gunicorn)
-    threads = "gunicorn gthread --threads (default: scheduler_project/gunicorn_conf.py)"
+    threads = "gunicorn --threads; 1: sync workers (default: scheduler_project/gunicorn_conf.py)"
     core.add_argument("--api-threads", type=int, default=None, help=threads)
     core.add_argument("--rows", type=int, default=10_000_000, help="history: finished runs")
     core.add_argument("--tasks", type=int, default=100_000, help="scheduler: tasks")
