@@ -9,7 +9,7 @@ from itertools import islice, pairwise
 from zoneinfo import ZoneInfo, available_timezones
 
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
 from tasks.schedule_cron import first_instant_at_or_after, parse_cron
@@ -734,6 +734,7 @@ def test_fire_times_strictly_increase(raw: dict, now: datetime, after: datetime)
 
 @settings(max_examples=60, deadline=None)
 @given(zone=st.sampled_from(ZONES), at=_times_of_day, year=st.integers(2013, 2037))
+@example(zone="America/Scoresbysund", at="23:00:00", year=2025)
 def test_daily_fires_once_per_local_day(zone: str, at: str, year: int) -> None:
     # From 2013 on no zone skips a whole calendar day (Samoa skipped 30 December 2011).
     start, end = date(year, 1, 1), date(year + 1, 1, 1)
@@ -747,10 +748,22 @@ def test_daily_fires_once_per_local_day(zone: str, at: str, year: int) -> None:
         },
         now=datetime.combine(start, time(), UTC),  # a window wholly in the past is refused
     )
-    local_days = [t.astimezone(ZoneInfo(zone)).date() for t in fire_times(schedule, after=None)]
+    tz = ZoneInfo(zone)
+    local = [t.astimezone(tz) for t in fire_times(schedule, after=None)]
     if at == "00:00:00":
-        local_days = local_days[:-1]  # end_at is inclusive: it is itself an occurrence
-    assert local_days == [start + timedelta(days=n) for n in range((end - start).days)]
+        local = local[:-1]  # end_at is inclusive: it is itself an occurrence
+    days = [start + timedelta(days=n) for n in range((end - start).days)]
+    assert len(local) == len(days)
+    wall = time.fromisoformat(at)
+    for day, fired in zip(days, local, strict=True):
+        if fired.date() != day:
+            # A gap that crosses midnight (America/Scoresbysund, 29 March 2025 at 23:00) moves
+            # that day's time to the end of the gap, on the next local date: still once per day.
+            intended = datetime.combine(day, wall, tz)
+            assert intended.astimezone(UTC).astimezone(tz).replace(tzinfo=None) != (
+                intended.replace(tzinfo=None)
+            ), f"{zone}: {day} {at} exists but fired on {fired}"
+            assert fired.date() == day + timedelta(days=1)
 
 
 TRANSITION_DAYS = [
