@@ -27,7 +27,18 @@ API_PREFIX = "/api/v1/"
 # A POST to a path ending in one of these does something to what the path names; it creates
 # nothing, so its id is the path alone (`runs_cancel`, not `runs_cancel_create`).
 ACTIONS = frozenset(
-    {"pause", "resume", "run-now", "skip-next", "cancel", "retry", "preview", "token", "refresh"}
+    {
+        "pause",
+        "resume",
+        "run-now",
+        "skip-next",
+        "cancel",
+        "retry",
+        "preview",
+        "token",
+        "refresh",
+        "upload",
+    }
 )
 
 

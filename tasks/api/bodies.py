@@ -1,16 +1,18 @@
 """The request body of creating or changing a task, as the schema declares it (issue 17).
 
-The schema declares JSON alone: client generators choke on one operation with two body types
-(openapi-python-client 0.29 emits a client that does not import). An executable's upload keeps
-working as API.md says, multipart with part `file` and `payload`, `schedule` and `notify` as
-JSON text; UPLOAD_NOTE tells readers of the schema so.
+The schema declares one body type per operation: client generators choke on an operation with
+two (openapi-python-client 0.29 emits a client that does not import). So the task routes
+declare JSON, while an executable's upload keeps working there as API.md says (multipart, part
+`file`, with `payload`, `schedule` and `notify` as JSON text; UPLOAD_NOTE says so), and
+`POST /api/v1/tasks/upload` declares the multipart form alone (TaskUploadBody).
 """
 
 from __future__ import annotations
 
 from drf_spectacular.utils import extend_schema_serializer
+from rest_framework import serializers
 
-from tasks.api.serializers import TaskInputSerializer
+from tasks.api.serializers import PriorityField, TaskInputSerializer
 
 
 @extend_schema_serializer(component_name="TaskInput")
@@ -21,7 +23,25 @@ class TaskJSONBody(TaskInputSerializer):
 
 
 TASK_BODY = {"application/json": TaskJSONBody}
+
+
+class TaskUploadBody(serializers.Serializer):
+    """POST /api/v1/tasks/upload: an executable task and its file, as multipart form fields."""
+
+    file = serializers.FileField(help_text="The executable itself.")
+    name = serializers.CharField(max_length=200, required=False, allow_blank=True)
+    dedup_key = serializers.CharField(max_length=200, required=False)
+    payload = serializers.CharField(required=False, help_text='JSON text: {"args"?, "env"?}.')
+    schedule = serializers.CharField(required=False, help_text="JSON text: a schedule object.")
+    priority = PriorityField(required=False)
+    max_attempts = serializers.IntegerField(min_value=1, max_value=100, required=False)
+    timeout = serializers.FloatField(min_value=0.001, required=False)
+    notify = serializers.CharField(required=False, help_text="JSON text: a list of entries.")
+
+
+UPLOAD_BODY = {"multipart/form-data": TaskUploadBody}
 UPLOAD_NOTE = (
     "An `executable` task's file is uploaded as `multipart/form-data` part `file`; the other "
-    "fields are then form fields, with `payload`, `schedule` and `notify` as JSON text."
+    "fields are then form fields, with `payload`, `schedule` and `notify` as JSON text. "
+    "`POST /api/v1/tasks/upload` (tasks_upload) declares that form."
 )

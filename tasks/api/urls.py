@@ -11,6 +11,7 @@ urlpatterns = [
     path("auth/token/refresh", TokenRefreshView.as_view(), name="token-refresh"),
     path("tasks", views.TaskListCreateView.as_view(), name="task-list"),
     path("tasks/batch", TaskBatchCreateView.as_view(), name="task-batch"),
+    path("tasks/upload", views.TaskUploadView.as_view(), name="task-upload"),
     path("tasks/<uuid:pk>", views.TaskDetailView.as_view(), name="task-detail"),
     path("tasks/<uuid:pk>/runs", views.TaskRunListView.as_view(), name="task-runs"),
     path("runs/<uuid:pk>", views.RunDetailView.as_view(), name="run-detail"),

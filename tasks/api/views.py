@@ -6,7 +6,7 @@ from typing import Any
 
 import django_filters
 from django.db.models import QuerySet
-from django.http import Http404
+from django.http import Http404, QueryDict
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
 from drf_spectacular.utils import (
@@ -17,13 +17,14 @@ from drf_spectacular.utils import (
     inline_serializer,
 )
 from rest_framework import generics, serializers, status
+from rest_framework.parsers import MultiPartParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from scheduler_project.auth import request_owner
 from tasks import planning
-from tasks.api.bodies import TASK_BODY, UPLOAD_NOTE
+from tasks.api.bodies import TASK_BODY, UPLOAD_BODY, UPLOAD_NOTE
 from tasks.api.json_sql import iso_json, json_array, runs_json, task_json, tasks_json
 from tasks.api.parsers import UPLOAD_PARSERS
 from tasks.api.renderers import RawJSON
@@ -101,6 +102,23 @@ class TaskListCreateView(generics.ListAPIView):
         )
         code = status.HTTP_201_CREATED if created else status.HTTP_200_OK
         return task_response(request, task, code)
+
+
+class TaskUploadView(APIView):
+    """POST /tasks/upload: an executable task with its file, multipart only (the same create)."""
+
+    parser_classes = [MultiPartParser]
+
+    @extend_schema(
+        request=UPLOAD_BODY,
+        responses={201: TaskOutputSerializer, 200: TaskOutputSerializer, **ERRORS},
+    )
+    def post(self, request: Request) -> Response:
+        data = request.data
+        if isinstance(data, QueryDict) and "kind" not in data:
+            data._mutable = True  # parsed for this request alone
+            data["kind"] = Task.Kind.EXECUTABLE
+        return TaskListCreateView.post(self, request)  # type: ignore[arg-type]
 
 
 class TaskDetailView(APIView):

@@ -2,12 +2,14 @@
 
 The generator is a tool no one here wrote: it reads /api/schema/ from a real server, must print
 no warning, and its client (imported from a temporary folder) gets a token, creates a task,
-waits until a real worker process completed it, lists its runs and previews a schedule.
+waits until a real worker process completed it, lists its runs, previews a schedule and
+uploads an executable task.
 """
 
 from __future__ import annotations
 
 import importlib
+import io
 import os
 import shutil
 import subprocess
@@ -75,6 +77,8 @@ def test_generated_client_runs_token_create_wait_runs_preview(processes, tmp_pat
         tasks_retrieve = importlib.import_module("scheduler_client.api.tasks.tasks_retrieve")
         tasks_runs_list = importlib.import_module("scheduler_client.api.tasks.tasks_runs_list")
         preview = importlib.import_module("scheduler_client.api.schedules.schedules_preview")
+        tasks_upload = importlib.import_module("scheduler_client.api.tasks.tasks_upload")
+        client_types = importlib.import_module("scheduler_client.types")
 
         anonymous = client_pkg.Client(base_url=base, raise_on_unexpected_status=True)
         credentials = models.TokenObtainPairRequest(username="generated", password="password-123")
@@ -114,6 +118,16 @@ def test_generated_client_runs_token_create_wait_runs_preview(processes, tmp_pat
         assert isinstance(times, models.SchedulePreviewOutput)
         assert len(times.next_runs) == 3
         assert all(at.hour in (7, 8) and at.minute == 0 for at in times.next_runs)
+
+        # The one multipart operation: an executable task and its file.
+        script = client_types.File(payload=io.BytesIO(b"#!/bin/sh\necho hi\n"), file_name="job.sh")
+        upload = models.TaskUploadBodyRequest(
+            file=script, name="uploaded", schedule='{"type": "once", "delay": 3600}'
+        )
+        uploaded = tasks_upload.sync_detailed(client=client, body=upload)
+        assert uploaded.status_code == 201, uploaded.content
+        assert uploaded.parsed.kind == models.TaskKindEnum.EXECUTABLE
+        assert uploaded.parsed.executable
     finally:
         sys.path.remove(str(tmp_path))
         for name in [m for m in sys.modules if m.split(".")[0] == "scheduler_client"]:

@@ -281,3 +281,18 @@ def test_multipart_create_accepts_notify_as_json_text(api: APIClient, user) -> N
     assert response.status_code == 201, response.content
     assert response.json()["notify"] == notify
     assert bad.status_code == 400 and "notify" in bad.json()
+
+
+def test_upload_route_creates_an_executable_task(api: APIClient) -> None:
+    body = {
+        "file": SimpleUploadedFile("job.sh", b"#!/bin/sh\necho hi\n"),
+        "schedule": json.dumps({"type": "once", "delay": 60}),
+        "payload": json.dumps({"args": ["a"]}),
+    }
+    response = api.post("/api/v1/tasks/upload", body, format="multipart")
+    as_json = api.post("/api/v1/tasks/upload", {"kind": "handler"}, format="json")
+
+    assert response.status_code == 201, response.content
+    assert response.json()["kind"] == "executable"
+    assert response.json()["payload"]["args"] == ["a"]
+    assert as_json.status_code == 415
