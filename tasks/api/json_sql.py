@@ -22,7 +22,9 @@ from typing import Any, cast
 from uuid import UUID
 
 import orjson
+from django.core.exceptions import EmptyResultSet
 from django.db import router
+from django.db.models import QuerySet
 
 from tasks import planning
 from tasks.api.renderers import RawJSON
@@ -30,6 +32,7 @@ from tasks.db import prepared_cursor
 from tasks.ids import idempotency_key_sql
 from tasks.models import CLAIMABLE_STATUSES, Run, Task
 
+Ids = Sequence[UUID] | QuerySet
 RECENT_RUNS = 20  # a task's `runs` (API.md: the most recent 20)
 NEXT_RUNS = 5  # a task's `next_runs` (API.md: up to the next 5 fire times)
 
@@ -96,7 +99,7 @@ SELECT json_build_object(
             WHERE task_id = t.id AND status = ANY(%(claimable)s) AND attempt = 0
               AND scheduled_at >= %(now)s
             ORDER BY scheduled_at LIMIT {NEXT_RUNS}) END
-  FROM unnest(%(ids)s::uuid[]) WITH ORDINALITY AS page(id, position)
+  FROM {{page}}
   JOIN tasks_task t ON t.id = page.id
  WHERE t.owner_id = %(owner)s
  ORDER BY page.position
@@ -116,15 +119,38 @@ class _Timing:
     pending_times: list[datetime]
 
 
-def tasks_json(task_ids: Sequence[UUID], *, owner: Any, now: datetime) -> list[RawJSON]:
-    """Each of `owner`'s tasks among `task_ids` as the API returns it, in that order; one query
-    for a whole page."""
-    if not task_ids:
-        return []
-    params = {"ids": list(task_ids), "owner": owner.pk, "owner_name": owner.get_username(),
+def _page(ids: Ids, params: dict[str, Any]) -> str | None:
+    """The FROM item of a page: `ids` as an array parameter, or a query of ids (a paginated
+    queryset) as a subquery, in its order, so that the page's ids need no round trip of their
+    own. Django's placeholders become named ones beside the statement's. None: no ids."""
+    if not isinstance(ids, QuerySet):
+        params["ids"] = list(ids)
+        return "unnest(%(ids)s::uuid[]) WITH ORDINALITY AS page(id, position)" if ids else None
+    try:
+        sql, values = ids.query.sql_with_params()
+    except EmptyResultSet:  # an empty page, or a filter that matches nothing
+        return None
+    parts = sql.split("%s")
+    if len(parts) != len(values) + 1 or "%%" in sql:
+        raise ValueError("unexpected placeholders in the page's query")
+    named = parts[0]
+    for i, (value, part) in enumerate(zip(values, parts[1:], strict=True)):
+        params[f"page_{i}"] = value
+        named += f"%(page_{i})s{part}"
+    return f"(SELECT id, row_number() OVER () AS position FROM ({named}) AS q(id)) AS page"
+
+
+def tasks_json(task_ids: Ids, *, owner: Any, now: datetime) -> list[RawJSON]:
+    """Each of `owner`'s tasks among `task_ids` (ids, or a query of ids) as the API returns it,
+    in that order; one statement for a whole page."""
+    params = {"owner": owner.pk, "owner_name": owner.get_username(),
               "claimable": list(CLAIMABLE_STATUSES), "now": now}  # fmt: skip
+    page = _page(task_ids, params)
+    if page is None:
+        return []
+    sql = _TASKS_SQL.replace("{page}", page)
     with prepared_cursor(router.db_for_read(Task)) as cursor:
-        cursor.execute(_TASKS_SQL, params)
+        cursor.execute(sql, params)
         rows = cursor.fetchall()
     found = []
     for head, tail, task_id, status, schedule, next_run_at, runs_planned, pending in rows:
@@ -162,19 +188,23 @@ SELECT json_build_object(
            'http_status', r.http_status, 'output', r.output, 'error', r.error,
            'idempotency_key', {idempotency_key_sql("r.task_id", "r.scheduled_at")}
        )::text
-  FROM unnest(%(ids)s::uuid[]) WITH ORDINALITY AS page(id, position)
+  FROM {{page}}
   JOIN tasks_run r ON r.id = page.id
  WHERE r.owner_id = %(owner)s
  ORDER BY page.position
 """
 
 
-def runs_json(run_ids: Sequence[UUID], *, owner_id: int) -> list[RawJSON]:
-    """Each of `owner_id`'s runs among `run_ids` as the API returns it, in that order."""
-    if not run_ids:
+def runs_json(run_ids: Ids, *, owner_id: int) -> list[RawJSON]:
+    """Each of `owner_id`'s runs among `run_ids` (ids, or a query of ids) as the API returns
+    it, in that order."""
+    params: dict[str, Any] = {"owner": owner_id}
+    page = _page(run_ids, params)
+    if page is None:
         return []
+    sql = _RUNS_SQL.replace("{page}", page)
     with prepared_cursor(router.db_for_read(Run)) as cursor:
-        cursor.execute(_RUNS_SQL, {"ids": list(run_ids), "owner": owner_id})
+        cursor.execute(sql, params)
         return [RawJSON(text) for (text,) in cursor.fetchall()]
 
 

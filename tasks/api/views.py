@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import django_filters
 from django.db.models import QuerySet
@@ -26,6 +26,7 @@ from scheduler_project.auth import request_owner
 from tasks import planning
 from tasks.api.bodies import TASK_BODY, UPLOAD_BODY, UPLOAD_NOTE
 from tasks.api.json_sql import iso_json, json_array, runs_json, task_json, tasks_json
+from tasks.api.pagination import Pagination
 from tasks.api.parsers import UPLOAD_PARSERS
 from tasks.api.renderers import RawJSON
 from tasks.api.run_serializers import RunSerializer
@@ -40,6 +41,13 @@ ERRORS = {
     404: OpenApiResponse(description="No such object among the caller's own."),
 }
 CONFLICT = {409: OpenApiResponse(description="Conflicts with a run in flight or a finished run.")}
+
+
+class PagedListView(generics.ListAPIView):
+    @property
+    def pagination(self) -> Pagination:
+        # Every list is paginated (settings DEFAULT_PAGINATION_CLASS is Pagination).
+        return cast(Pagination, self.paginator)
 
 
 def owned_tasks(request: Request) -> QuerySet[Task]:
@@ -68,7 +76,7 @@ class TaskFilter(django_filters.FilterSet):
         fields = ["name", "status", "kind", "priority"]
 
 
-class TaskListCreateView(generics.ListAPIView):
+class TaskListCreateView(PagedListView):
     serializer_class = TaskOutputSerializer  # the schema; the page is built by json_sql
     parser_classes = UPLOAD_PARSERS
     filterset_class = TaskFilter
@@ -81,7 +89,7 @@ class TaskListCreateView(generics.ListAPIView):
     def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         # Filtered, ordered, counted and paged by the ORM; the page's tasks written by PostgreSQL.
         ids = self.filter_queryset(self.get_queryset()).values_list("id", flat=True)
-        page = self.paginate_queryset(ids) or []  # never None: every list is paginated
+        page = self.pagination.page_query(ids, request)  # selected by the JSON's statement
         tasks = tasks_json(page, owner=request_owner(request), now=timezone.now())
         return self.get_paginated_response(json_array(tasks))
 
@@ -212,7 +220,7 @@ class RunFilter(django_filters.FilterSet):
         fields = ["status"]
 
 
-class TaskRunListView(generics.ListAPIView):
+class TaskRunListView(PagedListView):
     serializer_class = RunSerializer  # the schema; the page itself is built by json_sql.runs_json
     filterset_class = RunFilter
     ordering_fields = ["scheduled_at", "finished_at"]
@@ -229,7 +237,7 @@ class TaskRunListView(generics.ListAPIView):
         # the caller's own. So another owner's task shows as no runs, and only then is the
         # task's owner read: a query fewer for every page that has runs.
         ids = self.filter_queryset(self.get_queryset()).values_list("id", flat=True)
-        page = self.paginate_queryset(ids) or []  # never None: every list is paginated
+        page = self.pagination.page_query(ids, request)  # selected by the JSON's statement
         runs = runs_json(page, owner_id=request_owner(request).pk)
         if not runs and not owned_tasks(request).filter(pk=self.kwargs["pk"]).exists():
             raise Http404("No Task matches the given query.")

@@ -268,3 +268,18 @@ def test_patch_notify_entry_without_channel_is_a_400(api: APIClient, create: Cal
 
     assert response.status_code == 400
     assert "channel" in str(response.json()["notify"])
+
+
+def test_list_pages_keep_the_order_asked_and_a_page_past_the_end_is_404(api, user) -> None:
+    for name in ("b", "d", "a", "c", "e"):
+        TaskFactory(owner=user, name=name)
+
+    first = api.get("/api/v1/tasks", {"ordering": "name", "page_size": 2}).json()
+    second = api.get("/api/v1/tasks", {"ordering": "-name", "page_size": 2, "page": 2}).json()
+
+    assert [t["name"] for t in first["results"]] == ["a", "b"]
+    assert [t["name"] for t in second["results"]] == ["c", "b"]
+    assert api.get("/api/v1/tasks", {"page_size": 2, "page": 4}).status_code == 404
+    assert api.get("/api/v1/tasks", {"name": "nothing"}).json() == {
+        "count": 0, "next": None, "previous": None, "results": []
+    }  # fmt: skip
