@@ -139,6 +139,10 @@ class Run(models.Model):
     attempt = models.PositiveIntegerField(default=0)
     max_attempts = models.PositiveIntegerField(default=default_max_attempts)
     worker = models.CharField(max_length=200, blank=True, default="")
+    # A recurring occurrence whose first attempt has not started by this instant (execute_at +
+    # the task's misfire grace) is missed: the claim applies the misfire policy to it
+    # (tasks/queue.py). NULL for one-time tasks and run-now runs, which run however late.
+    missed_after = models.DateTimeField(null=True, blank=True)
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)

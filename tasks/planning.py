@@ -16,8 +16,7 @@ from tasks.models import CLAIMABLE_STATUSES, Run, Task
 
 # Occurrences planned for one task in one pass; a longer catch-up continues on the next pass.
 MAX_OCCURRENCES_PER_PASS = 1000
-# run_all replays at most this many missed occurrences per catch-up; the rest are recorded skipped.
-RUN_ALL_CAP = 100
+RUN_ALL_CAP = schedules.RUN_ALL_CAP
 
 
 def advance(task: Task, *, now: datetime, horizon: datetime) -> list[Run]:
@@ -30,7 +29,7 @@ def advance(task: Task, *, now: datetime, horizon: datetime) -> list[Run]:
     schedule = task.schedule
     max_runs = schedule.get("max_runs")
     misfire = schedule.get("misfire", "run_once")
-    grace = timedelta(seconds=settings.TASKS_MISFIRE_GRACE_SECONDS)
+    grace = timedelta(seconds=grace_seconds(schedule))
 
     times: list[datetime] = []
     upcoming = schedules.fire_times(schedule, after=task.next_run_at - timedelta(microseconds=1))
@@ -56,7 +55,7 @@ def advance(task: Task, *, now: datetime, horizon: datetime) -> list[Run]:
         status = Run.Status.SCHEDULED
         if at in missed_set and at not in runnable_missed:
             status = Run.Status.SKIPPED
-        runs.append(_new_run(task, at, status=status, now=now))
+        runs.append(_new_run(task, at, status=status, now=now, grace=grace if recurring else None))
 
     task.runs_planned += len(times)
     task.next_run_at = following if following is not None else _next_after(task, times)
@@ -101,7 +100,21 @@ def _next_after(task: Task, times: list[datetime]) -> datetime | None:
     return next(iter(schedules.fire_times(task.schedule, after=after)), None)
 
 
-def _new_run(task: Task, at: datetime, *, status: str, now: datetime) -> Run:
+def grace_seconds(schedule: dict) -> float:
+    """The task's misfire grace: its schedule's `misfire_grace`, else the deployment default."""
+    return schedules.misfire_grace(schedule, default=settings.TASKS_MISFIRE_GRACE_SECONDS)
+
+
+def shown_schedule(schedule: dict) -> dict:
+    """A schedule as the API shows it: a recurring one with the misfire grace that applies."""
+    if schedule.get("type", "once") == "once" or schedule.get("misfire_grace") is not None:
+        return schedule
+    return {**schedule, "misfire_grace": grace_seconds(schedule)}
+
+
+def _new_run(
+    task: Task, at: datetime, *, status: str, now: datetime, grace: timedelta | None
+) -> Run:
     key = idempotency_key(task.id, at)
     execute_at = at + timedelta(seconds=schedules.jitter_offset(task.schedule, key=key))
     return Run(
@@ -109,6 +122,8 @@ def _new_run(task: Task, at: datetime, *, status: str, now: datetime) -> Run:
         owner_id=task.owner_id,
         scheduled_at=at,
         execute_at=execute_at,
+        # Counted from execute_at: jitter is a planned delay, not lateness.
+        missed_after=None if grace is None else execute_at + grace,
         priority=task.priority,
         max_attempts=task.max_attempts,
         status=status,

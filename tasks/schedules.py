@@ -24,6 +24,8 @@ from tasks.schedule_fields import WEEKDAYS, FieldReader
 
 TYPES = ("once", "interval", "daily", "weekly", "monthly", "cron")
 MISFIRE_POLICIES = ("run_once", "skip", "run_all")
+# run_all replays at most this many missed occurrences per catch-up; the rest are recorded skipped.
+RUN_ALL_CAP = 100
 OVERLAP_POLICIES = ("allow", "skip", "cancel_previous")
 # Bounds that keep every value meaningful and every datetime computation inside its range.
 MAX_SECONDS = 3653 * 86400  # ten years: the longest `every` and `delay`
@@ -39,8 +41,15 @@ _TYPE_FIELDS: dict[str, tuple[str, ...]] = {
     "cron": ("expression",),
 }
 _COMMON_FIELDS: tuple[str, ...] = ("timezone", "start_at", "end_at", "max_runs", "jitter")
-_COMMON_FIELDS += ("misfire", "overlap", "anchor")  # anchor: normalize writes it, for round trips
+_COMMON_FIELDS += ("misfire", "misfire_grace", "overlap", "anchor")  # anchor: for round trips
 _TICK = timedelta(microseconds=1)
+
+
+def misfire_grace(schedule: dict, *, default: float) -> float:
+    """Seconds an occurrence may be late before it counts as missed: the schedule's own
+    `misfire_grace`, else `default` (TASKS_MISFIRE_GRACE_SECONDS, passed in: no settings here)."""
+    grace = schedule.get("misfire_grace")
+    return float(default if grace is None else grace)
 
 
 class ScheduleError(ValueError):
@@ -127,6 +136,10 @@ def _normalize_recurring(v: FieldReader, zone: ZoneInfo, now: datetime) -> dict:
         )
         or 0,
         "misfire": v.choice("misfire", MISFIRE_POLICIES),
+        # Seconds; null means the deployment's TASKS_MISFIRE_GRACE_SECONDS (see misfire_grace()).
+        "misfire_grace": v.number(
+            "misfire_grace", minimum=1, maximum=MAX_SECONDS, message=_SECONDS_RANGE.format(1)
+        ),
         "overlap": v.choice("overlap", OVERLAP_POLICIES),
         # Without start_at the schedule begins after the moment it was defined.
         "anchor": None if start else _iso(anchor),

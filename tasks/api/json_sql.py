@@ -22,6 +22,7 @@ from typing import Any, cast
 from uuid import UUID
 
 import orjson
+from django.conf import settings
 from django.core.exceptions import EmptyResultSet
 from django.db import router
 from django.db.models import QuerySet
@@ -85,7 +86,13 @@ SELECT json_build_object(
            'id', t.id, 'owner', %(owner_name)s::text, 'name', t.name, 'dedup_key', t.dedup_key,
            'kind', t.kind, 'payload', t.payload,
            'executable', nullif(regexp_replace(t.executable, '^.*/', ''), ''),
-           'schedule', t.schedule, 'priority', t.priority, 'max_attempts', t.max_attempts,
+           -- A recurring schedule shows the misfire grace that applies (planning.shown_schedule).
+           'schedule', CASE WHEN t.schedule->>'type' = 'once'
+                              OR coalesce(t.schedule->'misfire_grace', 'null') <> 'null'
+                            THEN t.schedule
+                            ELSE t.schedule || jsonb_build_object('misfire_grace', %(grace)s)
+                            END,
+           'priority', t.priority, 'max_attempts', t.max_attempts,
            'retry_backoff', json_build_object('base', t.retry_backoff_base,
                                               'cap', t.retry_backoff_cap),
            'timeout', t.timeout, 'notify', t.notify, 'resources', t.resources,
@@ -144,7 +151,8 @@ def tasks_json(task_ids: Ids, *, owner: Any, now: datetime) -> list[RawJSON]:
     """Each of `owner`'s tasks among `task_ids` (ids, or a query of ids) as the API returns it,
     in that order; one statement for a whole page."""
     params = {"owner": owner.pk, "owner_name": owner.get_username(),
-              "claimable": list(CLAIMABLE_STATUSES), "now": now}  # fmt: skip
+              "claimable": list(CLAIMABLE_STATUSES), "now": now,
+              "grace": float(settings.TASKS_MISFIRE_GRACE_SECONDS)}  # fmt: skip
     page = _page(task_ids, params)
     if page is None:
         return []

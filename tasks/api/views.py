@@ -293,7 +293,12 @@ def action_view(base: type[APIView], verb: str) -> Any:
 
 
 PREVIEW_OUTPUT = inline_serializer(
-    "SchedulePreviewOutput", {"next_runs": serializers.ListField(child=serializers.DateTimeField())}
+    "SchedulePreviewOutput",
+    {
+        "next_runs": serializers.ListField(child=serializers.DateTimeField()),
+        # The normalized schedule, with the misfire grace that applies (a recurring one).
+        "schedule": serializers.JSONField(),
+    },
 )
 
 
@@ -303,7 +308,8 @@ class SchedulePreviewView(APIView):
         now = db_now()
         serializer = PreviewSerializer(data=request.data, context={"now": now})
         serializer.is_valid(raise_exception=True)
-        times = planning.preview(
-            serializer.validated_data["schedule"], now=now, count=serializer.validated_data["count"]
-        )
-        return Response({"next_runs": RawJSON(iso_json(times))})
+        schedule = serializer.validated_data["schedule"]
+        times = planning.preview(schedule, now=now, count=serializer.validated_data["count"])
+        # The normalized schedule, with the misfire grace that applies (a recurring one).
+        return Response({"next_runs": RawJSON(iso_json(times)),
+                         "schedule": planning.shown_schedule(schedule)})  # fmt: skip

@@ -17,10 +17,12 @@ capped AS (
     -- walk past the future runs of higher priorities, and which of the two PostgreSQL picks
     -- depends on its statistics: with millions of finished runs in the table it picked the sort.
     -- statement_timestamp(), not clock_timestamp(): a volatile bound cannot be an index bound.
-    SELECT r.id, r.owner_id, r.priority, r.execute_at
+    SELECT r.id, r.owner_id, r.priority, r.execute_at, r.task_id, r.scheduled_at, r.attempt,
+           r.missed_after
       FROM generate_series(9, 0, -1) AS p(priority)
      CROSS JOIN LATERAL (
-           SELECT r.id, r.owner_id, r.priority, r.execute_at FROM tasks_run r
+           SELECT r.id, r.owner_id, r.priority, r.execute_at, r.task_id, r.scheduled_at,
+                  r.attempt, r.missed_after FROM tasks_run r
             WHERE r.status IN ('scheduled', 'waiting_for_resource')
               AND r.priority = p.priority
               AND r.execute_at <= statement_timestamp() + make_interval(secs => %(prefetch)s)
@@ -29,7 +31,7 @@ capped AS (
             LIMIT {candidates}
               FOR UPDATE OF r SKIP LOCKED) AS r
      LIMIT {candidates}
-), picked AS (
+), {misfire_ctes}, picked AS (
     -- The per-owner cap also holds within this batch: an owner's n-th candidate is taken only
     -- while its running runs plus n stay within the cap.
     SELECT id FROM (
@@ -37,6 +39,7 @@ capped AS (
                row_number() OVER (PARTITION BY c.owner_id
                                   ORDER BY c.priority DESC, c.execute_at) AS nth
           FROM candidates c LEFT JOIN capped k ON k.owner_id = c.owner_id
+         WHERE c.id NOT IN (SELECT id FROM missed)
     ) ranked
      WHERE %(owner_cap)s <= 0 OR running + nth <= %(owner_cap)s
      ORDER BY priority DESC, execute_at
@@ -48,10 +51,64 @@ capped AS (
            heartbeat_at = clock_timestamp()
       FROM picked, tasks_task t
      WHERE r.id = picked.id AND t.id = r.task_id
+       -- A one-time filter (evaluated once, before any row) that makes missed_notified run.
+       AND (SELECT count(*) FROM missed_notified) >= 0
     RETURNING r.id, r.task_id, r.scheduled_at, r.execute_at, r.attempt, r.max_attempts,
               t.kind, t.payload, t.executable, t.timeout, t.retry_backoff_base,
               t.retry_backoff_cap, clock_timestamp() AS claimed_at,
               coalesce(t.schedule->>'overlap', 'allow') AS overlap, r.priority
+)
+
+-- Misfire at claim time (docs/schedules.md, "Misfire policy"): a candidate is missed when it is
+-- the first attempt of a recurring occurrence past its `missed_after` (execute_at + the task's
+-- grace) and its task's policy says so: `skip` always; `run_once` when a later occurrence of the
+-- task is past its grace too (only the latest of them runs); `run_all` when RUN_ALL_CAP later
+-- ones are. It is recorded `skipped` instead of claimed, its `missed` notification queued, and
+-- its task completed if it was the last occurrence. One-time tasks and run-now runs
+-- (missed_after NULL), retries (attempt > 0) and runs on time stop at the first condition, so
+-- the claim's common path reads no task. The candidates are locked by this statement and still
+-- claimable, so a skip never meets a fenced finish; whichever worker meets an older occurrence
+-- skips it, because the later one exists whoever holds it.
+-- `{run_all_cap}` is written in by claim.claim_sql / cycle_sql (schedules.RUN_ALL_CAP).
+-- name: misfire_ctes
+missed AS (
+    UPDATE tasks_run r
+       SET status = 'skipped', finished_at = clock_timestamp(),
+           error = 'missed: not started within its misfire grace period (misfire policy)'
+      FROM candidates c
+     WHERE r.id = c.id AND c.missed_after < statement_timestamp() AND c.attempt = 0
+       AND CASE (SELECT t.schedule->>'misfire' FROM tasks_task t WHERE t.id = c.task_id)
+             WHEN 'skip' THEN true
+             WHEN 'run_all' THEN (
+                 SELECT count(*) FROM (
+                     SELECT FROM tasks_run n
+                      WHERE n.task_id = c.task_id AND n.scheduled_at > c.scheduled_at
+                        AND n.missed_after < statement_timestamp()
+                      LIMIT {run_all_cap}) AS later) >= {run_all_cap}
+             ELSE EXISTS (
+                 SELECT FROM tasks_run n
+                  WHERE n.task_id = c.task_id AND n.scheduled_at > c.scheduled_at
+                    AND n.missed_after < statement_timestamp())
+           END
+    RETURNING r.id, r.task_id
+), missed_completed AS (
+    -- The task's last occurrence was missed: nothing is left to finish it (as in planning).
+    UPDATE tasks_task t SET status = 'completed', updated_at = clock_timestamp()
+     WHERE t.id IN (SELECT task_id FROM missed) AND t.status = 'active'
+       AND t.next_run_at IS NULL
+       AND NOT EXISTS (
+           SELECT 1 FROM tasks_run o
+            WHERE o.task_id = t.id AND o.status IN ('scheduled', 'running', 'waiting_for_resource')
+              AND o.id NOT IN (SELECT id FROM missed))
+), missed_notified AS (
+    -- The outbox's `missed` event (attempt 0, as planning queues it), for tasks that notify.
+    SELECT notifications_enqueue(array_agg(m.id), array_agg(m.task_id), array_agg(0),
+                                 array_agg('missed'::text), %(window)s, %(channel)s) AS queued
+      FROM missed m JOIN tasks_task t ON t.id = m.task_id
+     WHERE (jsonb_typeof(t.notify) = 'array' AND t.notify <> '[]'::jsonb)
+        OR EXISTS (SELECT 1 FROM notifications_channel ch
+                    WHERE ch.owner_id = t.owner_id AND ch.all_tasks_events <> '{}')
+    HAVING count(*) > 0
 )
 
 -- name: claim

@@ -23,6 +23,7 @@ from tasks import counters
 from tasks.db import prepared_cursor
 from tasks.ids import idempotency_key
 from tasks.models import TERMINAL_STATUSES
+from tasks.schedules import RUN_ALL_CAP
 from tasks.sql import queries
 
 SQL = queries("tasks", "claim.sql")
@@ -68,7 +69,9 @@ def claim_runs(
 
 
 def _claim(cursor: Any, *, worker: str, limit: int, prefetch: float, cap: int) -> list[ClaimedRun]:
-    params = {"worker": worker, "limit": limit, "prefetch": prefetch, "owner_cap": cap}
+    params = {"worker": worker, "limit": limit, "prefetch": prefetch, "owner_cap": cap,
+              "window": settings.NOTIFICATIONS_RETRY_WINDOW_SECONDS,
+              "channel": outbox.NOTIFICATION_CHANNEL}  # fmt: skip
     cursor.execute(claim_sql(_candidates(limit, cap)), params)
     return _claimed_runs(cursor.fetchall())
 
@@ -90,13 +93,19 @@ def claim_sql(candidates: int) -> str:
     tenth of the due runs were wanted, finds it dearer than a plan for the actual values, and
     plans the statement again on every execution: a third of the database's time for the
     worker's cycle with 10 million finished runs in the table (docs/benchmarks.md)."""
-    return SQL["claim"].replace("{candidates}", str(int(candidates)))
+    return _literals(SQL["claim"], candidates)
 
 
 @functools.cache
 def cycle_sql(candidates: int) -> str:
     """The record-and-claim statement (see claim_sql for `candidates`)."""
-    return SQL["cycle"].replace("{candidates}", str(int(candidates)))
+    return _literals(SQL["cycle"], candidates)
+
+
+def _literals(sql: str, candidates: int) -> str:
+    return sql.replace("{candidates}", str(int(candidates))).replace(
+        "{run_all_cap}", str(int(RUN_ALL_CAP))
+    )
 
 
 def _claimed_runs(rows: list[tuple]) -> list[ClaimedRun]:

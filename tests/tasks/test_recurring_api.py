@@ -231,6 +231,8 @@ INVALID = [
     ({"type": "interval", "every": 0}, "every"),
     ({"type": "interval", "every": 60, "jitter": -1}, "jitter"),
     ({"type": "interval", "every": 60, "overlap": "queue"}, "overlap"),
+    ({"type": "interval", "every": 60, "misfire_grace": 0}, "misfire_grace"),
+    ({"type": "cron", "expression": "* * * * *", "misfire_grace": "soon"}, "misfire_grace"),
 ]
 
 

@@ -347,6 +347,7 @@ RECURRING_DEFAULTS = {
     "max_runs": None,
     "jitter": 0,
     "misfire": "run_once",
+    "misfire_grace": None,
     "overlap": "allow",
 }
 

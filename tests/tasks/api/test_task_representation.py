@@ -59,7 +59,8 @@ def test_every_field_of_a_recurring_task() -> None:
         "kind": "handler",
         "payload": {"name": "noop", "args": {"x": [1, None, "caf\u00e9"]}},
         "executable": None,
-        "schedule": task.schedule,
+        # A recurring schedule shows the misfire grace that applies: here the default.
+        "schedule": {**task.schedule, "misfire_grace": 60},
         "priority": 9,
         "max_attempts": 3,
         "retry_backoff": {"base": 1.5, "cap": 60},

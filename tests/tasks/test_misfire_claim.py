@@ -1,0 +1,134 @@
+"""Issue 13: the misfire policy at claim time, for runs planned on time that no worker started.
+
+The occurrences are planned as a scheduler would have planned them, on time; then no worker
+claims them until long after their grace period, as after a worker outage.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from tasks import planning, queue
+from tasks.db import db_now
+from tasks.models import Run, Task
+from tests.factories import UserFactory
+from tests.tasks.recurring_support import iso, recurring_task
+
+pytestmark = pytest.mark.django_db
+GRACE = 5
+
+
+def planned_on_time(policy: str, *, seconds: int = 30, **extra: object) -> Task:
+    """A 1-s task whose occurrences of the last `seconds` were planned before they were due."""
+    now = db_now().replace(microsecond=0)
+    raw = {"type": "interval", "every": 1, "start_at": iso(now - timedelta(seconds=seconds)),
+           "misfire": policy, "misfire_grace": GRACE, **extra}  # fmt: skip
+    task = recurring_task(UserFactory(), raw, now=now, payload={"name": "noop", "args": {}})
+    began = now - timedelta(seconds=seconds + 1)
+    planning.plan_task(task, now=began, horizon=now)  # nothing was late when planned
+    assert not Run.objects.filter(task=task).exclude(status="scheduled").exists()
+    return task
+
+
+def claim_all() -> list[queue.ClaimedRun]:
+    """Claim as a worker does: a claim that only recorded missed runs returns nothing, and the
+    worker claims again at once because a due run is still waiting."""
+    claimed: list[queue.ClaimedRun] = []
+    due = (queue.seconds_until_next_due() or 1.0) <= 0.5
+    while due:
+        claimed += queue.claim_runs(worker="w1", limit=4, prefetch_seconds=0.5, owner_cap=0)
+        due = (queue.seconds_until_next_due() or 1.0) <= 0.5
+    return claimed
+
+
+def statuses(task: Task) -> list[str]:
+    runs = Run.objects.filter(task=task).order_by("scheduled_at")
+    return list(runs.values_list("status", flat=True))
+
+
+def late_before(task: Task, when: object) -> int:
+    return Run.objects.filter(task=task, missed_after__lt=when).count()
+
+
+def test_run_once_runs_only_the_latest_missed_occurrence() -> None:
+    task = planned_on_time("run_once")
+    before = db_now()
+    claim_all()
+    after = db_now()
+
+    history = statuses(task)
+    assert len(history) == 31, "every occurrence keeps its record"
+    ran = history.count("running")
+    skipped = history.count("skipped")
+    assert history == ["skipped"] * skipped + ["running"] * ran, history
+    # Late ones (past their grace when claimed): the latest of them runs, the rest are skipped;
+    # the ones within the grace period run.
+    assert late_before(task, before) - 1 <= skipped <= late_before(task, after) - 1
+    run = Run.objects.filter(task=task, status="skipped").first()
+    assert "misfire" in run.error and run.finished_at is not None and run.attempt == 0
+
+
+def test_skip_records_every_missed_occurrence_skipped() -> None:
+    task = planned_on_time("skip")
+    before = db_now()
+    claim_all()
+    after = db_now()
+
+    history = statuses(task)
+    skipped = history.count("skipped")
+    assert history == ["skipped"] * skipped + ["running"] * (31 - skipped)
+    assert late_before(task, before) <= skipped <= late_before(task, after)
+
+
+def test_run_all_runs_every_missed_occurrence_up_to_the_cap() -> None:
+    task = planned_on_time("run_all", seconds=planning.RUN_ALL_CAP + 20)
+    claim_all()
+
+    history = statuses(task)
+    skipped = history.count("skipped")
+    assert history == ["skipped"] * skipped + ["running"] * (len(history) - skipped)
+    # Only the late ones beyond the latest RUN_ALL_CAP late ones are skipped.
+    assert 1 <= skipped <= planning.RUN_ALL_CAP + 21 - planning.RUN_ALL_CAP - GRACE + 1
+    assert history.count("running") >= planning.RUN_ALL_CAP
+
+
+def test_retries_and_one_time_tasks_are_never_missed() -> None:
+    task = planned_on_time("skip")
+    retry = Run.objects.filter(task=task).order_by("scheduled_at").first()
+    Run.objects.filter(pk=retry.pk).update(attempt=1)  # its first attempt failed long ago
+    owner = UserFactory()
+    old = db_now() - timedelta(minutes=10)
+    once = recurring_task(owner, {"type": "once", "run_at": iso(old)}, now=old)
+    planning.plan_task(once, now=old, horizon=old)
+
+    claimed = {run.id for run in claim_all()}
+
+    assert retry.pk in claimed
+    assert Run.objects.get(task=once).id in claimed
+
+
+def test_a_task_whose_last_occurrence_is_missed_completes() -> None:
+    task = planned_on_time("skip", max_runs=10)
+    assert Task.objects.get(pk=task.pk).next_run_at is None
+
+    assert claim_all() == []
+
+    assert statuses(task) == ["skipped"] * 10
+    assert Task.objects.get(pk=task.pk).status == "completed"
+
+
+def test_a_grace_of_its_own_is_validated_and_shown(api) -> None:
+    created = api.post(
+        "/api/v1/tasks",
+        {"kind": "handler", "payload": {"name": "noop", "args": {}},
+         "schedule": {"type": "interval", "every": 10, "misfire_grace": 7}},
+        format="json",
+    )  # fmt: skip
+    default = api.post("/api/v1/schedules/preview", {"schedule": "* * * * *"}, format="json")
+
+    assert created.status_code == 201 and created.json()["schedule"]["misfire_grace"] == 7
+    assert default.json()["schedule"]["misfire_grace"] == 60  # TASKS_MISFIRE_GRACE_SECONDS
+    run = Run.objects.filter(task_id=created.json()["id"]).first()
+    assert run.missed_after - run.execute_at == timedelta(seconds=7)
