@@ -93,8 +93,12 @@ def test_each_misfire_policy_after_ten_minutes_without_a_scheduler(processes):
     missed_capped = [at for at in history if at < cutoff]
     ran = [at for at in missed_capped if history[at] == "succeeded"]
     assert len(missed_capped) > 600
-    assert ran == missed_capped[-planning.RUN_ALL_CAP :]
-    assert {history[at] for at in missed_capped[: -planning.RUN_ALL_CAP]} == {"skipped"}
+    # The latest ones ran, at most RUN_ALL_CAP. The cap applies again when a worker claims the
+    # catch-up (issue 13): occurrences within the grace when planned may be late by then, and
+    # count among the latest RUN_ALL_CAP late ones, so a few of planning's 100 may be skipped.
+    assert ran == missed_capped[len(missed_capped) - len(ran) :]
+    assert planning.RUN_ALL_CAP - 2 * GRACE <= len(ran) <= planning.RUN_ALL_CAP
+    assert {history[at] for at in missed_capped[: -len(ran)]} == {"skipped"}
     # Late, but within the grace period: not missed, so these run whatever the policy.
     late = [history[at] for at in history if at >= cutoff]
     assert len(late) >= 7 and set(late) == {"succeeded"}
