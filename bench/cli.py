@@ -73,6 +73,17 @@ def parser() -> argparse.ArgumentParser:
     late.add_argument("--log-level", default="WARNING", help="LOG_LEVEL of the fleet")
     late.add_argument("--keep-db", action="store_true", help="keep the scratch database")
 
+    mixed = sub.add_parser("mix", help="recurring lateness: N schedulers, interval + cron mix")
+    mixed.add_argument("--schedulers", type=int, default=3)
+    mixed.add_argument("--workers", type=int, default=2, help="worker processes")
+    mixed.add_argument("--concurrency", type=int, default=4, help="slots per worker")
+    mixed.add_argument("--intervals", type=int, default=20, help="interval tasks")
+    mixed.add_argument("--every", type=int, default=2, help="their interval, seconds")
+    mixed.add_argument("--crons", type=int, default=10, help="six-field cron tasks")
+    mixed.add_argument("--cron", default="*/3 * * * * *", help="their expression")
+    mixed.add_argument("--seconds", type=float, default=60.0, help="measured window")
+    mixed.add_argument("--keep-db", action="store_true", help="keep the scratch database")
+
     note = sub.add_parser("notify", help="run finished -> webhook arrived, real workers")
     note.add_argument("--runs", type=int, default=200)
     note.add_argument("--workers", type=int, default=2, help="worker processes")
@@ -95,6 +106,12 @@ def main(argv: list[str]) -> int:
         kind = options["workload"]
         if kind == "recurring":
             run_recurring(options)
+        elif kind == "mix":
+            from bench import mix
+
+            with scratch.database("mix", keep=options.pop("keep_db")) as url:
+                del options["workload"]
+                emit(mix.measure(database_url=url, **options))
         elif kind == "notify":
             from bench import notify
 

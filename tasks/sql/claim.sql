@@ -93,9 +93,10 @@ missed AS (
     RETURNING r.id, r.task_id
 ), missed_completed AS (
     -- The task's last occurrence was missed: nothing is left to finish it (as in planning).
+    -- EXISTS (uncorrelated) is a one-time filter: with nothing missed, no task is read.
     UPDATE tasks_task t SET status = 'completed', updated_at = clock_timestamp()
-     WHERE t.id IN (SELECT task_id FROM missed) AND t.status = 'active'
-       AND t.next_run_at IS NULL
+     WHERE EXISTS (SELECT FROM missed) AND t.id IN (SELECT task_id FROM missed)
+       AND t.status = 'active' AND t.next_run_at IS NULL
        AND NOT EXISTS (
            SELECT 1 FROM tasks_run o
             WHERE o.task_id = t.id AND o.status IN ('scheduled', 'running', 'waiting_for_resource')

@@ -93,6 +93,11 @@ def test_recurring_notify_and_admin() -> None:
     assert (late["missing"], late["ran_twice"], late["early"]) == (0, 0, 0)
     assert late["occurrences"] > 0
 
+    (mix,) = bench("mix", "--intervals", "2", "--crons", "1", "--seconds", "4", "--schedulers",
+                   "2", "--workers", "1", scratch="mix")  # fmt: skip
+    assert (mix["missing"], mix["duplicates"], mix["early"], mix["deadlocks"]) == (0, 0, 0, 0)
+    assert mix["occurrences"] > 0 and mix["floor"]["samples"] > 0
+
     # notify runs on the configured database with its own user, removed afterwards.
     (notified,) = bench("notify", "--runs", "3", "--workers", "1", "--json")
     assert (notified["missing"], notified["duplicates"], notified["bad_signatures"]) == (0, 0, 0)

@@ -1,0 +1,160 @@
+"""Start lateness of a mix of recurring tasks under several schedulers (issue 13 item 2).
+
+N `runscheduler` and M `runworker --concurrency C` processes are started and idle; then
+interval tasks (every 2 s, no `start_at`: the first occurrence is 1-2 s after creation) and
+six-field crons are created one by one through the API's service (validation, inline planning,
+NOTIFY), as a user would. For `seconds`, every occurrence is checked: lateness `started_at -
+scheduled_at` on the database clock, early starts, missing occurrences (fire times without a
+run) and duplicates (the `bench` handler writes one line per execution). The floor is measured
+in the same run: a thread of this process sleeping to a deadline every 20 ms and recording how
+late it woke, i.e. what the machine's scheduling alone costs a process that does nothing else.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import threading
+import time
+from collections import Counter
+from datetime import timedelta
+from itertools import takewhile
+from pathlib import Path
+
+from django.db import connection
+
+from bench.handlers import read_lines
+from bench.proc import cpu_seconds
+from bench.workload import Fleet, bench_owner, fleet_env, reset_queue
+from tasks import schedules, services
+from tasks.db import db_now
+from tasks.models import Process, Run
+
+
+def _pct(values: list[float], p: float) -> float:
+    if not values:
+        return 0.0
+    return round(values[min(len(values) - 1, int(p / 100 * len(values)))], 1)
+
+
+class TimerFloor(threading.Thread):
+    """Wake-up lateness of a sleeping thread that does nothing else: the machine's own noise."""
+
+    def __init__(self, step: float = 0.02) -> None:
+        super().__init__(name="timer-floor", daemon=True)
+        self.step, self.stopping, self.late_ms = step, threading.Event(), []
+
+    def run(self) -> None:
+        target = time.monotonic() + self.step
+        while not self.stopping.is_set():
+            time.sleep(max(0.0, target - time.monotonic()))
+            self.late_ms.append((time.monotonic() - target) * 1000)
+            target += self.step
+            target = max(target, time.monotonic())  # never queue up wake-ups after a stall
+
+    def figures(self) -> dict:
+        late = sorted(self.late_ms)
+        return {"p50_ms": _pct(late, 50), "p99_ms": _pct(late, 99),
+                "max_ms": round(late[-1], 1) if late else 0.0, "samples": len(late)}  # fmt: skip
+
+
+def measure(
+    *,
+    database_url: str,
+    schedulers: int = 3,
+    workers: int = 2,
+    concurrency: int = 4,
+    intervals: int = 20,
+    every: int = 2,
+    crons: int = 10,
+    cron: str = "*/3 * * * * *",
+    seconds: float = 60.0,
+) -> dict:
+    """Run the mix on `database_url` (migrated, the current connection); figures in ms."""
+    reset_queue()
+    run_dir = tempfile.mkdtemp(prefix="bench-mix-")
+    fleet = Fleet(run_dir, fleet_env(run_dir, database_url))
+    floor = TimerFloor()
+    try:
+        for _ in range(schedulers):
+            fleet.start("runscheduler")
+        for _ in range(workers):
+            fleet.start("runworker", "--concurrency", str(concurrency))
+        boot = time.monotonic() + 120
+        while Process.objects.filter(stopped_at=None).count() < schedulers + workers:
+            if time.monotonic() > boot or any(p.poll() is not None for p in fleet.procs):
+                raise RuntimeError(f"the fleet did not start; see {run_dir}/stderr.txt")
+            time.sleep(0.2)
+        time.sleep(2.0)  # every process past its first pass: idle, as in production
+        floor.start()
+        owner = bench_owner()
+        raws = [{"type": "interval", "every": every}] * intervals
+        raws += [{"type": "cron", "expression": cron}] * crons
+        created = []
+        for raw in raws:  # one by one, as clients create tasks: each through the API's service
+            now = db_now()
+            data = {"kind": "handler", "payload": {"name": "bench", "args": {}},
+                    "schedule": schedules.normalize(raw, now=now)}  # fmt: skip
+            created.append(services.create_task(owner=owner, data=data, now=now)[0])
+        end = db_now() + timedelta(seconds=seconds)
+        while db_now() < end + timedelta(seconds=2):
+            time.sleep(0.5)
+        floor.stopping.set()
+        window = Run.objects.filter(scheduled_at__lte=end)
+        drain = time.monotonic() + 30
+        while window.exclude(status="succeeded").exists() and time.monotonic() < drain:
+            time.sleep(0.5)
+        cpu = {
+            "schedulers": round(sum(cpu_seconds(p.pid) for p in fleet.procs[:schedulers]), 1),
+            "workers": round(sum(cpu_seconds(p.pid) for p in fleet.procs[schedulers:]), 1),
+        }
+    finally:
+        floor.stopping.set()
+        fleet.stop()
+    return _figures(created, window, end, run_dir, cpu, floor) | {
+        "schedulers": schedulers, "workers": workers, "concurrency": concurrency,
+        "intervals": intervals, "every": every, "crons": crons, "cron": cron, "seconds": seconds,
+    }  # fmt: skip
+
+
+def _figures(created: list, window, end, run_dir: str, cpu: dict, floor: TimerFloor) -> dict:
+    runs = list(window.values_list("task_id", "scheduled_at", "started_at", "worker"))
+    with connection.cursor() as cursor:  # lock waits PostgreSQL broke up (deadlock_timeout)
+        cursor.execute("SELECT deadlocks FROM pg_stat_database WHERE datname = current_database()")
+        deadlocks = cursor.fetchone()[0]
+    stderr = Path(run_dir, "stderr.txt")
+    errors = stderr.read_text().count("failed") if stderr.exists() else 0
+    expected = sum(
+        len(list(takewhile(lambda at: at <= end, schedules.fire_times(t.schedule, after=None))))
+        for t in created
+    )
+    started = [(s, st, w) for _, s, st, w in runs if st is not None]
+    late = sorted((st - s).total_seconds() * 1000 for s, st, _ in started)
+    lines = read_lines(run_dir)
+    shutil.rmtree(run_dir, ignore_errors=True)
+    executed = Counter(key for key, _, _ in lines)
+    body = sorted((b - s) * 1000 for _, s, b in lines if s <= end.timestamp())
+    worst = sorted(started, key=lambda r: r[1] - r[0])[-5:]
+    return {
+        "workload": "mix",
+        "occurrences": expected,
+        "runs": len(runs),
+        "missing": expected - len({(t, s) for t, s, _, _ in runs}),
+        "not_succeeded": window.exclude(status="succeeded").count(),
+        "duplicates": sum(n - 1 for n in executed.values() if n > 1),
+        "p50_ms": _pct(late, 50),
+        "p99_ms": _pct(late, 99),
+        "max_ms": round(late[-1], 1) if late else 0.0,
+        "early": sum(1 for ms in late if ms < 0),
+        "body_early": sum(1 for ms in body if ms < 0),
+        "body_p99_ms": _pct(body, 99),
+        "body_max_ms": round(body[-1], 1) if body else 0.0,
+        "floor": floor.figures(),
+        "deadlocks": deadlocks,
+        "fleet_failures_logged": errors,
+        "worst": [
+            [s.isoformat(), round((st - s).total_seconds() * 1000, 1), w]
+            for s, st, w in reversed(worst)
+        ],
+        "cpu_seconds": cpu,
+    }
