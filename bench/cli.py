@@ -82,6 +82,7 @@ def parser() -> argparse.ArgumentParser:
     mixed.add_argument("--crons", type=int, default=10, help="six-field cron tasks")
     mixed.add_argument("--cron", default="*/3 * * * * *", help="their expression")
     mixed.add_argument("--seconds", type=float, default=60.0, help="measured window")
+    mixed.add_argument("--spread", type=float, default=5.0, help="seconds to create them over")
     mixed.add_argument("--keep-db", action="store_true", help="keep the scratch database")
 
     note = sub.add_parser("notify", help="run finished -> webhook arrived, real workers")
@@ -243,7 +244,8 @@ def _table(results: list[dict]) -> None:
             write(
                 f"{'lateness':<28} {r['workers']:>3} {'':>16}  p50 {r['p50_ms']} ms, "
                 f"p99 {r['p99_ms']} ms, max {r['max_ms']} ms, min {r['min_ms']} ms, "
-                f"early {r['early']}, missing {r['missing']}"
+                f"early {r['early']}, missing {r['missing']}; floor (a sleeping thread, same "
+                f"window) p99 {r['floor']['p99_ms']} ms, max {r['floor']['max_ms']} ms"
             )
         else:
             detail = f"rounds {r['rates']}"

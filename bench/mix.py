@@ -2,19 +2,17 @@
 
 N `runscheduler` and M `runworker --concurrency C` processes are started and idle; then
 interval tasks (every 2 s, no `start_at`: the first occurrence is 1-2 s after creation) and
-six-field crons are created one by one through the API's service (validation, inline planning,
-NOTIFY), as a user would. For `seconds`, every occurrence is checked: lateness `started_at -
-scheduled_at` on the database clock, early starts, missing occurrences (fire times without a
-run) and duplicates (the `bench` handler writes one line per execution). The floor is measured
-in the same run: a thread of this process sleeping to a deadline every 20 ms and recording how
-late it woke, i.e. what the machine's scheduling alone costs a process that does nothing else.
+six-field crons are created one by one over `spread` seconds through the API's service
+(validation, inline planning, NOTIFY), as clients would. For `seconds`, every occurrence is
+checked: lateness `started_at - scheduled_at` on the database clock, early starts, missing
+occurrences (fire times without a run) and duplicates (the `bench` handler writes one line per
+execution). The floor is measured in the same run (bench/timer_floor.py).
 """
 
 from __future__ import annotations
 
 import shutil
 import tempfile
-import threading
 import time
 from collections import Counter
 from datetime import timedelta
@@ -25,37 +23,11 @@ from django.db import connection
 
 from bench.handlers import read_lines
 from bench.proc import cpu_seconds
+from bench.timer_floor import TimerFloor, pct
 from bench.workload import Fleet, bench_owner, fleet_env, reset_queue
 from tasks import schedules, services
 from tasks.db import db_now
 from tasks.models import Process, Run
-
-
-def _pct(values: list[float], p: float) -> float:
-    if not values:
-        return 0.0
-    return round(values[min(len(values) - 1, int(p / 100 * len(values)))], 1)
-
-
-class TimerFloor(threading.Thread):
-    """Wake-up lateness of a sleeping thread that does nothing else: the machine's own noise."""
-
-    def __init__(self, step: float = 0.02) -> None:
-        super().__init__(name="timer-floor", daemon=True)
-        self.step, self.stopping, self.late_ms = step, threading.Event(), []
-
-    def run(self) -> None:
-        target = time.monotonic() + self.step
-        while not self.stopping.is_set():
-            time.sleep(max(0.0, target - time.monotonic()))
-            self.late_ms.append((time.monotonic() - target) * 1000)
-            target += self.step
-            target = max(target, time.monotonic())  # never queue up wake-ups after a stall
-
-    def figures(self) -> dict:
-        late = sorted(self.late_ms)
-        return {"p50_ms": _pct(late, 50), "p99_ms": _pct(late, 99),
-                "max_ms": round(late[-1], 1) if late else 0.0, "samples": len(late)}  # fmt: skip
 
 
 def measure(
@@ -69,6 +41,7 @@ def measure(
     crons: int = 10,
     cron: str = "*/3 * * * * *",
     seconds: float = 60.0,
+    spread: float = 5.0,
 ) -> dict:
     """Run the mix on `database_url` (migrated, the current connection); figures in ms."""
     reset_queue()
@@ -88,10 +61,15 @@ def measure(
         time.sleep(2.0)  # every process past its first pass: idle, as in production
         floor.start()
         owner = bench_owner()
+        began = time.monotonic()
         raws = [{"type": "interval", "every": every}] * intervals
         raws += [{"type": "cron", "expression": cron}] * crons
         created = []
-        for raw in raws:  # one by one, as clients create tasks: each through the API's service
+        # One by one, as clients create tasks, each through the API's service, spread over
+        # `spread` seconds: first occurrences come due while earlier tasks already run.
+        raws = [raws[i] for i in sorted(range(len(raws)), key=lambda i: (i * 7) % len(raws))]
+        for i, raw in enumerate(raws):
+            time.sleep(max(0.0, i * spread / len(raws) - (time.monotonic() - began)))
             now = db_now()
             data = {"kind": "handler", "payload": {"name": "bench", "args": {}},
                     "schedule": schedules.normalize(raw, now=now)}  # fmt: skip
@@ -113,7 +91,8 @@ def measure(
         fleet.stop()
     return _figures(created, window, end, run_dir, cpu, floor) | {
         "schedulers": schedulers, "workers": workers, "concurrency": concurrency,
-        "intervals": intervals, "every": every, "crons": crons, "cron": cron, "seconds": seconds,
+        "intervals": intervals, "every": every, "crons": crons, "cron": cron,
+        "seconds": seconds, "spread": spread,
     }  # fmt: skip
 
 
@@ -142,12 +121,12 @@ def _figures(created: list, window, end, run_dir: str, cpu: dict, floor: TimerFl
         "missing": expected - len({(t, s) for t, s, _, _ in runs}),
         "not_succeeded": window.exclude(status="succeeded").count(),
         "duplicates": sum(n - 1 for n in executed.values() if n > 1),
-        "p50_ms": _pct(late, 50),
-        "p99_ms": _pct(late, 99),
+        "p50_ms": pct(late, 50),
+        "p99_ms": pct(late, 99),
         "max_ms": round(late[-1], 1) if late else 0.0,
         "early": sum(1 for ms in late if ms < 0),
         "body_early": sum(1 for ms in body if ms < 0),
-        "body_p99_ms": _pct(body, 99),
+        "body_p99_ms": pct(body, 99),
         "body_max_ms": round(body[-1], 1) if body else 0.0,
         "floor": floor.figures(),
         "deadlocks": deadlocks,

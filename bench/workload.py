@@ -16,6 +16,7 @@ from django.contrib.auth import get_user_model
 from django.db import connection
 
 from bench.handlers import read_lines
+from bench.timer_floor import TimerFloor
 from tasks import schedules
 from tasks.transitions.creation import MAX_BATCH, create_tasks
 
@@ -237,8 +238,11 @@ def _measure_lateness(
     enqueue_seconds = enqueue(due, now=now)
     assert datetime.now(UTC) < t0, "enqueueing took longer than the lead time"
     end = time.monotonic() + (t0 - datetime.now(UTC)).total_seconds() + window + 10
+    floor = TimerFloor()  # the machine's own wake-up lateness over the same window
+    floor.start()
     while time.monotonic() < end and len(read_lines(run_dir)) < jobs + 1:
         time.sleep(0.5)
+    floor.stopping.set()
     rss = fleet.rss_mb()
     # The warm-up job's line stays in its file (the worker keeps the file open): leave it out.
     lines = [line for line in read_lines(run_dir) if line[1] >= t0.timestamp() - 1e-3]
@@ -265,4 +269,5 @@ def _measure_lateness(
         "missing": jobs - len(keys),
         "ran_twice": len(lines) - len(keys),
         "worker_rss_mb": rss,
+        "floor": floor.figures(),
     }
