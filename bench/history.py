@@ -71,12 +71,15 @@ def explain_claim(n: int) -> dict:
     workload.enqueue([now] * n, now=now)
     workload.analyze_queue()
     sql = claim_sql(_candidates(10, 100))
-    for number, name in enumerate(("worker", "limit", "prefetch", "owner_cap"), start=1):
+    names = ("worker", "limit", "prefetch", "owner_cap", "window", "channel")
+    for number, name in enumerate(names, start=1):
         sql = sql.replace(f"%({name})s", f"${number}")
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute("SET LOCAL plan_cache_mode = force_generic_plan")
-        cursor.execute(f"PREPARE bench_claim(text, int, float8, int) AS {sql}")
-        cursor.execute("EXPLAIN (ANALYZE, BUFFERS) EXECUTE bench_claim('explain', 10, 0.5, 100)")
+        cursor.execute(f"PREPARE bench_claim(text, int, float8, int, float8, text) AS {sql}")
+        cursor.execute(
+            "EXPLAIN (ANALYZE, BUFFERS) EXECUTE bench_claim('explain', 10, 0.5, 100, 3600, 'x')"
+        )
         plan = [row[0] for row in cursor.fetchall()]
         cursor.execute("DEALLOCATE bench_claim")
         transaction.set_rollback(True)

@@ -114,6 +114,12 @@ def _figures(created: list, window, end, run_dir: str, cpu: dict, floor: TimerFl
     executed = Counter(key for key, _, _ in lines)
     body = sorted((b - s) * 1000 for _, s, b in lines if s <= end.timestamp())
     worst = sorted(started, key=lambda r: r[1] - r[0])[-5:]
+    # Runs due at the same instant (a burst): how many the busiest worker took, on average.
+    bursts: dict[object, Counter] = {}
+    for scheduled, _, worker in started:
+        bursts.setdefault(scheduled, Counter())[worker] += 1
+    big = [c for c in bursts.values() if sum(c.values()) >= 10]
+    share = sum(max(c.values()) / sum(c.values()) for c in big) / len(big) if big else 0.0
     return {
         "workload": "mix",
         "occurrences": expected,
@@ -131,6 +137,7 @@ def _figures(created: list, window, end, run_dir: str, cpu: dict, floor: TimerFl
         "floor": floor.figures(),
         "deadlocks": deadlocks,
         "fleet_failures_logged": errors,
+        "burst_busiest_worker_share": round(share, 2),
         "worst": [
             [s.isoformat(), round((st - s).total_seconds() * 1000, 1), w]
             for s, st, w in reversed(worst)

@@ -111,7 +111,10 @@ def test_enqueue_costs_one_statement_when_nobody_subscribes() -> None:
                 for c in claimed
             ],
         )  # fmt: skip
-    outbox_queries = [q for q in queries.captured_queries if "notifications_" in q["sql"]]
+    # The claim statement names notifications_enqueue too, for runs it records missed (issue 13),
+    # and calls it only for those: none here.
+    finishing = [q for q in queries.captured_queries if "missed_notified" not in q["sql"]]
+    outbox_queries = [q for q in finishing if "notifications_" in q["sql"]]
     assert len(outbox_queries) == 1
     assert "notifications_enqueue" in outbox_queries[0]["sql"]
     assert not Notification.objects.exists()
@@ -217,6 +220,21 @@ def test_overlap_skipped_occurrence_is_missed(user) -> None:
 
     claimed = claim.claim_runs(worker="w", limit=5, prefetch_seconds=0, owner_cap=0)
     assert overlap.resolve_overlaps(worker="w", claimed=claimed) == []
+
+    assert Run.objects.get(pk=run.pk).status == "skipped"
+    assert events_of(run) == [(0, "missed")]
+
+
+def test_an_occurrence_missed_at_claim_time_is_missed(user) -> None:
+    from tasks import queue
+
+    channel = ChannelFactory(owner=user)
+    schedule = {"type": "interval", "every": 60, "misfire": "skip"}
+    task = subscribed_task(channel, ["missed"], schedule=schedule, schedule_type="interval")
+    late = timezone.now() - timedelta(minutes=5)  # planned on time, never claimed since
+    run = due_run(task, scheduled_at=late, missed_after=late + timedelta(seconds=60))
+
+    assert queue.claim_runs(worker="w", limit=5, prefetch_seconds=0, owner_cap=0) == []
 
     assert Run.objects.get(pk=run.pk).status == "skipped"
     assert events_of(run) == [(0, "missed")]
