@@ -25,9 +25,10 @@ from bench.handlers import read_lines
 from bench.proc import cpu_seconds
 from bench.timer_floor import TimerFloor, pct
 from bench.workload import Fleet, bench_owner, fleet_env, reset_queue
-from tasks import schedules, services
+from tasks import schedules
 from tasks.db import db_now
 from tasks.models import Process, Run
+from tasks.transitions import creation
 
 
 def measure(
@@ -73,7 +74,7 @@ def measure(
             now = db_now()
             data = {"kind": "handler", "payload": {"name": "bench", "args": {}},
                     "schedule": schedules.normalize(raw, now=now)}  # fmt: skip
-            created.append(services.create_task(owner=owner, data=data, now=now)[0])
+            created.append(creation.create_task(owner=owner, data=data, now=now)[0])
         end = db_now() + timedelta(seconds=seconds)
         while db_now() < end + timedelta(seconds=2):
             time.sleep(0.5)

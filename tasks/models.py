@@ -141,7 +141,7 @@ class Run(models.Model):
     worker = models.CharField(max_length=200, blank=True, default="")
     # A recurring occurrence whose first attempt has not started by this instant (execute_at +
     # the task's misfire grace) is missed: the claim applies the misfire policy to it
-    # (tasks/queue.py). NULL for one-time tasks and run-now runs, which run however late.
+    # (tasks/sql/claim.sql). NULL for one-time tasks and run-now runs, which run however late.
     missed_after = models.DateTimeField(null=True, blank=True)
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)

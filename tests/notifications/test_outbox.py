@@ -226,7 +226,7 @@ def test_overlap_skipped_occurrence_is_missed(user) -> None:
 
 
 def test_an_occurrence_missed_at_claim_time_is_missed(user) -> None:
-    from tasks import queue
+    from tasks.transitions import claim
 
     channel = ChannelFactory(owner=user)
     schedule = {"type": "interval", "every": 60, "misfire": "skip"}
@@ -234,7 +234,7 @@ def test_an_occurrence_missed_at_claim_time_is_missed(user) -> None:
     late = timezone.now() - timedelta(minutes=5)  # planned on time, never claimed since
     run = due_run(task, scheduled_at=late, missed_after=late + timedelta(seconds=60))
 
-    assert queue.claim_runs(worker="w", limit=5, prefetch_seconds=0, owner_cap=0) == []
+    assert claim.claim_runs(worker="w", limit=5, prefetch_seconds=0, owner_cap=0) == []
 
     assert Run.objects.get(pk=run.pk).status == "skipped"
     assert events_of(run) == [(0, "missed")]

@@ -10,9 +10,11 @@ from datetime import timedelta
 
 import pytest
 
-from tasks import planning, queue
+from tasks import planning
 from tasks.db import db_now
 from tasks.models import Run, Task
+from tasks.transitions import claim
+from tasks.transitions.plan import plan_task
 from tests.factories import UserFactory
 from tests.tasks.recurring_support import iso, recurring_task
 
@@ -27,19 +29,19 @@ def planned_on_time(policy: str, *, seconds: int = 30, **extra: object) -> Task:
            "misfire": policy, "misfire_grace": GRACE, **extra}  # fmt: skip
     task = recurring_task(UserFactory(), raw, now=now, payload={"name": "noop", "args": {}})
     began = now - timedelta(seconds=seconds + 1)
-    planning.plan_task(task, now=began, horizon=now)  # nothing was late when planned
+    plan_task(task, now=began, horizon=now)  # nothing was late when planned
     assert not Run.objects.filter(task=task).exclude(status="scheduled").exists()
     return task
 
 
-def claim_all() -> list[queue.ClaimedRun]:
+def claim_all() -> list[claim.ClaimedRun]:
     """Claim as a worker does: a claim that only recorded missed runs returns nothing, and the
     worker claims again at once because a due run is still waiting."""
-    claimed: list[queue.ClaimedRun] = []
-    due = (queue.seconds_until_next_due() or 1.0) <= 0.5
+    claimed: list[claim.ClaimedRun] = []
+    due = (claim.seconds_until_next_due() or 1.0) <= 0.5
     while due:
-        claimed += queue.claim_runs(worker="w1", limit=4, prefetch_seconds=0.5, owner_cap=0)
-        due = (queue.seconds_until_next_due() or 1.0) <= 0.5
+        claimed += claim.claim_runs(worker="w1", limit=4, prefetch_seconds=0.5, owner_cap=0)
+        due = (claim.seconds_until_next_due() or 1.0) <= 0.5
     return claimed
 
 
@@ -101,7 +103,7 @@ def test_retries_and_one_time_tasks_are_never_missed() -> None:
     owner = UserFactory()
     old = db_now() - timedelta(minutes=10)
     once = recurring_task(owner, {"type": "once", "run_at": iso(old)}, now=old)
-    planning.plan_task(once, now=old, horizon=old)
+    plan_task(once, now=old, horizon=old)
 
     claimed = {run.id for run in claim_all()}
 

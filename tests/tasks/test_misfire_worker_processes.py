@@ -12,9 +12,10 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from tasks import schedules, services
+from tasks import schedules
 from tasks.db import db_now
 from tasks.models import TERMINAL_STATUSES, Attempt, Process, Run, Task
+from tasks.transitions import creation
 from tests.conftest import process_env, wait_for
 from tests.factories import UserFactory
 from tests.tasks.recurring_support import fire_times_until, recorded_keys
@@ -29,7 +30,7 @@ def create(owner: object, policy: str, *, now: datetime) -> Task:
     raw = {"type": "interval", "every": 1, "misfire": policy, "misfire_grace": GRACE}
     data = {"kind": "handler", "payload": {"name": "record", "args": {}},
             "schedule": schedules.normalize(raw, now=now)}  # fmt: skip
-    return services.create_task(owner=owner, data=data, now=now)[0]
+    return creation.create_task(owner=owner, data=data, now=now)[0]
 
 
 def history(task: Task, until: datetime) -> dict[datetime, str]:
@@ -120,7 +121,7 @@ def test_in_a_saturated_pool_each_policy_holds(processes, fleet_env) -> None:
     once = schedules.normalize({"type": "once"}, now=now)
     blocker = {"kind": "handler", "payload": {"name": "record", "args": {"sleep": 10}},
                "schedule": once, "priority": 9}  # fmt: skip
-    services.create_task(owner=owner, data=blocker, now=now)
+    creation.create_task(owner=owner, data=blocker, now=now)
     wait_for(lambda: Run.objects.filter(status="running").exists(), timeout=20)
     tasks = {policy: create(owner, policy, now=db_now()) for policy in POLICIES}
     wait_for(lambda: Run.objects.filter(status="succeeded").count() >= 1, timeout=30)

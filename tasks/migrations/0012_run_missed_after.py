@@ -5,7 +5,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("tasks", "0010_task_resources"),
+        ("tasks", "0011_process_verbose_name_plural"),
     ]
 
     operations = [
