@@ -15,6 +15,7 @@ HEADLINES = {
     "retries_exhausted": "failed: retries exhausted",
     "missed": "missed an occurrence",
     "stuck": "has a stuck run",
+    "zombie": "has a zombie run (no CPU time, no output)",
 }
 
 

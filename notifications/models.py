@@ -14,7 +14,7 @@ from notifications import crypto
 from tasks.ids import uuid7
 from tasks.models import Run, Task
 
-EVENTS = ("succeeded", "failed", "retries_exhausted", "missed", "stuck")
+EVENTS = ("succeeded", "failed", "retries_exhausted", "missed", "stuck", "zombie")
 NOTIFICATION_STATUSES = ("pending", "sent", "failed")
 
 
@@ -86,6 +86,7 @@ class Notification(models.Model):
         RETRIES_EXHAUSTED = "retries_exhausted"
         MISSED = "missed"
         STUCK = "stuck"
+        ZOMBIE = "zombie"
 
     # Also X-Scheduler-Delivery: stable across retries, the receiver's idempotency key.
     id = models.UUIDField(primary_key=True, default=uuid7, editable=False)

@@ -339,6 +339,8 @@ TASKS_EXECUTABLE_CACHE_BYTES = env_int("TASKS_EXECUTABLE_CACHE_BYTES", 2**30)
 TASKS_OWNER_MAX_RUNNING = env_int("TASKS_OWNER_MAX_RUNNING", 100)
 TASKS_SHUTDOWN_GRACE_SECONDS = env_float("TASKS_SHUTDOWN_GRACE_SECONDS", 30.0)
 SCHEDULER_SANDBOX_ALLOW_RLIMIT_ONLY = env_bool("SCHEDULER_SANDBOX_ALLOW_RLIMIT_ONLY", False)
+# An executable whose processes used no CPU and wrote nothing this long is flagged zombie.
+TASKS_ZOMBIE_AFTER_SECONDS = env_float("TASKS_ZOMBIE_AFTER_SECONDS", 600.0)
 
 # --- Reviewer ---------------------------------------------------------------------------------
 REVIEWERS_RESCUE_AFTER_SECONDS = env_float("REVIEWERS_RESCUE_AFTER_SECONDS", 10.0)

@@ -50,6 +50,10 @@ class Task(models.Model):
         COMPLETED = "completed"
         CANCELLED = "cancelled"
 
+    class OnZombie(models.TextChoices):
+        NOTIFY = "notify"
+        CANCEL = "cancel"
+
     id = models.UUIDField(primary_key=True, default=uuid7, editable=False)
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
     name = models.CharField(max_length=200, blank=True, default="")
@@ -72,6 +76,10 @@ class Task(models.Model):
     # {"cpu": "500m", "memory": "256Mi"}: Kubernetes quantities as written (tasks/resources.py);
     # a database default too, for the statements that insert tasks in SQL.
     resources = models.JSONField(default=dict, db_default={}, blank=True)
+    # What a worker does with a run flagged zombie (no CPU, no output): always notify; cancel too?
+    on_zombie = models.CharField(
+        max_length=8, choices=OnZombie.choices, default=OnZombie.NOTIFY, db_default="notify"
+    )
     # The next nominal occurrence not yet materialised as a Run; NULL when none remain.
     next_run_at = models.DateTimeField(null=True, blank=True)
     runs_planned = models.PositiveIntegerField(default=0)
@@ -98,6 +106,9 @@ class Task(models.Model):
             models.CheckConstraint(
                 condition=Q(status__in=["active", "paused", "completed", "cancelled"]),
                 name="task_status_valid",
+            ),
+            models.CheckConstraint(
+                condition=Q(on_zombie__in=["notify", "cancel"]), name="task_on_zombie_valid"
             ),
         ]
         indexes = [
@@ -150,6 +161,9 @@ class Run(models.Model):
     http_status = models.IntegerField(null=True, blank=True)
     output = models.TextField(blank=True, default="")
     error = models.TextField(blank=True, default="")
+    # Set while (or since) the running payload used no CPU and wrote nothing for
+    # TASKS_ZOMBIE_AFTER_SECONDS: when it went quiet. Cleared when it stirs or is claimed again.
+    zombie_since = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -193,6 +207,10 @@ class Run(models.Model):
 
     def __str__(self) -> str:
         return f"{self.task_id}@{self.scheduled_at.isoformat()}"
+
+    @property
+    def zombie(self) -> bool:
+        return self.zombie_since is not None
 
     @property
     def idempotency_key(self) -> str:

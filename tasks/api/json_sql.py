@@ -96,7 +96,7 @@ SELECT json_build_object(
            'retry_backoff', json_build_object('base', t.retry_backoff_base,
                                               'cap', t.retry_backoff_cap),
            'timeout', t.timeout, 'notify', t.notify, 'resources', t.resources,
-           'status', t.status,
+           'on_zombie', t.on_zombie, 'status', t.status,
            'next_run_at', {iso_sql("t.next_run_at")})::text,
        '{{"runs":' || {_RECENT_RUNS_SQL} || ',"created_at":"' || {iso_sql("t.created_at")}
            || '","updated_at":"' || {iso_sql("t.updated_at")} || '"}}',
@@ -194,6 +194,7 @@ SELECT json_build_object(
            'started_at', {iso_sql("r.started_at")}, 'finished_at', {iso_sql("r.finished_at")},
            'attempts', ({_ATTEMPTS_SQL}), 'exit_code', r.exit_code,
            'http_status', r.http_status, 'output', r.output, 'error', r.error,
+           'zombie', r.zombie_since IS NOT NULL, 'zombie_since', {iso_sql("r.zombie_since")},
            'idempotency_key', {idempotency_key_sql("r.task_id", "r.scheduled_at")}
        )::text
   FROM {{page}}

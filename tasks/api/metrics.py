@@ -51,6 +51,8 @@ SELECT count(*), coalesce(extract(epoch FROM now() - min(execute_at)), 0)::float
   FROM tasks_run
  WHERE status IN ('scheduled', 'waiting_for_resource') AND execute_at <= now()
 """
+# run_running_idx, then the flag: only running runs are read.
+_ZOMBIE_SQL = "SELECT count(*) FROM tasks_run WHERE status = 'running' AND zombie_since IS NOT NULL"
 _COUNTERS_SQL = """
 SELECT metric, kind, outcome, sum(value)::bigint FROM tasks_runcounter GROUP BY 1, 2, 3
 """
@@ -101,6 +103,11 @@ def queue_metrics(cursor: Any) -> Iterator[Metric]:
         "scheduler_runs_waiting_for_resource",
         "Runs due for longer than TASKS_START_SLA_SECONDS that no worker has started yet.",
         value=waiting,
+    )
+    yield GaugeMetricFamily(
+        "scheduler_runs_zombie",
+        "Running executables that used no CPU and wrote nothing for TASKS_ZOMBIE_AFTER_SECONDS.",
+        value=_label_rows(cursor, _ZOMBIE_SQL)[0][0],
     )
     due, oldest = _label_rows(cursor, _DUE_SQL)[0]
     yield GaugeMetricFamily("scheduler_queue_due_runs", "Runs due now, not started.", value=due)

@@ -41,6 +41,7 @@ class RunSerializer(serializers.ModelSerializer):
     task = serializers.UUIDField(source="task_id", read_only=True)
     attempts = AttemptSerializer(many=True, read_only=True)
     idempotency_key = serializers.CharField(read_only=True)
+    zombie = serializers.BooleanField(read_only=True)
 
     class Meta:
         model = Run
@@ -61,5 +62,7 @@ class RunSerializer(serializers.ModelSerializer):
             "http_status",
             "output",
             "error",
+            "zombie",
+            "zombie_since",
             "idempotency_key",
         ]

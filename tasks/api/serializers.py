@@ -110,7 +110,7 @@ class NotifySerializer(serializers.Serializer):
     channel = serializers.CharField(max_length=64)
     events = serializers.ListField(
         child=serializers.ChoiceField(
-            choices=["succeeded", "failed", "retries_exhausted", "missed", "stuck"]
+            choices=["succeeded", "failed", "retries_exhausted", "missed", "stuck", "zombie"]
         ),
         allow_empty=False,
         max_length=5,
@@ -134,6 +134,7 @@ class TaskInputSerializer(serializers.Serializer):
     # many=True hands max_length on to the ListSerializer; the stubs only know Serializer's.
     notify = NotifySerializer(many=True, required=False, max_length=20)  # type: ignore[call-arg]
     resources = ResourcesField()
+    on_zombie = serializers.ChoiceField(choices=Task.OnZombie.choices, required=False)
     file = serializers.FileField(required=False, write_only=True)
 
     def to_internal_value(self, data: Any) -> dict:
@@ -230,6 +231,7 @@ class TaskOutputSerializer(serializers.ModelSerializer):
             "timeout",
             "notify",
             "resources",
+            "on_zombie",
             "status",
             "next_run_at",
             "next_runs",

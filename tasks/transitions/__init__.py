@@ -12,8 +12,9 @@ they run live in tasks/sql/*.sql.
     claim        claim_runs, record_outcomes, record_and_claim, renew_heartbeats (the worker)
     overlap      resolve_overlaps: skip or cancel_previous at claim time
     rescue       rescue_stuck_runs, flag_starved_runs (the reviewer)
+    zombie       flag, unflag: runs whose payload went quiet (the worker's watch thread)
     completion   complete_finished_tasks
 
 Imports go one way: creation/lifecycle -> plan -> completion; overlap -> run_actions ->
-completion; claim and rescue stand alone.
+completion; claim, rescue and zombie stand alone.
 """

@@ -29,6 +29,7 @@ TASK_FIELDS = (
     "timeout",
     "notify",
     "resources",
+    "on_zombie",
 )
 
 

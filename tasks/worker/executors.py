@@ -13,6 +13,7 @@ from tasks import handlers
 from tasks.storage import local_executable
 from tasks.transitions.claim import ClaimedRun
 from tasks.worker import sandbox
+from tasks.worker.zombies import Activity
 
 
 @dataclass(frozen=True)
@@ -34,15 +35,18 @@ def cap_output(text: str) -> str:
     return data[:limit].decode("utf-8", errors="ignore") + "\n[output truncated]"
 
 
-def execute(run: ClaimedRun, *, cancel: threading.Event, timeout: float) -> ExecutionResult:
-    """Run the payload of `run` once. Never raises: every failure becomes a result."""
+def execute(
+    run: ClaimedRun, *, cancel: threading.Event, timeout: float, activity: Activity | None = None
+) -> ExecutionResult:
+    """Run the payload of `run` once. Never raises: every failure becomes a result. An
+    executable reports its process tree and output to `activity` (zombie detection)."""
     try:
         if run.kind == "handler":
             return _run_handler(run)
         if run.kind == "http":
             return _run_http(run, timeout=timeout)
         if run.kind == "executable":
-            return _run_executable(run, cancel=cancel, timeout=timeout)
+            return _run_executable(run, cancel=cancel, timeout=timeout, activity=activity)
         return ExecutionResult(ok=False, error=f"unknown task kind {run.kind!r}")
     except Exception as exc:  # a payload's failure is an outcome, not a worker crash
         return ExecutionResult(ok=False, error=f"{type(exc).__name__}: {exc}")
@@ -95,7 +99,9 @@ def _run_http(run: ClaimedRun, *, timeout: float) -> ExecutionResult:
     )
 
 
-def _run_executable(run: ClaimedRun, *, cancel: threading.Event, timeout: float) -> ExecutionResult:
+def _run_executable(
+    run: ClaimedRun, *, cancel: threading.Event, timeout: float, activity: Activity | None
+) -> ExecutionResult:
     mode = sandbox.sandbox_mode(allow_rlimit_only=settings.SCHEDULER_SANDBOX_ALLOW_RLIMIT_ONLY)
     env = {str(k): str(v) for k, v in (run.payload.get("env") or {}).items()}
     env.update(
@@ -115,6 +121,7 @@ def _run_executable(run: ClaimedRun, *, cancel: threading.Event, timeout: float)
             limits=sandbox.Limits(output_bytes=settings.TASKS_OUTPUT_MAX_BYTES),
             cancel=cancel,
             mode=mode,
+            activity=activity,
         )
     return ExecutionResult(
         ok=result.exit_code == 0 and not result.timed_out and not result.cancelled,

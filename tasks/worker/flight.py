@@ -11,6 +11,7 @@ from datetime import datetime, timedelta
 from tasks import retries
 from tasks.transitions.claim import ClaimedRun, Outcome
 from tasks.worker.executors import ExecutionResult
+from tasks.worker.zombies import Activity
 
 logger = logging.getLogger("tasks.worker")  # as before the package: logs filter on it
 
@@ -26,6 +27,8 @@ class InFlight:
     finished_mono: float | None = None
     deadline_mono: float | None = None
     decided: bool = False  # an outcome was already produced (timeout, release, lost)
+    activity: Activity | None = None  # an executable's processes and output (zombie check)
+    stop_reason: str = ""  # why the worker itself cancelled it (a zombie), for its error
 
     def db_time(self, mono: float) -> datetime:
         """A monotonic instant on the database clock, anchored at the claim's clock_timestamp."""
@@ -57,7 +60,7 @@ class InFlight:
             status=status,
             attempt_outcome=outcome,
             started_at=started,
-            error=result.error,
+            error=self.stop_reason if result.cancelled and self.stop_reason else result.error,
             output=result.output,
             exit_code=result.exit_code,
             http_status=result.http_status,

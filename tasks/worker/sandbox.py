@@ -57,6 +57,7 @@ from dataclasses import asdict, dataclass
 
 from tasks.worker import supervisor
 from tasks.worker.supervisor import GRACE_SECONDS, remove_tree
+from tasks.worker.zombies import Activity
 
 NOBODY = 65534
 _SIGNAL_HINTS = {
@@ -175,8 +176,11 @@ def run_executable(
     cancel: threading.Event | None = None,
     mode: str,
     network: bool = False,
+    activity: Activity | None = None,
 ) -> ExecResult:
-    """Run `path` with `args` in the sandbox `mode` and return once every process is gone."""
+    """Run `path` with `args` in the sandbox `mode` and return once every process is gone.
+    `activity` learns the supervisor's pid and when output last
+    came."""
     if mode not in ("bwrap", "rlimit"):
         raise ValueError(f"unknown sandbox mode {mode!r}")
     variant = _bwrap_variant()[0] if mode == "bwrap" else None
@@ -204,7 +208,7 @@ def run_executable(
         if variant is not None:
             options = _bwrap_args(workdir, child_env, network, variant[1])
             config["bwrap"] = [shutil.which("bwrap") or "bwrap", options, "/job/payload", *args]
-        return _supervise_run(config, workdir, timeout, limits, cancel, started)
+        return _supervise_run(config, workdir, timeout, limits, cancel, started, activity)
     finally:
         remove_tree(workdir)
 
@@ -216,6 +220,7 @@ def _supervise_run(
     limits: Limits,
     cancel: threading.Event | None,
     started: float,
+    activity: Activity | None = None,
 ) -> ExecResult:
     proc = subprocess.Popen(
         [sys.executable, "-I", "-S", os.path.abspath(supervisor.__file__)],
@@ -226,6 +231,8 @@ def _supervise_run(
     # Config (env may hold secrets) goes over a pipe, never on a world-readable command line.
     proc.stdin.write(json.dumps(config).encode())
     proc.stdin.close()
+    if activity is not None:
+        activity.output_at, activity.pid = time.monotonic(), proc.pid
     chunks: list[bytes] = []
     kept = discarded = 0
     deadline = None if timeout is None else started + timeout
@@ -241,6 +248,8 @@ def _supervise_run(
                     if not data:
                         eof = True
                         break
+                    if activity is not None:
+                        activity.output_at = time.monotonic()
                     take = max(0, min(len(data), limits.output_bytes - kept))
                     chunks.append(data[:take])
                     kept, discarded = kept + take, discarded + len(data) - take

@@ -16,7 +16,8 @@ from django.conf import settings
 
 from tasks.db import RUN_CANCEL_CHANNEL, RUN_DUE_CHANNEL, connect
 from tasks.processes import beat, mark_stopped
-from tasks.transitions import claim
+from tasks.transitions import claim, zombie
+from tasks.worker.zombies import Activity, RunKey, Tracker
 
 logger = logging.getLogger(__name__)
 
@@ -40,6 +41,14 @@ class HeldRuns(Protocol):
         """Stop the payloads of runs no longer held; their results will be dropped."""
         ...
 
+    def executing(self) -> dict[RunKey, Activity]:
+        """The executables running now, by (run id, attempt), for the zombie check."""
+        ...
+
+    def stop_run(self, run_id: UUID, *, reason: str) -> None:
+        """Cancel a held run; its outcome is recorded as `cancelled` with `reason`."""
+        ...
+
 
 class Watch(threading.Thread):
     """Renews the heartbeat of every run `runs` holds and this process's row, once per interval,
@@ -59,6 +68,7 @@ class Watch(threading.Thread):
         self.give_up_after = settings.REVIEWERS_RESCUE_AFTER_SECONDS * 0.7
         self.last_beat = time.monotonic()
         self.conn: psycopg.Connection | None = None
+        self.zombies = Tracker(after=settings.TASKS_ZOMBIE_AFTER_SECONDS)
 
     def stop(self) -> None:
         self.stopping.set()
@@ -110,6 +120,33 @@ class Watch(threading.Thread):
         lost = self.runs.held_before(mark) - held
         if lost:
             self.runs.lose(lost, reason="cancelled or taken back by the reviewer")
+        self._check_zombies()
+
+    def _check_zombies(self) -> None:
+        """Flag the executables that went quiet (no CPU, no output), unflag those that stirred,
+        and cancel the flagged ones whose task says `on_zombie: cancel`."""
+        quiet, stirred = self.zombies.check(self.runs.executing())
+        if not quiet and not stirred:
+            return
+        assert self.conn is not None
+        try:
+            with self.conn.transaction():
+                cursor = self.conn.cursor()
+                flagged = zombie.flag(cursor, worker=self.process,
+                                           quiet=[(*key, idle) for key, idle in quiet])  # fmt: skip
+                zombie.unflag(cursor, worker=self.process, runs=stirred)
+        except psycopg.Error:
+            self.zombies.undo(quiet, stirred)  # noticed again on the next beat
+            raise
+        idle = {key[0]: seconds for key, seconds in quiet}
+        for run_id, task_id, attempt, on_zombie in flagged:
+            seconds = idle.get(run_id, 0.0)
+            logger.warning("run=%s task=%s attempt=%s is a zombie: no CPU time and no output for "
+                           "%.0f s (on_zombie: %s)", run_id, task_id, attempt, seconds, on_zombie,
+                           extra={"event": "run_zombie", "run": str(run_id)})  # fmt: skip
+            if on_zombie == "cancel":
+                self.runs.stop_run(run_id, reason=f"cancelled as a zombie: no CPU time and no "
+                                     f"output for {seconds:.0f} s (on_zombie: cancel)")  # fmt: skip
 
     def _give_up_if_cut_off(self) -> None:
         if time.monotonic() - self.last_beat > self.give_up_after:

@@ -26,6 +26,7 @@ from tasks.transitions import claim, overlap
 from tasks.worker.executors import ExecutionResult, execute
 from tasks.worker.flight import InFlight, deadline_slack
 from tasks.worker.watch import Watch
+from tasks.worker.zombies import Activity, RunKey
 
 logger = logging.getLogger("tasks.worker")  # as before the package: logs filter on it
 
@@ -206,8 +207,12 @@ class Worker:
             extra={"event": "run_started", "run": str(run.id), "task": str(run.task_id),
                    "attempt": run.attempt, "kind": run.kind},
         )  # fmt: skip
+        if run.kind == "executable":
+            flight.activity = Activity()
         try:
-            result = execute(flight.run, cancel=flight.cancel, timeout=timeout)
+            result = execute(
+                flight.run, cancel=flight.cancel, timeout=timeout, activity=flight.activity
+            )
         finally:
             flight.finished_mono = time.monotonic()
             close_old_connections()
@@ -297,6 +302,20 @@ class Worker:
         pending = list(self.pending)  # appended to by the main thread only; a copy is safe
         with self.lock:
             return set(self.inflight) | {outcome.run_id for outcome in pending}
+
+    def executing(self) -> dict[RunKey, Activity]:
+        """The executables running now, by (run id, attempt), for the watch's zombie check."""
+        with self.lock:
+            return {(r, f.run.attempt): f.activity for r, f in self.inflight.items()
+                    if f.activity is not None and not f.decided}  # fmt: skip
+
+    def stop_run(self, run_id: UUID, *, reason: str) -> None:
+        """Cancel a run this worker holds (its outcome is recorded as `cancelled`, `reason`)."""
+        with self.lock:
+            flight = self.inflight.get(run_id)
+        if flight is not None and not flight.decided:
+            flight.stop_reason = reason
+            flight.cancel.set()
 
     # --- shutdown -------------------------------------------------------------------------
     def _drain(self, *, grace: float, release_waiting: bool = True) -> None:

@@ -34,6 +34,7 @@ def _varied_runs(task) -> list[Run]:
         started_at=base + timedelta(seconds=1, microseconds=123456),
         finished_at=base + timedelta(seconds=2),
         exit_code=3,
+        zombie_since=base + timedelta(seconds=1, microseconds=500),
         output='line "one"\nline\ttwo \u2028 caf\u00e9 \U0001f600',
         error="boom\\",
     )

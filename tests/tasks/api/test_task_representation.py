@@ -43,6 +43,7 @@ def test_every_field_of_a_recurring_task() -> None:
         retry_backoff_base=1.5,
         retry_backoff_cap=60,
         resources={"cpu": "500m", "memory": "256Mi"},
+        on_zombie="cancel",
     )
     done = RunFactory(task=task, scheduled_at=AT, status="succeeded", attempt=1,
                       started_at=AT, finished_at=AT + timedelta(seconds=1))  # fmt: skip
@@ -67,6 +68,7 @@ def test_every_field_of_a_recurring_task() -> None:
         "timeout": 12.5,
         "notify": [{"channel": "c", "events": ["failed"]}],
         "resources": {"cpu": "500m", "memory": "256Mi"},
+        "on_zombie": "cancel",
         "status": "active",
         "next_run_at": "2026-05-04T03:04:01Z",
         # The planned run first, then the schedule's fire times from next_run_at.
