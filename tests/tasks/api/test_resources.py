@@ -108,3 +108,14 @@ def test_seed_route_json_body(api: APIClient) -> None:
 
     assert response.status_code == 201
     assert response.json()["resources"] == {"memory": "1Gi"}
+
+
+def test_upload_route_takes_resources_and_on_zombie_as_form_fields(api: APIClient) -> None:
+    upload = SimpleUploadedFile("job.sh", b"#!/bin/sh\necho hi\n")
+    body = {"file": upload, "resources": '{"cpu": "2"}', "on_zombie": "cancel"}
+
+    response = api.post("/api/v1/tasks/upload", body, format="multipart")
+
+    assert response.status_code == 201, response.content
+    assert response.json()["resources"] == {"cpu": "2"}
+    assert response.json()["on_zombie"] == "cancel"
