@@ -341,6 +341,17 @@ TASKS_SHUTDOWN_GRACE_SECONDS = env_float("TASKS_SHUTDOWN_GRACE_SECONDS", 30.0)
 SCHEDULER_SANDBOX_ALLOW_RLIMIT_ONLY = env_bool("SCHEDULER_SANDBOX_ALLOW_RLIMIT_ONLY", False)
 # An executable whose processes used no CPU and wrote nothing this long is flagged zombie.
 TASKS_ZOMBIE_AFTER_SECONDS = env_float("TASKS_ZOMBIE_AFTER_SECONDS", 600.0)
+# `runworker --executor kubernetes` (tasks/worker/k8s.py): executables as batch/v1 Jobs.
+SCHEDULER_K8S_NAMESPACE = os.environ.get("SCHEDULER_K8S_NAMESPACE", "default")
+# The payload's image: it needs a POSIX shell and curl or python3 to fetch the executable.
+SCHEDULER_K8S_IMAGE = os.environ.get("SCHEDULER_K8S_IMAGE", "python:3.12-slim")
+SCHEDULER_K8S_SERVICE_ACCOUNT = os.environ.get("SCHEDULER_K8S_SERVICE_ACCOUNT", "")
+SCHEDULER_K8S_NODE_SELECTOR = env_list("SCHEDULER_K8S_NODE_SELECTOR")  # key=value,...
+SCHEDULER_K8S_IMAGE_PULL_SECRETS = env_list("SCHEDULER_K8S_IMAGE_PULL_SECRETS")
+SCHEDULER_K8S_TTL_SECONDS = env_int("SCHEDULER_K8S_TTL_SECONDS", 3600)
+SCHEDULER_K8S_POLL_SECONDS = env_float("SCHEDULER_K8S_POLL_SECONDS", 1.0)
+# A pod not running this long after its Job was made (image pull error, unschedulable) fails.
+SCHEDULER_K8S_START_DEADLINE_SECONDS = env_float("SCHEDULER_K8S_START_DEADLINE_SECONDS", 300.0)
 
 # --- Reviewer ---------------------------------------------------------------------------------
 REVIEWERS_RESCUE_AFTER_SECONDS = env_float("REVIEWERS_RESCUE_AFTER_SECONDS", 10.0)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from queue import Empty, SimpleQueue
 from uuid import UUID
@@ -32,8 +33,15 @@ logger = logging.getLogger("tasks.worker")  # as before the package: logs filter
 
 
 class Worker:
-    def __init__(self, *, concurrency: int, name: str | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        concurrency: int,
+        name: str | None = None,
+        executor: Callable[..., ExecutionResult] = execute,
+    ) -> None:
         self.concurrency = concurrency
+        self.execute = executor  # executors.execute, or k8s.execute (runworker --executor)
         self.name = name or process_name("worker")
         self.prefetch = settings.TASKS_PREFETCH_SECONDS
         self.poll = settings.TASKS_POLL_INTERVAL_SECONDS
@@ -210,7 +218,7 @@ class Worker:
         if run.kind == "executable":
             flight.activity = Activity()
         try:
-            result = execute(
+            result = self.execute(
                 flight.run, cancel=flight.cancel, timeout=timeout, activity=flight.activity
             )
         finally:

@@ -1,4 +1,4 @@
-"""`manage.py runworker --concurrency N`: claim due runs and execute them."""
+"""`manage.py runworker --concurrency N [--executor kubernetes]`: claim due runs, execute them."""
 
 from __future__ import annotations
 
@@ -22,17 +22,29 @@ class Command(BaseCommand):
     def add_arguments(self, parser: Any) -> None:
         parser.add_argument("--concurrency", type=int, default=4, help="payloads run at once")
         parser.add_argument("--once", action="store_true", help="claim once, finish, exit")
+        parser.add_argument(
+            "--executor",
+            choices=("local", "kubernetes"),
+            default="local",
+            help="where executables run: here (sandboxed) or as Kubernetes Jobs",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         if options["concurrency"] < 1:
             raise CommandError("--concurrency must be at least 1")
         stop = threading.Event()
         install_stop_signals(stop)
-        worker = Worker(concurrency=options["concurrency"])
+        if options["executor"] == "kubernetes":
+            from tasks.worker import k8s  # the kubernetes client only where it is used
+
+            worker = Worker(concurrency=options["concurrency"], executor=k8s.execute)
+        else:
+            worker = Worker(concurrency=options["concurrency"])
         # Everything imported so far lives as long as the process: keep it out of the garbage
         # collector's scans, which otherwise pause every thread (and delay starts) now and then.
         gc.freeze()
-        logger.info("worker started as %s concurrency=%d", worker.name, worker.concurrency)
+        logger.info("worker started as %s concurrency=%d executor=%s", worker.name,
+                    worker.concurrency, options["executor"])  # fmt: skip
         worker.serve(stop, once=options["once"])
         logger.info("worker %s stopped after %d runs", worker.name, worker.finished_count)
         stuck = [t for t in threading.enumerate() if t.name.startswith("executor") and t.is_alive()]

@@ -1,0 +1,152 @@
+"""`runworker --executor kubernetes`: an executable run is one batch/v1 Job, polled to its end.
+
+Everything else (claiming, the fenced finish, retries, notifications, heartbeats) is the worker's
+as for local runs; only the executable's execution differs. Handlers and HTTP calls run in the
+worker as before. Polling, not a watch: one read per Job per SCHEDULER_K8S_POLL_SECONDS.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Any
+
+from django.conf import settings
+from django.core.files.storage import default_storage
+
+from tasks.models import Task
+from tasks.transitions.claim import ClaimedRun
+from tasks.worker import executors
+from tasks.worker.executors import ExecutionResult, cap_output
+from tasks.worker.k8s_job import (
+    Cluster,
+    job_manifest,
+    job_name,
+    job_state,
+    terminated_exit_code,
+)
+from tasks.worker.zombies import Activity
+
+logger = logging.getLogger("tasks.worker")
+PREVIOUS_GONE_SECONDS = 60.0  # how long to wait for an earlier attempt's Job to go away
+
+
+def execute(
+    run: ClaimedRun,
+    *,
+    cancel: threading.Event,
+    timeout: float,
+    activity: Activity | None = None,
+) -> ExecutionResult:
+    """The worker's executor: executables as Jobs, every other kind as before. A Job reports
+    no process tree to `activity`, so zombie detection (tasks/worker/zombies.py) skips it."""
+    if run.kind != "executable":
+        return executors.execute(run, cancel=cancel, timeout=timeout, activity=activity)
+    try:
+        return JobRun(Cluster.shared(), run, cancel=cancel, timeout=timeout).run()
+    except Exception as exc:  # a cluster error fails the attempt; the worker carries on
+        logger.warning("run=%s: kubernetes job failed: %s", run.id, exc)
+        return ExecutionResult(ok=False, error=f"kubernetes: {type(exc).__name__}: {exc}")
+
+
+def presigned_url(name: str, *, seconds: float) -> str:
+    url = default_storage.url(name, expire=int(seconds))  # type: ignore[call-arg]
+    if not url.startswith(("http://", "https://")):
+        raise RuntimeError("the kubernetes executor needs SCHEDULER_STORAGE=s3 (a URL pods reach)")
+    return url
+
+
+class JobRun:
+    def __init__(
+        self, cluster: Cluster, run: ClaimedRun, *, cancel: threading.Event, timeout: float
+    ) -> None:
+        self.cluster = cluster
+        self.run_ = run
+        self.cancel = cancel
+        self.timeout = timeout
+        self.name = job_name(run.id, run.attempt)
+        self.poll = settings.SCHEDULER_K8S_POLL_SECONDS
+
+    def run(self) -> ExecutionResult:
+        adopted = self._settle_previous_attempts()
+        if adopted is not None:
+            return adopted
+        if self.cancel.is_set():
+            return ExecutionResult(ok=False, cancelled=True, error="cancelled")
+        resources = Task.objects.filter(id=self.run_.task_id).values_list("resources", flat=True)
+        start_deadline = settings.SCHEDULER_K8S_START_DEADLINE_SECONDS
+        url = presigned_url(self.run_.executable, seconds=self.timeout + start_deadline + 600)
+        manifest = job_manifest(
+            self.run_, resources=dict(resources.first() or {}), url=url, timeout=self.timeout
+        )
+        self.cluster.create_job(manifest)
+        logger.info("run=%s job=%s created", self.run_.id, self.name)
+        return self._follow(self.name, created=time.monotonic())
+
+    def _settle_previous_attempts(self) -> ExecutionResult | None:
+        """Two Jobs of one run never run at once: an earlier attempt's Job (its worker died, the
+        reviewer gave the run back) is deleted and waited for, or adopted if it succeeded."""
+        for job in self.cluster.jobs_of_run(self.run_.id):
+            name = job.metadata.name
+            if name == self.name:
+                continue  # this attempt's own Job, made before a crash: _follow watches it
+            state = job_state(job)
+            if state.done and state.succeeded:
+                logger.info("run=%s adopts the finished job %s", self.run_.id, name)
+                result = self._result(name, state.succeeded, state.reason)
+                self.cluster.delete_job(name)
+                return result
+            self.cluster.delete_job(name, propagation="Foreground")
+            deadline = time.monotonic() + PREVIOUS_GONE_SECONDS
+            while self.cluster.read_job(name) is not None:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"the earlier attempt's job {name} is still there")
+                time.sleep(0.2)
+            logger.info("run=%s deleted the earlier attempt's job %s", self.run_.id, name)
+        return None
+
+    def _follow(self, name: str, *, created: float) -> ExecutionResult:
+        deadline = created + self.timeout + 5.0  # the Job's own deadline ends it first
+        start_deadline = created + settings.SCHEDULER_K8S_START_DEADLINE_SECONDS
+        while True:
+            if self.cancel.wait(self.poll):
+                self.cluster.delete_job(name)  # Background: the pod goes with it
+                return ExecutionResult(ok=False, cancelled=True, error="cancelled")
+            job = self.cluster.read_job(name)
+            if job is None:
+                return ExecutionResult(ok=False, error=f"job {name} was deleted")
+            state = job_state(job)
+            if state.done:
+                if state.reason == "DeadlineExceeded":
+                    self.cluster.delete_job(name)
+                    return ExecutionResult(
+                        ok=False, timed_out=True, error="timed out", output=self._log(name)
+                    )
+                return self._result(name, state.succeeded, state.reason)
+            now = time.monotonic()
+            if now >= deadline:
+                self.cluster.delete_job(name)
+                return ExecutionResult(ok=False, timed_out=True, error="timed out")
+            if now >= start_deadline:
+                pod = self.cluster.pod_of(name)
+                if pod is None or (pod.status and pod.status.phase == "Pending"):
+                    _, why = terminated_exit_code(pod) if pod is not None else (None, "")
+                    self.cluster.delete_job(name)
+                    return ExecutionResult(
+                        ok=False, error=f"pod did not start: {why or 'unschedulable'}"
+                    )
+
+    def _log(self, name: str) -> str:
+        pod = self.cluster.pod_of(name)
+        return cap_output(self.cluster.pod_log(pod.metadata.name)) if pod is not None else ""
+
+    def _result(self, name: str, succeeded: bool, reason: str) -> ExecutionResult:
+        pod: Any = self.cluster.pod_of(name)
+        exit_code, why = terminated_exit_code(pod) if pod is not None else (None, "")
+        output = cap_output(self.cluster.pod_log(pod.metadata.name)) if pod is not None else ""
+        if exit_code is None and succeeded:
+            exit_code = 0
+        ok = succeeded and exit_code == 0
+        error = "" if ok else (f"exit code {exit_code}" if exit_code else reason or why)
+        return ExecutionResult(ok=ok, error=error, output=output, exit_code=exit_code)

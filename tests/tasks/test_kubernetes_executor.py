@@ -1,0 +1,159 @@
+"""`runworker --executor kubernetes` (issue 15) against a stand-in Kubernetes API on 127.0.0.1.
+
+Real parts: the worker and reviewer processes, PostgreSQL, moto's S3 server holding the
+executable, the official `kubernetes` client; the stand-in (tests/k8s_standin.py) runs each
+Job's container command as a local process, so the pod really fetches the executable from its
+presigned URL and really runs it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import os
+import signal
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime
+
+import pytest
+
+from tasks.models import Attempt, Run
+from tasks.transitions.run_actions import cancel_run
+from tests.conftest import process_env, wait_for
+from tests.factories import RunFactory, TaskFactory
+from tests.k8s_standin import FakeJob, KubeStandIn
+from tests.tasks.test_object_storage import bucket, s3_endpoint, s3_env  # noqa: F401
+
+pytestmark = pytest.mark.processes
+IMAGE = "registry.example/scheduler-payload:1"
+
+
+@pytest.fixture
+def cluster(tmp_path) -> Iterator[KubeStandIn]:
+    (tmp_path / "pods").mkdir()
+    standin = KubeStandIn(workdir=tmp_path / "pods").start()
+    yield standin
+    standin.stop()
+
+
+@pytest.fixture
+def k8s_env(cluster, s3_endpoint, tmp_path) -> dict[str, str]:  # noqa: F811
+    return process_env(
+        **s3_env(s3_endpoint),
+        KUBECONFIG=str(cluster.kubeconfig(tmp_path / "kubeconfig")),
+        SCHEDULER_K8S_NAMESPACE="jobs",
+        SCHEDULER_K8S_IMAGE=IMAGE,
+        SCHEDULER_K8S_POLL_SECONDS="0.2",
+        SCHEDULER_DATA_DIR=str(tmp_path / "worker"),
+    )
+
+
+def executable_task(endpoint: str, script: str, **fields):
+    content = script.encode()
+    key = f"executables/{hashlib.sha256(content).hexdigest()}/job.sh"
+    bucket(endpoint).put_object(Key=key, Body=content)
+    task = TaskFactory(kind="executable", executable=key, payload=fields.pop("payload", {}),
+                       **fields)  # fmt: skip
+    return RunFactory(task=task)
+
+
+def finished(run: Run) -> Run | None:
+    run.refresh_from_db()
+    return run if run.status in ("succeeded", "failed", "cancelled") else None
+
+
+def jobs_of(cluster: KubeStandIn, run: Run) -> list[FakeJob]:
+    return [j for j in cluster.history
+            if j.body["metadata"]["labels"].get("scheduler/run-id") == str(run.id)]  # fmt: skip
+
+
+def test_an_executable_runs_as_a_job(processes, cluster, k8s_env, s3_endpoint):  # noqa: F811
+    ok = executable_task(
+        s3_endpoint,
+        '#!/bin/sh\necho "hello $1 from run $SCHEDULER_RUN_ID attempt $SCHEDULER_ATTEMPT"\n',
+        payload={"args": ["pod"]},
+        resources={"cpu": "500m", "memory": "64Mi"},
+        timeout=30,
+    )
+    failing = executable_task(s3_endpoint, "#!/bin/sh\necho failing >&2\nexit 3\n",
+                              max_attempts=1)  # fmt: skip
+    processes.start("runworker", "--executor", "kubernetes", "--concurrency", "2", env=k8s_env)
+
+    for run in (ok, failing):
+        wait_for(lambda r=run: finished(r), timeout=60, interval=0.3, details=processes.logs)
+
+    assert ok.status == "succeeded", (ok.error, processes.logs())
+    assert ok.exit_code == 0
+    assert ok.output == f"hello pod from run {ok.id} attempt 1\n"
+    assert failing.status == "failed" and failing.exit_code == 3
+    assert failing.output == "failing\n"
+    assert Attempt.objects.get(run=failing).outcome == "failed"
+    [job] = jobs_of(cluster, ok)
+    body = job.body
+    assert body["metadata"]["name"] == f"sched-{ok.id}-1"
+    assert body["metadata"]["namespace"] == "jobs"
+    assert body["metadata"]["labels"]["scheduler/task-id"] == str(ok.task_id)
+    assert body["spec"]["backoffLimit"] == 0
+    assert body["spec"]["activeDeadlineSeconds"] == 30
+    assert body["spec"]["ttlSecondsAfterFinished"] == 3600
+    container = body["spec"]["template"]["spec"]["containers"][0]
+    assert container["image"] == IMAGE
+    assert container["resources"]["requests"] == {"cpu": "500m", "memory": "64Mi"}
+    env = {e["name"]: e["value"] for e in container["env"]}
+    assert env["SCHEDULER_RUN_ID"] == str(ok.id)
+    assert env["SCHEDULER_EXECUTABLE_URL"].startswith(s3_endpoint)
+    assert not any("SECRET" in name for name in env), "no storage credentials in the pod"
+
+
+def test_cancel_and_timeout_delete_the_job(processes, cluster, k8s_env, s3_endpoint):  # noqa: F811
+    sleeper = "#!/bin/sh\necho started\nsleep 60\n"
+    cancelled = executable_task(s3_endpoint, sleeper, max_attempts=1)
+    timed_out = executable_task(s3_endpoint, sleeper + "# timed\n", max_attempts=1, timeout=2)
+    processes.start("runworker", "--executor", "kubernetes", "--concurrency", "2", env=k8s_env)
+    wait_for(lambda: len(jobs_of(cluster, cancelled)) == 1, timeout=60, details=processes.logs)
+    [job] = jobs_of(cluster, cancelled)
+    wait_for(lambda: job.log.read_text() == "started\n", timeout=30)
+
+    cancel_run(run=cancelled, now=datetime.now(UTC))
+    asked = time.monotonic()
+    wait_for(lambda: job.name not in cluster.jobs, timeout=5, details=processes.logs)
+
+    assert time.monotonic() - asked < 5
+    assert job.proc is not None and job.proc.poll() is not None, "the pod's process is killed"
+    run = wait_for(lambda: finished(timed_out), timeout=30, details=processes.logs)
+    assert run.status == "failed" and "timed out" in run.error, run.error
+    assert Attempt.objects.get(run=run).outcome == "timed_out"
+    [late] = jobs_of(cluster, timed_out)
+    wait_for(lambda: late.name not in cluster.jobs, timeout=5)
+    assert late.ended is not None and late.ended - late.started < 10
+
+
+def test_worker_killed_mid_run_never_overlaps_jobs(
+    processes,
+    cluster,
+    k8s_env,
+    s3_endpoint,  # noqa: F811
+):
+    env = k8s_env | {"REVIEWERS_RESCUE_AFTER_SECONDS": "3", "TASKS_HEARTBEAT_SECONDS": "0.5"}
+    run = executable_task(s3_endpoint, "#!/bin/sh\nsleep 3\necho finished\n", max_attempts=3)
+    first = processes.start("runworker", "--executor", "kubernetes", env=env)
+    wait_for(lambda: jobs_of(cluster, run), timeout=60, details=processes.logs)
+    time.sleep(0.5)  # mid-run
+    os.kill(first.pid, signal.SIGKILL)
+    first.wait()
+    processes.start("runreviewer", env=env)
+    processes.start("runworker", "--executor", "kubernetes", env=env)
+
+    done = wait_for(lambda: finished(run), timeout=90, interval=0.3, details=processes.logs)
+
+    assert done.status == "succeeded", (done.error, processes.logs())
+    assert done.output == "finished\n"
+    outcomes = list(
+        Attempt.objects.filter(run=run).order_by("number").values_list("outcome", flat=True)
+    )
+    assert outcomes.count("succeeded") == 1, outcomes
+    jobs = sorted(jobs_of(cluster, run), key=lambda j: j.started)
+    assert len(jobs) >= 1
+    for before, after in itertools.pairwise(jobs):
+        assert before.ended is not None and before.ended <= after.started, "jobs overlapped"
