@@ -10,7 +10,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Any
+from typing import Any, Protocol
+from uuid import UUID
 
 from django.conf import settings
 from django.core.files.storage import default_storage
@@ -32,22 +33,32 @@ logger = logging.getLogger("tasks.worker")
 PREVIOUS_GONE_SECONDS = 60.0  # how long to wait for an earlier attempt's Job to go away
 
 
+class Admission(Protocol):
+    def counted(self, run_id: UUID) -> None: ...  # the run's pod exists (the quota counts it)
+    def ended(self, run_id: UUID) -> None: ...  # its Job ended: capacity is read again
+
+
 def execute(
     run: ClaimedRun,
     *,
     cancel: threading.Event,
     timeout: float,
     activity: Activity | None = None,
+    admission: Admission | None = None,
 ) -> ExecutionResult:
     """The worker's executor: executables as Jobs, every other kind as before. A Job reports
     no process tree to `activity`, so zombie detection (tasks/worker/zombies.py) skips it."""
     if run.kind != "executable":
         return executors.execute(run, cancel=cancel, timeout=timeout, activity=activity)
     try:
-        return JobRun(Cluster.shared(), run, cancel=cancel, timeout=timeout).run()
+        job = JobRun(Cluster.shared(), run, cancel=cancel, timeout=timeout, admission=admission)
+        return job.run()
     except Exception as exc:  # a cluster error fails the attempt; the worker carries on
         logger.warning("run=%s: kubernetes job failed: %s", run.id, exc)
         return ExecutionResult(ok=False, error=f"kubernetes: {type(exc).__name__}: {exc}")
+    finally:
+        if admission is not None:
+            admission.ended(run.id)
 
 
 def presigned_url(name: str, *, seconds: float) -> str:
@@ -59,8 +70,15 @@ def presigned_url(name: str, *, seconds: float) -> str:
 
 class JobRun:
     def __init__(
-        self, cluster: Cluster, run: ClaimedRun, *, cancel: threading.Event, timeout: float
+        self,
+        cluster: Cluster,
+        run: ClaimedRun,
+        *,
+        cancel: threading.Event,
+        timeout: float,
+        admission: Admission | None = None,
     ) -> None:
+        self.admission = admission
         self.cluster = cluster
         self.run_ = run
         self.cancel = cancel
@@ -117,6 +135,8 @@ class JobRun:
             if job is None:
                 return ExecutionResult(ok=False, error=f"job {name} was deleted")
             state = job_state(job)
+            if self.admission is not None and (state.active or state.done):
+                self.admission.counted(self.run_.id)
             if state.done:
                 if state.reason == "DeadlineExceeded":
                     self.cluster.delete_job(name)

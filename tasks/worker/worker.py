@@ -136,13 +136,7 @@ class Worker:
         batch, self.pending = self.pending, []
         sent = time.monotonic()
         try:
-            recorded, claimed = claim.record_and_claim(
-                worker=self.name,
-                outcomes=batch,
-                limit=free,
-                prefetch_seconds=self.prefetch,
-                owner_cap=self.owner_cap,
-            )
+            recorded, claimed = self._record_and_claim(batch, free)
         except DatabaseError as exc:
             logger.warning("record/claim failed (%s); retrying", exc)
             connection.close()  # reconnect on the next attempt (e.g. after a database restart)
@@ -161,6 +155,18 @@ class Worker:
         for run in claimed:
             self._dispatch(run, anchor=sent)
         return bool(batch) or (free > 0 and asked == free)
+
+    def _record_and_claim(
+        self, batch: list[claim.Outcome], free: int
+    ) -> tuple[list[tuple], list[claim.ClaimedRun]]:
+        """One statement: record `batch`, claim up to `free` runs (k8s_worker admits instead)."""
+        return claim.record_and_claim(
+            worker=self.name,
+            outcomes=batch,
+            limit=free,
+            prefetch_seconds=self.prefetch,
+            owner_cap=self.owner_cap,
+        )
 
     def _sleep_seconds(self) -> float:
         wait = self.poll

@@ -106,6 +106,40 @@ def test_an_executable_runs_as_a_job(processes, cluster, k8s_env, s3_endpoint): 
     assert not any("SECRET" in name for name in env), "no storage credentials in the pod"
 
 
+def test_quota_admits_by_strict_priority(processes, cluster, k8s_env, s3_endpoint):  # noqa: F811
+    cluster.quota_hard = {"requests.cpu": "2", "requests.memory": "8Gi"}
+    script = "#!/bin/sh\nsleep 1.5\necho done $1\n"
+    runs = {
+        p: executable_task(s3_endpoint, script, payload={"args": [str(p)]}, priority=p,
+                           resources={"cpu": "2", "memory": "64Mi"})
+        for p in (1, 5, 9)
+    }  # fmt: skip
+    too_big = executable_task(s3_endpoint, script, priority=9, resources={"cpu": "64"})
+    processes.start("runworker", "--executor", "kubernetes", "--concurrency", "3", env=k8s_env)
+
+    wait_for(lambda: jobs_of(cluster, runs[9]), timeout=60, details=processes.logs)
+    statuses = wait_for(
+        lambda: (
+            {p: Run.objects.get(pk=r.pk).status for p, r in runs.items()}
+            if all(Run.objects.get(pk=runs[p].pk).status == "waiting_for_resource" for p in (1, 5))
+            else None
+        ),
+        timeout=10,
+        details=processes.logs,
+    )
+    for run in runs.values():
+        wait_for(lambda r=run: finished(r), timeout=60, interval=0.3, details=processes.logs)
+
+    assert statuses == {1: "waiting_for_resource", 5: "waiting_for_resource", 9: "running"}
+    assert all(r.status == "succeeded" for r in runs.values()), processes.logs()
+    started = sorted(cluster.history, key=lambda j: j.started)
+    priorities = [int(j.container["args"][0]) for j in started]
+    assert priorities == [9, 5, 1]
+    assert cluster.max_cpu_at_once() <= 2000
+    too_big.refresh_from_db()
+    assert too_big.status == "waiting_for_resource" and not jobs_of(cluster, too_big)
+
+
 def test_cancel_and_timeout_delete_the_job(processes, cluster, k8s_env, s3_endpoint):  # noqa: F811
     sleeper = "#!/bin/sh\necho started\nsleep 60\n"
     cancelled = executable_task(s3_endpoint, sleeper, max_attempts=1)

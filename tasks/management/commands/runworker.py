@@ -35,9 +35,10 @@ class Command(BaseCommand):
         stop = threading.Event()
         install_stop_signals(stop)
         if options["executor"] == "kubernetes":
-            from tasks.worker import k8s  # the kubernetes client only where it is used
+            # The kubernetes client only where it is used.
+            from tasks.worker.k8s_worker import KubernetesWorker
 
-            worker = Worker(concurrency=options["concurrency"], executor=k8s.execute)
+            worker: Worker = KubernetesWorker(concurrency=options["concurrency"])
         else:
             worker = Worker(concurrency=options["concurrency"])
         # Everything imported so far lives as long as the process: keep it out of the garbage
