@@ -48,16 +48,16 @@ def execute(
 ) -> ExecutionResult:
     """The worker's executor: executables as Jobs, every other kind as before. A Job reports
     no process tree to `activity`, so zombie detection (tasks/worker/zombies.py) skips it."""
-    if run.kind != "executable":
-        return executors.execute(run, cancel=cancel, timeout=timeout, activity=activity)
     try:
+        if run.kind != "executable":
+            return executors.execute(run, cancel=cancel, timeout=timeout, activity=activity)
         job = JobRun(Cluster.shared(), run, cancel=cancel, timeout=timeout, admission=admission)
         return job.run()
     except Exception as exc:  # a cluster error fails the attempt; the worker carries on
         logger.warning("run=%s: kubernetes job failed: %s", run.id, exc)
         return ExecutionResult(ok=False, error=f"kubernetes: {type(exc).__name__}: {exc}")
     finally:
-        if admission is not None:
+        if admission is not None:  # its reservation (if any) ends with it
             admission.ended(run.id)
 
 
