@@ -27,6 +27,8 @@ from urllib.parse import parse_qs, urlparse
 
 from tasks.resources import cpu_millis
 
+UNPULLABLE = "unpullable"  # an image name containing this never starts (ImagePullBackOff)
+
 
 def _now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -75,7 +77,15 @@ class FakeJob:
     def pod_json(self) -> dict[str, Any]:
         meta = self.body["metadata"]
         container = self.container
-        if self.ended is None:
+        if self.proc is None:  # its image cannot be pulled: pending for good
+            phase = "Pending"
+            state = {
+                "waiting": {
+                    "reason": "ImagePullBackOff",
+                    "message": f"Back-off pulling image {container['image']}",
+                }
+            }
+        elif self.ended is None:
             phase, state = "Running", {"running": {"startedAt": self.start_time}}
         else:
             phase = "Succeeded" if self.exit_code == 0 else "Failed"
@@ -83,6 +93,7 @@ class FakeJob:
             state = {"terminated": {"exitCode": self.exit_code, "reason": reason,
                                     "startedAt": self.start_time,
                                     "finishedAt": self.end_time}}  # fmt: skip
+        running = self.proc is not None and self.ended is None
         labels = {**meta.get("labels", {}), "job-name": self.name,
                   "batch.kubernetes.io/job-name": self.name,
                   "controller-uid": meta["uid"]}  # fmt: skip
@@ -95,7 +106,7 @@ class FakeJob:
             "status": {"phase": phase, "startTime": self.start_time, "containerStatuses": [{
                 "name": container["name"], "image": container["image"],
                 "imageID": f"docker.io/library/{container['image']}@sha256:{'0' * 64}",
-                "ready": self.ended is None, "restartCount": 0, "started": self.ended is None,
+                "ready": running, "restartCount": 0, "started": running,
                 "state": state}]},
         }  # fmt: skip
 
@@ -195,12 +206,14 @@ class KubeStandIn:
             env.update({e["name"]: e.get("value", "") for e in container.get("env", [])})
             rundir = Path(tempfile.mkdtemp(dir=self.workdir, prefix=f"{name}-"))
             log = rundir / "log"
+            proc = None
             with log.open("wb") as out:
-                proc = subprocess.Popen(
-                    [*container.get("command", []), *container.get("args", [])],
-                    env=env, cwd=rundir, stdout=out, stderr=subprocess.STDOUT,
-                    stdin=subprocess.DEVNULL, start_new_session=True,
-                )  # fmt: skip
+                if UNPULLABLE not in container["image"]:
+                    proc = subprocess.Popen(
+                        [*container.get("command", []), *container.get("args", [])],
+                        env=env, cwd=rundir, stdout=out, stderr=subprocess.STDOUT,
+                        stdin=subprocess.DEVNULL, start_new_session=True,
+                    )  # fmt: skip
             job = FakeJob(body=body, pod=f"{name}-{uuid.uuid4().hex[:5]}", proc=proc, log=log)
             self.jobs[name] = job
             self.history.append(job)

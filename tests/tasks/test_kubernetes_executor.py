@@ -191,3 +191,17 @@ def test_worker_killed_mid_run_never_overlaps_jobs(
     assert len(jobs) >= 1
     for before, after in itertools.pairwise(jobs):
         assert before.ended is not None and before.ended <= after.started, "jobs overlapped"
+
+
+def test_a_pod_that_never_starts_fails_the_attempt(processes, cluster, k8s_env, s3_endpoint):  # noqa: F811
+    env = k8s_env | {"SCHEDULER_K8S_IMAGE": "registry.example/unpullable:1",
+                     "SCHEDULER_K8S_START_DEADLINE_SECONDS": "2"}  # fmt: skip
+    run = executable_task(s3_endpoint, "#!/bin/sh\necho never\n", max_attempts=1)
+    processes.start("runworker", "--executor", "kubernetes", env=env)
+
+    done = wait_for(lambda: finished(run), timeout=60, interval=0.3, details=processes.logs)
+
+    assert done.status == "failed"
+    assert done.error == "pod did not start: ImagePullBackOff", done.error
+    [job] = jobs_of(cluster, run)
+    assert job.name not in cluster.jobs, "the Job is deleted"
