@@ -14,13 +14,18 @@ SELECT r.id, t.resources FROM tasks_run r JOIN tasks_task t ON t.id = r.task_id
 UPDATE tasks_run SET status = 'waiting_for_resource'
  WHERE id = ANY(%(ids)s) AND status = 'scheduled'
 
--- The claim (tasks/sql/claim.sql) of the runs named, those still claimable; the same columns,
+-- The claim (tasks/sql/claim.sql) of the runs named, those still claimable, with the claim's
+-- misfire rule (`{misfire_ctes}` and `{run_all_cap}` are written in from claim.sql by
+-- k8s_admission.claim_ids_sql): a missed occurrence is skipped, not claimed. The same columns,
 -- plus the task's requests to reserve until the quota counts the pod.
 -- name: claim_ids
-WITH picked AS (
-    SELECT id FROM tasks_run
+WITH candidates AS (
+    SELECT id, owner_id, priority, execute_at, task_id, scheduled_at, attempt, missed_after
+      FROM tasks_run
      WHERE id = ANY(%(ids)s) AND status IN ('scheduled', 'waiting_for_resource')
        FOR UPDATE SKIP LOCKED
+), {misfire_ctes}, picked AS (
+    SELECT id FROM candidates WHERE id NOT IN (SELECT id FROM missed)
 )
 UPDATE tasks_run r
    SET status = 'running', attempt = r.attempt + 1, worker = %(worker)s,
@@ -28,6 +33,7 @@ UPDATE tasks_run r
        heartbeat_at = clock_timestamp()
   FROM picked, tasks_task t
  WHERE r.id = picked.id AND t.id = r.task_id
+   AND (SELECT count(*) FROM missed_notified) >= 0  -- makes missed_notified run (claim.sql)
 RETURNING r.id, r.task_id, r.scheduled_at, r.execute_at, r.attempt, r.max_attempts,
           t.kind, t.payload, t.executable, t.timeout, t.retry_backoff_base,
           t.retry_backoff_cap, clock_timestamp() AS claimed_at,

@@ -12,6 +12,7 @@ same capacity.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import threading
@@ -20,10 +21,14 @@ from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
+from django.conf import settings
 from django.db import connection
 
+from notifications import outbox
 from tasks.resources import cpu_millis, memory_bytes
+from tasks.schedules import RUN_ALL_CAP
 from tasks.sql import queries
+from tasks.transitions import claim
 from tasks.transitions.claim import ClaimedRun
 from tasks.worker.k8s_job import RUN_LABEL, Cluster, job_state
 
@@ -32,6 +37,16 @@ UNLIMITED = 2**62
 REREAD_SECONDS = 2.0  # capacity is read again at least this often, and after every Job's end
 
 SQL = queries("tasks", "k8s_admission.sql")
+
+
+@functools.cache
+def claim_ids_sql() -> str:
+    """The claim by id, with the claim's own misfire CTEs written in."""
+    return (
+        SQL["claim_ids"]
+        .replace("{misfire_ctes}", claim.SQL["misfire_ctes"])
+        .replace("{run_all_cap}", str(int(RUN_ALL_CAP)))
+    )
 
 
 @dataclass(frozen=True)
@@ -160,7 +175,11 @@ class QuotaAdmission:
         if not ids:
             return []
         with connection.cursor() as cursor:
-            cursor.execute(SQL["claim_ids"], {"ids": ids, "worker": worker})
+            cursor.execute(claim_ids_sql(), {
+                "ids": ids, "worker": worker,
+                "window": settings.NOTIFICATIONS_RETRY_WINDOW_SECONDS,
+                "channel": outbox.NOTIFICATION_CHANNEL,
+            })  # fmt: skip
             rows = cursor.fetchall()
         with self.lock:
             for row in rows:

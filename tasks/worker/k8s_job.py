@@ -130,7 +130,8 @@ class Cluster:
         if os.environ.get("KUBERNETES_SERVICE_HOST"):
             config.load_incluster_config()
         else:
-            config.load_kube_config()  # KUBECONFIG, else ~/.kube/config
+            # KUBECONFIG as it is now (the client reads it once, at import), else ~/.kube/config.
+            config.load_kube_config(config_file=os.environ.get("KUBECONFIG"))
         api = client.ApiClient()
         self.batch = client.BatchV1Api(api)
         self.core = client.CoreV1Api(api)

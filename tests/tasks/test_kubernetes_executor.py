@@ -14,18 +14,19 @@ import os
 import signal
 import time
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from tasks.models import Attempt, Run
 from tasks.transitions.run_actions import cancel_run
+from tasks.worker.k8s_admission import Need, QuotaAdmission
+from tasks.worker.k8s_job import Cluster
 from tests.conftest import process_env, wait_for
 from tests.factories import RunFactory, TaskFactory
 from tests.k8s_standin import FakeJob, KubeStandIn
 from tests.tasks.test_object_storage import bucket, s3_endpoint, s3_env  # noqa: F401
 
-pytestmark = pytest.mark.processes
 IMAGE = "registry.example/scheduler-payload:1"
 
 
@@ -68,6 +69,7 @@ def jobs_of(cluster: KubeStandIn, run: Run) -> list[FakeJob]:
             if j.body["metadata"]["labels"].get("scheduler/run-id") == str(run.id)]  # fmt: skip
 
 
+@pytest.mark.processes
 def test_an_executable_runs_as_a_job(processes, cluster, k8s_env, s3_endpoint):  # noqa: F811
     ok = executable_task(
         s3_endpoint,
@@ -106,6 +108,7 @@ def test_an_executable_runs_as_a_job(processes, cluster, k8s_env, s3_endpoint): 
     assert not any("SECRET" in name for name in env), "no storage credentials in the pod"
 
 
+@pytest.mark.processes
 def test_quota_admits_by_strict_priority(processes, cluster, k8s_env, s3_endpoint):  # noqa: F811
     cluster.quota_hard = {"requests.cpu": "2", "requests.memory": "8Gi"}
     script = "#!/bin/sh\nsleep 1.5\necho done $1\n"
@@ -140,6 +143,7 @@ def test_quota_admits_by_strict_priority(processes, cluster, k8s_env, s3_endpoin
     assert too_big.status == "waiting_for_resource" and not jobs_of(cluster, too_big)
 
 
+@pytest.mark.processes
 def test_cancel_and_timeout_delete_the_job(processes, cluster, k8s_env, s3_endpoint):  # noqa: F811
     sleeper = "#!/bin/sh\necho started\nsleep 60\n"
     cancelled = executable_task(s3_endpoint, sleeper, max_attempts=1)
@@ -163,6 +167,7 @@ def test_cancel_and_timeout_delete_the_job(processes, cluster, k8s_env, s3_endpo
     assert late.ended is not None and late.ended - late.started < 10
 
 
+@pytest.mark.processes
 def test_worker_killed_mid_run_never_overlaps_jobs(
     processes,
     cluster,
@@ -193,6 +198,7 @@ def test_worker_killed_mid_run_never_overlaps_jobs(
         assert before.ended is not None and before.ended <= after.started, "jobs overlapped"
 
 
+@pytest.mark.processes
 def test_a_pod_that_never_starts_fails_the_attempt(processes, cluster, k8s_env, s3_endpoint):  # noqa: F811
     env = k8s_env | {"SCHEDULER_K8S_IMAGE": "registry.example/unpullable:1",
                      "SCHEDULER_K8S_START_DEADLINE_SECONDS": "2"}  # fmt: skip
@@ -205,3 +211,23 @@ def test_a_pod_that_never_starts_fails_the_attempt(processes, cluster, k8s_env, 
     assert done.error == "pod did not start: ImagePullBackOff", done.error
     [job] = jobs_of(cluster, run)
     assert job.name not in cluster.jobs, "the Job is deleted"
+
+
+@pytest.mark.django_db
+def test_the_claim_by_id_keeps_the_misfire_rule(cluster, tmp_path, monkeypatch):
+    """The executor claims the runs it admitted by id; a missed occurrence is still skipped."""
+    monkeypatch.setenv("KUBECONFIG", str(cluster.kubeconfig(tmp_path / "kubeconfig")))
+    now = datetime.now(UTC)
+    recurring = TaskFactory(schedule={"type": "interval", "every": 60, "misfire": "skip"},
+                            schedule_type="interval")  # fmt: skip
+    missed = RunFactory(task=recurring, execute_at=now - timedelta(minutes=5),
+                        missed_after=now - timedelta(minutes=4))  # fmt: skip
+    due = RunFactory(task=TaskFactory(resources={"cpu": "1"}), execute_at=now)
+    admission = QuotaAdmission(cluster_factory=Cluster)
+
+    claimed = admission.claim(worker="k8s-test", slots=4, prefetch=0.5)
+
+    assert [run.id for run in claimed] == [due.id]
+    missed.refresh_from_db()
+    assert missed.status == "skipped" and "missed" in missed.error
+    assert admission.reserved == {due.id: Need(cpu=1000)}
