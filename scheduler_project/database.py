@@ -72,3 +72,30 @@ def database_url(settings_dict: dict[str, Any]) -> str:
     url = f"postgres://{auth}@{netloc}/{quote(settings_dict['NAME'], safe='')}"
     attrs = (settings_dict.get("OPTIONS") or {}).get("target_session_attrs")
     return f"{url}?target_session_attrs={attrs}" if attrs else url
+
+
+def databases(
+    url: str, replica_url: str, *, conn_max_age: int, application_name: str
+) -> dict[str, dict[str, Any]]:
+    """DATABASES: `default` from url, and a `replica` from replica_url when it is set."""
+    primary = database_config(url)
+    default = {
+        **primary,
+        "CONN_MAX_AGE": conn_max_age,
+        "CONN_HEALTH_CHECKS": True,
+        "OPTIONS": {**primary["OPTIONS"], "application_name": application_name},
+    }
+    if not replica_url:
+        return {"default": default}
+    replica = database_config(replica_url)
+    # The primary's target_session_attrs (read-write) would refuse every standby.
+    inherited = {k: v for k, v in default["OPTIONS"].items() if k != "target_session_attrs"}
+    return {
+        "default": default,
+        "replica": {
+            **default,
+            **replica,
+            "OPTIONS": {**inherited, **replica["OPTIONS"]},
+            "TEST": {"MIRROR": "default"},
+        },
+    }

@@ -13,7 +13,7 @@ from pathlib import Path
 from django.core.exceptions import ImproperlyConfigured
 
 from scheduler_project import settings_fallbacks as fallbacks
-from scheduler_project.database import database_config
+from scheduler_project.database import databases
 from scheduler_project.logging import logging_config
 from scheduler_project.storage_settings import storages
 
@@ -131,37 +131,15 @@ STORAGES = storages(os.environ.get("SCHEDULER_STORAGE") or "local", env_secret) 
 # --- Database ---------------------------------------------------------------------------------
 database_url = fallbacks.database_url(configured_database_url, data_dir=data_dir)
 # Several hosts (`h1:5432,h2:5432/db?target_session_attrs=read-write`) fail over by libpq.
-_default = database_config(database_url)
-_default_db = {
-    **_default,
-    "CONN_MAX_AGE": env_int("DATABASE_CONN_MAX_AGE", 60),
-    "CONN_HEALTH_CHECKS": True,
-    "OPTIONS": {
-        **_default["OPTIONS"],
-        "application_name": os.environ.get("SCHEDULER_APPLICATION_NAME", "scheduler"),
-    },
-}
 # A read replica for the API's GET requests (scheduler_project/routers.py); every write, and
 # every read by the scheduler, worker and reviewer, stays on the primary.
 replica_url = env_secret("DATABASE_REPLICA_URL")
-
-
-def _replica_db(url: str) -> dict:
-    replica = database_config(url)
-    # The primary's target_session_attrs (read-write) would refuse every standby.
-    inherited = {k: v for k, v in _default_db["OPTIONS"].items() if k != "target_session_attrs"}
-    return {
-        **_default_db,
-        **replica,
-        "OPTIONS": {**inherited, **replica["OPTIONS"]},
-        "TEST": {"MIRROR": "default"},
-    }
-
-
-DATABASES = {
-    "default": _default_db,
-    **({"replica": _replica_db(replica_url)} if replica_url else {}),
-}
+DATABASES = databases(
+    database_url,
+    replica_url,
+    conn_max_age=env_int("DATABASE_CONN_MAX_AGE", 60),
+    application_name=os.environ.get("SCHEDULER_APPLICATION_NAME", "scheduler"),
+)
 if replica_url:
     DATABASE_ROUTERS = ["scheduler_project.routers.ReplicaRouter"]
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
