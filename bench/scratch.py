@@ -6,12 +6,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
-from urllib.parse import quote
 
 import psycopg
 from django.conf import settings
 from django.core.management import call_command
 from django.db import connection
+
+from scheduler_project.database import database_url
 
 
 def admin_conninfo(base: dict[str, Any]) -> dict[str, str]:
@@ -21,15 +22,6 @@ def admin_conninfo(base: dict[str, Any]) -> dict[str, str]:
         if base.get(key):
             params[name] = str(base[key])
     return params
-
-
-def url(base: dict[str, Any], name: str) -> str:
-    """DATABASE_URL of database `name` on the server of `base` (for role processes)."""
-    auth = quote(base.get("USER") or "postgres", safe="")
-    if base.get("PASSWORD"):
-        auth += ":" + quote(base["PASSWORD"], safe="")
-    port = f":{base['PORT']}" if base.get("PORT") else ""
-    return f"postgres://{auth}@{quote(base.get('HOST') or '', safe='')}{port}/{name}"
 
 
 def _drop(admin: dict[str, str], name: str) -> None:
@@ -51,7 +43,7 @@ def database(suffix: str, *, keep: bool = False) -> Iterator[str]:
         settings.DATABASES["default"]["NAME"] = name
         connection.settings_dict["NAME"] = name
         call_command("migrate", verbosity=0)
-        yield url(base, name)
+        yield database_url({**base, "NAME": name})
     finally:
         connection.close()
         settings.DATABASES["default"]["NAME"] = base["NAME"]

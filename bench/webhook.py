@@ -12,12 +12,12 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
 from django.conf import settings
 from django.db import connection
 
 from notifications.transports.webhook import verify_signature
+from scheduler_project.database import database_url
 
 
 class Receiver:
@@ -68,16 +68,6 @@ class Receiver:
             return len(self.arrivals)
 
 
-def database_url() -> str:
-    """A DATABASE_URL for the database this process uses, for the processes it starts."""
-    s = connection.settings_dict
-    auth = quote(s["USER"] or "postgres", safe="")
-    if s.get("PASSWORD"):
-        auth += ":" + quote(s["PASSWORD"], safe="")
-    port = f":{s['PORT']}" if s.get("PORT") else ""
-    return f"postgres://{auth}@{quote(s['HOST'] or '', safe='')}{port}/{s['NAME']}"
-
-
 class Roles:
     """Role processes (`manage.py <command>`); all stopped by `stop_all`, SIGKILL as a last
     resort, so a benchmark never leaves processes behind."""
@@ -87,7 +77,7 @@ class Roles:
         self.procs: list[subprocess.Popen] = []
         self.env = dict(os.environ)
         self.env.update(
-            DATABASE_URL=database_url(),
+            DATABASE_URL=database_url(connection.settings_dict),
             SECRET_KEY=settings.SECRET_KEY,
             SCHEDULER_ENCRYPTION_KEY=settings.SCHEDULER_ENCRYPTION_KEY,
             SCHEDULER_OUTBOUND_ALLOW="127.0.0.1",
