@@ -2,19 +2,19 @@
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import Any
 from uuid import UUID
 
 from django.db import connection, transaction
 
 from notifications import outbox
+from tasks.db import db_now
 from tasks.models import Run
 from tasks.sql import queries
 from tasks.transitions.claim import ClaimedRun
 from tasks.transitions.run_actions import cancel_running
 
 SQL = queries("tasks", "overlap.sql")
+SUPERSEDED = "cancelled: a newer run started (overlap policy cancel_previous)"
 
 
 def resolve_overlaps(*, worker: str, claimed: list[ClaimedRun]) -> list[ClaimedRun]:
@@ -65,19 +65,13 @@ def resolve_overlaps(*, worker: str, claimed: list[ClaimedRun]) -> list[ClaimedR
             cursor.execute(
                 SQL["set_aside"],
                 {"ids": superseded, "worker": worker, "status": "cancelled",
-                 "error": "cancelled: a newer run started (overlap policy cancel_previous)"},
+                 "error": SUPERSEDED},
             )  # fmt: skip
         cancel_tasks = {task_id for task_id, runs in by_task.items() if runs[0].overlap != "skip"}
-        now = _db_now(cursor)
+        now = db_now()
         for run_id, task_id, _attempt in others:
             if task_id in cancel_tasks:
                 previous = Run.objects.get(pk=run_id)
-                cancel_running(run=previous, now=now, reason="cancelled: a newer run started "
-                               "(overlap policy cancel_previous)")  # fmt: skip
+                cancel_running(run=previous, now=now, reason=SUPERSEDED)
     dropped = set(skipped) | set(superseded)
     return [run for run in claimed if run.id not in dropped]
-
-
-def _db_now(cursor: Any) -> datetime:
-    cursor.execute("SELECT clock_timestamp()")
-    return cursor.fetchone()[0]
