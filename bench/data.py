@@ -17,6 +17,7 @@ from django.contrib.auth import get_user_model
 from django.db import DatabaseError, connection, transaction
 
 from tasks import schedules
+from tasks.db import RUN_DUE_CHANNEL, notify
 
 
 def uuid7_sql(ts: str) -> str:
@@ -95,8 +96,6 @@ SELECT UUID_NOW, t.id, %(owner)s, %(at)s, %(at)s, 5, 'scheduled', 0, 5, '', '', 
 
 def enqueue_due(owner: int, count: int) -> None:
     """`count` no-op runs due now, in two statements and one NOTIFY (a cheap feeder)."""
-    from tasks.db import RUN_DUE_CHANNEL, notify
-
     at = datetime.now(UTC)
     schedule = schedules.normalize(
         {"type": "once", "run_at": at.isoformat().replace("+00:00", "Z")}, now=at

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from datetime import UTC
 from typing import Any
 
+from django.conf import settings
 from django.contrib import admin, messages
 from django.db.models import Q, QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
@@ -328,9 +329,6 @@ class ProcessAdmin(admin.ModelAdmin):
 
     @admin.display(boolean=True, description="alive")
     def alive(self, process: Process) -> bool:
-        from django.conf import settings
-        from django.utils import timezone
-
         if process.stopped_at is not None:
             return False
         age = (timezone.now() - process.last_seen_at).total_seconds()

@@ -11,7 +11,13 @@ from datetime import datetime
 from typing import Any
 
 import psycopg
-from django.db import DEFAULT_DB_ALIAS, connection, connections
+from django.db import (
+    DEFAULT_DB_ALIAS,
+    InterfaceError,
+    OperationalError,
+    connection,
+    connections,
+)
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 logger = logging.getLogger(__name__)
@@ -32,8 +38,6 @@ def is_unavailable(exc: BaseException) -> bool:
     """True for the errors of a database that is down, unreachable or no longer the primary:
     worth retrying once the failover is over, and never the request's fault (the API answers
     503 with Retry-After). Django wraps psycopg's errors and keeps the original as `__cause__`."""
-    from django.db import InterfaceError, OperationalError
-
     lost = (OperationalError, InterfaceError, psycopg.OperationalError, psycopg.InterfaceError)
     if isinstance(exc, lost):
         return True

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 from typing import Any
+from uuid import UUID
 
 import orjson
 from django.http import QueryDict
@@ -88,8 +89,6 @@ def _task_from(request: Request, value: Any) -> Task:
     if not value:
         raise serializers.ValidationError({"task_id": ["This field is required."]})
     try:
-        from uuid import UUID
-
         pk = UUID(str(value))
     except ValueError:
         raise serializers.ValidationError({"task_id": ["Must be a task id."]}) from None
