@@ -25,7 +25,7 @@ import orjson
 from django.conf import settings
 from django.core.exceptions import EmptyResultSet
 from django.db import router
-from django.db.models import QuerySet
+from django.db.models import Model, QuerySet
 
 from tasks import planning
 from tasks.api.renderers import RawJSON
@@ -147,20 +147,25 @@ def _page(ids: Ids, params: dict[str, Any]) -> str | None:
     return f"(SELECT id, row_number() OVER () AS position FROM ({named}) AS q(id)) AS page"
 
 
+def _page_rows(sql: str, ids: Ids, params: dict[str, Any], model: type[Model]) -> list[tuple]:
+    """The rows of `sql` with its `{page}` made of `ids` (none for no ids), read prepared on
+    the alias the router picks for `model` (the replica for a GET)."""
+    page = _page(ids, params)
+    if page is None:
+        return []
+    with prepared_cursor(router.db_for_read(model)) as cursor:
+        cursor.execute(sql.replace("{page}", page), params)
+        return cursor.fetchall()
+
+
 def tasks_json(task_ids: Ids, *, owner: Any, now: datetime) -> list[RawJSON]:
     """Each of `owner`'s tasks among `task_ids` (ids, or a query of ids) as the API returns it,
     in that order; one statement for a whole page."""
     params = {"owner": owner.pk, "owner_name": owner.get_username(),
               "claimable": list(CLAIMABLE_STATUSES), "now": now,
               "grace": float(settings.TASKS_MISFIRE_GRACE_SECONDS)}  # fmt: skip
-    page = _page(task_ids, params)
-    if page is None:
-        return []
-    sql = _TASKS_SQL.replace("{page}", page)
-    with prepared_cursor(router.db_for_read(Task)) as cursor:
-        cursor.execute(sql, params)
-        rows = cursor.fetchall()
     found = []
+    rows = _page_rows(_TASKS_SQL, task_ids, params, Task)
     for head, tail, task_id, status, schedule, next_run_at, runs_planned, pending in rows:
         times: list[datetime] = []
         if status == Task.Status.ACTIVE:
@@ -208,13 +213,7 @@ def runs_json(run_ids: Ids, *, owner_id: int) -> list[RawJSON]:
     """Each of `owner_id`'s runs among `run_ids` (ids, or a query of ids) as the API returns
     it, in that order."""
     params: dict[str, Any] = {"owner": owner_id}
-    page = _page(run_ids, params)
-    if page is None:
-        return []
-    sql = _RUNS_SQL.replace("{page}", page)
-    with prepared_cursor(router.db_for_read(Run)) as cursor:
-        cursor.execute(sql, params)
-        return [RawJSON(text) for (text,) in cursor.fetchall()]
+    return [RawJSON(text) for (text,) in _page_rows(_RUNS_SQL, run_ids, params, Run)]
 
 
 def json_array(items: list[RawJSON]) -> RawJSON:
