@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -10,6 +11,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+import requests
 from django.db import connection
 from rest_framework.test import APIClient
 from rest_framework_simplejwt.tokens import RefreshToken
@@ -128,3 +130,25 @@ def wait_for(
             extra = f"\n{details()}" if details else ""
             raise AssertionError(f"condition not met within {timeout}s{extra}")
         time.sleep(interval)
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 now, for a server a test starts."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_for_api(
+    base: str, *, timeout: float = 60, details: Callable[[], str] | None = None
+) -> str:
+    """Wait until the API at `base` answers /health/live; returns `base`."""
+
+    def up() -> bool:
+        try:
+            return requests.get(f"{base}/health/live", timeout=5).status_code == 200
+        except requests.RequestException:  # not listening yet, or still booting
+            return False
+
+    wait_for(up, timeout=timeout, interval=0.2, details=details)
+    return base

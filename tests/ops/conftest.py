@@ -2,21 +2,13 @@
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
 
 import pytest
-import requests
 
-from tests.conftest import ROOT, process_env, wait_for
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+from tests.conftest import ROOT, free_port, process_env, wait_for_api
 
 
 @pytest.fixture
@@ -34,16 +26,7 @@ def gunicorn(transactional_db, tmp_path) -> Iterator[Callable[..., str]]:
             stderr=subprocess.STDOUT,
         )  # fmt: skip
         started.append(proc)
-        base = f"http://127.0.0.1:{port}"
-
-        def up() -> bool:
-            try:
-                return requests.get(f"{base}/health/live", timeout=5).status_code == 200
-            except requests.RequestException:  # not listening yet, or still booting
-                return False
-
-        wait_for(up, timeout=30, interval=0.2)
-        return base
+        return wait_for_api(f"http://127.0.0.1:{port}", timeout=30)
 
     yield start
     for proc in started:

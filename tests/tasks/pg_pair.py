@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
 from pathlib import Path
 
 import psycopg
+
+from tests.conftest import free_port
 
 
 def pg_bin() -> Path | None:
@@ -27,12 +28,6 @@ def pg_bin() -> Path | None:
 
 def can_run() -> bool:
     return pg_bin() is not None and (os.geteuid() != 0 or shutil.which("runuser") is not None)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def as_postgres(*args: str) -> None:

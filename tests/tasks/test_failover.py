@@ -22,8 +22,8 @@ import psycopg
 import pytest
 import requests
 
-from tests.conftest import ROOT, Processes, process_env, wait_for
-from tests.tasks.pg_pair import PrimaryStandby, can_run, free_port
+from tests.conftest import ROOT, Processes, free_port, process_env, wait_for, wait_for_api
+from tests.tasks.pg_pair import PrimaryStandby, can_run
 
 pytestmark = [
     pytest.mark.chaos,
@@ -100,16 +100,7 @@ def start_api(procs: Processes, env: dict[str, str], log: Path) -> str:
          "--bind", f"127.0.0.1:{port}", "--timeout", "30"],
         cwd=ROOT, env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT,
     ))  # fmt: skip
-    base = f"http://127.0.0.1:{port}"
-
-    def up() -> bool:
-        try:
-            return requests.get(f"{base}/health/live", timeout=5).status_code == 200
-        except requests.RequestException:
-            return False
-
-    wait_for(up, timeout=60, interval=0.2)
-    return base
+    return wait_for_api(f"http://127.0.0.1:{port}")
 
 
 def recorded_keys(folder: Path) -> Counter[str]:

@@ -19,9 +19,8 @@ from pathlib import Path
 import pytest
 import requests
 
-from tests.conftest import process_env, wait_for
+from tests.conftest import free_port, process_env, wait_for, wait_for_api
 from tests.factories import UserFactory
-from tests.ops.conftest import free_port
 
 pytestmark = pytest.mark.processes
 
@@ -34,16 +33,7 @@ def serve(processes) -> str:
     env = process_env(ALLOWED_HOSTS="127.0.0.1")
     processes.start("runserver", "--noreload", "--nothreading", f"127.0.0.1:{port}", env=env)
     processes.start("runworker", "--concurrency", "1", env=env)
-    base = f"http://127.0.0.1:{port}"
-
-    def up() -> bool:
-        try:
-            return requests.get(f"{base}/health/live", timeout=2).status_code == 200
-        except requests.ConnectionError:
-            return False
-
-    wait_for(up, timeout=60, interval=0.2, details=processes.logs)
-    return base
+    return wait_for_api(f"http://127.0.0.1:{port}", details=processes.logs)
 
 
 def generate(base: str, folder: Path) -> str:

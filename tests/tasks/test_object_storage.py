@@ -9,7 +9,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,17 +23,11 @@ from rest_framework.test import APIClient
 from scheduler_project.storage_settings import storages
 from tasks.models import Run, Task
 from tasks.storage import cache_dir, local_executable
-from tests.conftest import process_env, wait_for
+from tests.conftest import free_port, process_env, wait_for, wait_for_api
 from tests.factories import UserFactory
 
 BUCKET = "scheduler-test"
 CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @pytest.fixture
@@ -132,15 +125,7 @@ def test_api_and_worker_on_separate_data_directories_share_the_bucket(
     processes.start("runserver", "--noreload", "--nothreading", f"127.0.0.1:{port}", env=api_env)
     processes.start("runworker", "--concurrency", "2",
                     env=process_env(**common, SCHEDULER_DATA_DIR=str(worker_dir)))  # fmt: skip
-    base = f"http://127.0.0.1:{port}"
-
-    def api_up() -> bool:
-        try:
-            return requests.get(f"{base}/health/live", timeout=1).status_code == 200
-        except requests.ConnectionError:
-            return False
-
-    wait_for(api_up, timeout=60, details=processes.logs)
+    base = wait_for_api(f"http://127.0.0.1:{port}", details=processes.logs)
     token = requests.post(f"{base}/api/v1/auth/token",
                           json={"username": "s3user", "password": "password-123"},
                           timeout=5).json()["access"]  # fmt: skip

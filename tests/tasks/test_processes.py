@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 import sys
 from collections import Counter
 from datetime import timedelta
@@ -13,16 +12,10 @@ from django.db import connection
 from django.utils import timezone
 
 from tasks.models import Attempt, Process, Run
-from tests.conftest import ROOT, process_env, wait_for
+from tests.conftest import ROOT, free_port, process_env, wait_for, wait_for_api
 from tests.factories import RunFactory, TaskFactory, UserFactory
 
 pytestmark = pytest.mark.processes
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def test_task_created_over_http_succeeds_on_a_worker(processes, tmp_path):
@@ -33,15 +26,7 @@ def test_task_created_over_http_succeeds_on_a_worker(processes, tmp_path):
     del api
     processes.start("runscheduler", env=env)
     processes.start("runworker", "--concurrency", "2", env=env)
-    base = f"http://127.0.0.1:{port}"
-
-    def api_up() -> bool:
-        try:
-            return requests.get(f"{base}/health/live", timeout=1).status_code == 200
-        except requests.ConnectionError:
-            return False
-
-    wait_for(api_up, timeout=60, details=processes.logs)
+    base = wait_for_api(f"http://127.0.0.1:{port}", details=processes.logs)
     token = requests.post(
         f"{base}/api/v1/auth/token", json={"username": "e2e", "password": "password-123"}, timeout=5
     ).json()["access"]
