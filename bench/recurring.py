@@ -26,6 +26,8 @@ from django.contrib.auth import get_user_model
 from django.db import connection
 
 from bench.handlers import read_lines
+from bench.proc import cpu_seconds
+from bench.timer_floor import pct
 from tasks import schedules
 from tasks.db import TASK_CHANGED_CHANNEL, db_now, notify
 from tasks.models import Process, Run, Task
@@ -78,14 +80,6 @@ def create_tasks(raws: list[dict], *, now: datetime) -> list[Task]:
 
 def _iso(at: datetime) -> str:
     return at.astimezone(UTC).isoformat().replace("+00:00", "Z")
-
-
-def _cpu_seconds(pid: int) -> float:
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _start(args: list[str], env: dict[str, str], log: IO[bytes]) -> subprocess.Popen:
@@ -155,7 +149,7 @@ def measure(
         while window.exclude(status="succeeded").exists() and time.monotonic() < drain:
             time.sleep(0.5)
         cpu = {
-            role: round(sum(_cpu_seconds(p.pid) for p in procs[a:b]), 1)
+            role: round(sum(cpu_seconds(p.pid) for p in procs[a:b]), 1)
             for role, a, b in (("schedulers", 0, schedulers), ("workers", schedulers, None))
         }
     finally:
@@ -175,9 +169,6 @@ def measure(
         (start - scheduled) * 1000 for _, scheduled, start in lines if scheduled <= end.timestamp()
     )
 
-    def pct(p: float, values: list[float] = late) -> float:
-        return round(values[min(len(values) - 1, int(p / 100 * len(values)))], 1) if values else 0.0
-
     return {
         "workload": "recurring lateness",
         "tasks": tasks,
@@ -191,14 +182,14 @@ def measure(
         "missing": expected - window.count(),
         "not_succeeded": window.exclude(status="succeeded").count(),
         "ran_twice": sum(1 for n in executed.values() if n > 1),
-        "p50_ms": pct(50),
-        "p95_ms": pct(95),
-        "p99_ms": pct(99),
+        "p50_ms": pct(late, 50),
+        "p95_ms": pct(late, 95),
+        "p99_ms": pct(late, 99),
         "max_ms": round(late[-1], 1) if late else 0.0,
         "min_ms": round(late[0], 1) if late else 0.0,
         "early": sum(1 for ms in late if ms < 0),
-        "body_p50_ms": pct(50, body),
-        "body_p99_ms": pct(99, body),
+        "body_p50_ms": pct(body, 50),
+        "body_p99_ms": pct(body, 99),
         "body_max_ms": round(body[-1], 1) if body else 0.0,
         "body_early": sum(1 for ms in body if ms < 0),
         "cpu_seconds": cpu,

@@ -7,12 +7,12 @@ from __future__ import annotations
 import threading
 import time
 
+from bench.proc import percentile
+
 
 def pct(values: list[float], p: float) -> float:
     """The p-th percentile of sorted `values` (nearest rank), rounded to 0.1."""
-    if not values:
-        return 0.0
-    return round(values[min(len(values) - 1, int(p / 100 * len(values)))], 1)
+    return round(percentile(values, p), 1)
 
 
 class TimerFloor(threading.Thread):

@@ -16,6 +16,7 @@ from django.contrib.auth import get_user_model
 from django.db import connection
 
 from bench.handlers import read_lines
+from bench.proc import percentile
 from bench.timer_floor import TimerFloor
 from tasks import schedules
 from tasks.transitions.creation import MAX_BATCH, create_tasks
@@ -250,7 +251,7 @@ def _measure_lateness(
     keys = {key for key, _, _ in lines}
 
     def pct(p: float) -> float:
-        return round(late[min(len(late) - 1, int(p / 100 * len(late)))], 2) if late else 0.0
+        return round(percentile(late, p), 2)
 
     return {
         "workload": "lateness",
