@@ -53,6 +53,18 @@ class ClaimedRun:
     def idempotency_key(self) -> str:
         return idempotency_key(self.task_id, self.scheduled_at)
 
+    def environment(self) -> dict[str, str]:
+        """The payload's `env` plus the SCHEDULER_* variables every executable run gets."""
+        env = {str(k): str(v) for k, v in (self.payload.get("env") or {}).items()}
+        env.update(
+            SCHEDULER_TASK_ID=str(self.task_id),
+            SCHEDULER_RUN_ID=str(self.id),
+            SCHEDULER_SCHEDULED_AT=self.scheduled_at.isoformat(),
+            SCHEDULER_ATTEMPT=str(self.attempt),
+            SCHEDULER_IDEMPOTENCY_KEY=self.idempotency_key,
+        )
+        return env
+
 
 def claim_runs(
     *, worker: str, limit: int, prefetch_seconds: float, owner_cap: int

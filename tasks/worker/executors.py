@@ -103,14 +103,7 @@ def _run_executable(
     run: ClaimedRun, *, cancel: threading.Event, timeout: float, activity: Activity | None
 ) -> ExecutionResult:
     mode = sandbox.sandbox_mode(allow_rlimit_only=settings.SCHEDULER_SANDBOX_ALLOW_RLIMIT_ONLY)
-    env = {str(k): str(v) for k, v in (run.payload.get("env") or {}).items()}
-    env.update(
-        SCHEDULER_TASK_ID=str(run.task_id),
-        SCHEDULER_RUN_ID=str(run.id),
-        SCHEDULER_SCHEDULED_AT=run.scheduled_at.isoformat(),
-        SCHEDULER_ATTEMPT=str(run.attempt),
-        SCHEDULER_IDEMPOTENCY_KEY=run.idempotency_key,
-    )
+    env = run.environment()
     # On local storage the file itself; on S3 fetched once into this host's cache.
     with local_executable(run.executable) as path:
         result = sandbox.run_executable(

@@ -41,17 +41,8 @@ def job_name(run_id: object, attempt: int) -> str:
 
 
 def run_env(run: ClaimedRun, *, url: str) -> dict[str, str]:
-    """What local runs get (tasks/worker/executors.py), plus where to fetch the executable."""
-    env = {str(k): str(v) for k, v in (run.payload.get("env") or {}).items()}
-    env.update(
-        SCHEDULER_TASK_ID=str(run.task_id),
-        SCHEDULER_RUN_ID=str(run.id),
-        SCHEDULER_SCHEDULED_AT=run.scheduled_at.isoformat(),
-        SCHEDULER_ATTEMPT=str(run.attempt),
-        SCHEDULER_IDEMPOTENCY_KEY=run.idempotency_key,
-        SCHEDULER_EXECUTABLE_URL=url,
-    )
-    return env
+    """What local runs get (ClaimedRun.environment), plus where to fetch the executable."""
+    return {**run.environment(), "SCHEDULER_EXECUTABLE_URL": url}
 
 
 def job_manifest(
