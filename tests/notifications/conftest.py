@@ -6,6 +6,7 @@ import json
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -80,14 +81,23 @@ class Receiver:
             return [d for d in self.deliveries if 200 <= d["status"] < 300]
 
 
-@pytest.fixture
-def receiver() -> Iterator[Receiver]:
+@contextmanager
+def serving() -> Iterator[Receiver]:
+    """A Receiver answering on its own thread until the block ends."""
     recv = Receiver()
     thread = threading.Thread(target=recv.httpd.serve_forever, args=(0.05,), daemon=True)
     thread.start()
-    yield recv
-    recv.httpd.shutdown()
-    recv.httpd.server_close()
+    try:
+        yield recv
+    finally:
+        recv.httpd.shutdown()
+        recv.httpd.server_close()
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    with serving() as recv:
+        yield recv
 
 
 @pytest.fixture(autouse=True)

@@ -4,7 +4,6 @@ flagged, its owner notified, and with `on_zombie: "cancel"` it is cancelled."""
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 from datetime import timedelta
 
@@ -15,7 +14,13 @@ from rest_framework.test import APIClient
 
 from tasks.models import Attempt, Run, Task
 from tests.conftest import wait_for
-from tests.notifications.conftest import Receiver, due_run, subscribed_task, webhook_channel
+from tests.notifications.conftest import (
+    Receiver,
+    due_run,
+    serving,
+    subscribed_task,
+    webhook_channel,
+)
 from tests.notifications.test_processes import role_env
 
 pytestmark = pytest.mark.processes
@@ -52,12 +57,8 @@ def _media(settings, tmp_path) -> None:
 
 @pytest.fixture
 def receiver() -> Iterator[Receiver]:
-    recv = Receiver()
-    thread = threading.Thread(target=recv.httpd.serve_forever, args=(0.05,), daemon=True)
-    thread.start()
-    yield recv
-    recv.httpd.shutdown()
-    recv.httpd.server_close()
+    with serving() as recv:
+        yield recv
 
 
 def test_an_idle_payload_is_flagged_and_its_owner_notified(
