@@ -8,6 +8,7 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
+from tasks import resources as quantities
 from tasks.ids import idempotency_key, uuid7
 from tasks.storage import ExecutableField
 
@@ -76,6 +77,9 @@ class Task(models.Model):
     # {"cpu": "500m", "memory": "256Mi"}: Kubernetes quantities as written (tasks/resources.py);
     # a database default too, for the statements that insert tasks in SQL.
     resources = models.JSONField(default=dict, db_default={}, blank=True)
+    # `resources` as numbers (set_requests), copied onto each run: the claim compares them.
+    cpu_millis = models.BigIntegerField(default=0, db_default=0)
+    memory_bytes = models.BigIntegerField(default=0, db_default=0)
     # What a worker does with a run flagged zombie (no CPU, no output): always notify; cancel too?
     on_zombie = models.CharField(
         max_length=8, choices=OnZombie.choices, default=OnZombie.NOTIFY, db_default="notify"
@@ -124,6 +128,18 @@ class Task(models.Model):
     def __str__(self) -> str:
         return self.name or str(self.id)
 
+    def set_requests(self) -> None:
+        """`cpu_millis` and `memory_bytes` from `resources` (validated: no error here)."""
+        requested = self.resources or {}
+        cpu, memory = requested.get("cpu"), requested.get("memory")
+        self.cpu_millis = quantities.cpu_millis(str(cpu)) if cpu is not None else 0
+        self.memory_bytes = quantities.memory_bytes(str(memory)) if memory is not None else 0
+
+    @property
+    def requests(self) -> dict[str, int]:
+        """What a new run of this task requests (Run's fields of the same names)."""
+        return {"cpu_millis": self.cpu_millis, "memory_bytes": self.memory_bytes}
+
 
 class Run(models.Model):
     class Status(models.TextChoices):
@@ -164,6 +180,11 @@ class Run(models.Model):
     # Set while (or since) the running payload used no CPU and wrote nothing for
     # TASKS_ZOMBIE_AFTER_SECONDS: when it went quiet. Cleared when it stirs or is claimed again.
     zombie_since = models.DateTimeField(null=True, blank=True)
+    # The task's requests when the run was planned (or its resources last changed).
+    cpu_millis = models.BigIntegerField(default=0, db_default=0)
+    memory_bytes = models.BigIntegerField(default=0, db_default=0)
+    # Why a `waiting_for_resource` run waits (capacity, no worker big enough, start SLA).
+    wait_reason = models.TextField(blank=True, default="", db_default="")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -203,6 +224,14 @@ class Run(models.Model):
             models.Index(fields=["status", "finished_at"], name="run_status_finished_idx"),
             # The admin's date filter and its newest-first order (issue 6).
             models.Index(fields=["scheduled_at"], name="run_scheduled_at_idx"),
+            # The reviewer's search for runs no live worker can hold: claimable runs with
+            # requests only. The claim cannot use it (its condition is not the claim's).
+            models.Index(
+                fields=["execute_at"],
+                condition=Q(status__in=CLAIMABLE_STATUSES)
+                & (Q(cpu_millis__gt=0) | Q(memory_bytes__gt=0)),
+                name="run_requests_idx",
+            ),
         ]
 
     def __str__(self) -> str:
@@ -262,6 +291,9 @@ class Process(models.Model):
     host = models.CharField(max_length=200)
     pid = models.IntegerField()
     concurrency = models.PositiveIntegerField(default=0)
+    # A worker's capacity (runworker --cpu/--memory); NULL: no limit but its slots.
+    cpu_millis = models.BigIntegerField(null=True, blank=True)
+    memory_bytes = models.BigIntegerField(null=True, blank=True)
     started_at = models.DateTimeField()
     last_seen_at = models.DateTimeField()
     stopped_at = models.DateTimeField(null=True, blank=True)

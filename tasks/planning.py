@@ -126,6 +126,7 @@ def _new_run(
         missed_after=None if grace is None else execute_at + grace,
         priority=task.priority,
         max_attempts=task.max_attempts,
+        **task.requests,
         status=status,
         finished_at=now if status == Run.Status.SKIPPED else None,
         error="missed: the scheduler planned this occurrence too late (misfire policy)"

@@ -17,9 +17,19 @@ def process_name(role: str) -> str:
     return f"{role}:{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
 
 
-def beat(cursor: Any, *, name: str, role: str, concurrency: int = 0) -> None:
-    """Record that this process is alive, on the database clock. Works on any DB-API cursor."""
-    cursor.execute(SQL["beat"], [name, role, socket.gethostname(), os.getpid(), concurrency])
+def beat(
+    cursor: Any,
+    *,
+    name: str,
+    role: str,
+    concurrency: int = 0,
+    cpu_millis: int | None = None,
+    memory_bytes: int | None = None,
+) -> None:
+    """Record that this process is alive, on the database clock. Works on any DB-API cursor.
+    A worker records its capacity too (None: no limit), for the reviewer's "fits no worker"."""
+    cursor.execute(SQL["beat"], [name, role, socket.gethostname(), os.getpid(), concurrency,
+                                 cpu_millis, memory_bytes])  # fmt: skip
 
 
 def mark_stopped(cursor: Any, *, name: str) -> None:

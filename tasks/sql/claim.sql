@@ -2,6 +2,8 @@
 -- tasks/transitions/claim.py runs these as prepared statements (tasks/db.py prepared_cursor);
 -- docs/architecture.md, "The claim", explains them. `{candidates}` is written in by
 -- claim.claim_sql / cycle_sql as a literal (a power of two), never passed as a parameter.
+-- A worker's capacity comes as %(cpu_total)s, %(memory_total)s (what it offers) and
+-- %(cpu_free)s, %(memory_free)s (less what its runs in flight request); no limit is 2^62.
 
 -- name: claim_ctes
 capped AS (
@@ -17,38 +19,72 @@ capped AS (
     -- walk past the future runs of higher priorities, and which of the two PostgreSQL picks
     -- depends on its statistics: with millions of finished runs in the table it picked the sort.
     -- statement_timestamp(), not clock_timestamp(): a volatile bound cannot be an index bound.
+    -- A run requesting more than this worker offers at all is no candidate: it never blocks
+    -- this worker (the reviewer says when no live worker can hold it).
     SELECT r.id, r.owner_id, r.priority, r.execute_at, r.task_id, r.scheduled_at, r.attempt,
-           r.missed_after
+           r.missed_after, r.cpu_millis, r.memory_bytes
       FROM generate_series(9, 0, -1) AS p(priority)
      CROSS JOIN LATERAL (
            SELECT r.id, r.owner_id, r.priority, r.execute_at, r.task_id, r.scheduled_at,
-                  r.attempt, r.missed_after FROM tasks_run r
+                  r.attempt, r.missed_after, r.cpu_millis, r.memory_bytes FROM tasks_run r
             WHERE r.status IN ('scheduled', 'waiting_for_resource')
               AND r.priority = p.priority
               AND r.execute_at <= statement_timestamp() + make_interval(secs => %(prefetch)s)
+              AND r.cpu_millis <= %(cpu_total)s AND r.memory_bytes <= %(memory_total)s
               AND r.owner_id NOT IN (SELECT owner_id FROM capped WHERE running >= %(owner_cap)s)
             ORDER BY r.execute_at
             LIMIT {candidates}
               FOR UPDATE OF r SKIP LOCKED) AS r
      LIMIT {candidates}
-), {misfire_ctes}, picked AS (
+), {misfire_ctes}, fitting AS (
     -- The per-owner cap also holds within this batch: an owner's n-th candidate is taken only
-    -- while its running runs plus n stay within the cap.
-    SELECT id FROM (
-        SELECT c.id, c.priority, c.execute_at, coalesce(k.running, 0) AS running,
+    -- while its running runs plus n stay within the cap. Then capacity, in claim order: a run
+    -- fits while the requests of it and of every run before it fit the free capacity. The sums
+    -- only grow, so the first run that does not fit stops every run after it: strict priority,
+    -- nothing lower starts in its place (no backfill). Without requests the sums stay 0.
+    SELECT id, task_id, execute_at, cpu_millis, memory_bytes,
+           row_number() OVER w AS n,
+           sum(cpu_millis) OVER w <= %(cpu_free)s
+               AND sum(memory_bytes) OVER w <= %(memory_free)s AS fits
+      FROM (
+        SELECT c.*, coalesce(k.running, 0) AS running,
                row_number() OVER (PARTITION BY c.owner_id
                                   ORDER BY c.priority DESC, c.execute_at) AS nth
           FROM candidates c LEFT JOIN capped k ON k.owner_id = c.owner_id
          WHERE c.id NOT IN (SELECT id FROM missed)
     ) ranked
      WHERE %(owner_cap)s <= 0 OR running + nth <= %(owner_cap)s
-     ORDER BY priority DESC, execute_at
-     LIMIT %(limit)s
+    WINDOW w AS (ORDER BY priority DESC, execute_at, id ROWS UNBOUNDED PRECEDING)
+), picked AS (
+    SELECT id FROM fitting WHERE fits AND n <= %(limit)s
+), short AS (
+    -- Due runs capacity holds back: they wait for this worker's runs to finish.
+    -- The reason names the requests as the task wrote them; it depends on the run alone, so
+    -- workers holding the same run back write it once between them.
+    SELECT f.id, 'waiting for free capacity ('
+                 || concat_ws(', ',
+                              CASE WHEN f.cpu_millis > 0 THEN 'cpu=' || (t.resources->>'cpu') END,
+                              CASE WHEN f.memory_bytes > 0
+                                   THEN 'memory=' || (t.resources->>'memory') END)
+                 || ') on a worker' AS reason
+      FROM fitting f JOIN tasks_task t ON t.id = f.task_id
+     WHERE NOT f.fits AND f.execute_at <= statement_timestamp()
+), held AS (
+    -- Written only when it changes: a worker held back claims again after each finished run.
+    UPDATE tasks_run r SET status = 'waiting_for_resource', wait_reason = short.reason
+      FROM short
+     WHERE r.id = short.id
+       AND (r.status <> 'waiting_for_resource' OR r.wait_reason <> short.reason)
+    RETURNING r.id
+), held_woke AS (
+    -- A run newly held here may fit another worker that skipped it while this claim locked it.
+    SELECT pg_notify('scheduler_run_due', '') FROM held LIMIT 1
 ), claimed AS (
     UPDATE tasks_run r
        SET status = 'running', attempt = r.attempt + 1, worker = %(worker)s,
            started_at = greatest(clock_timestamp(), r.execute_at),
-           heartbeat_at = clock_timestamp(), zombie_since = NULL
+           heartbeat_at = clock_timestamp(), zombie_since = NULL, wait_reason = ''
+
       FROM picked, tasks_task t
      WHERE r.id = picked.id AND t.id = r.task_id
        -- A one-time filter (evaluated once, before any row) that makes missed_notified run.
@@ -56,7 +92,8 @@ capped AS (
     RETURNING r.id, r.task_id, r.scheduled_at, r.execute_at, r.attempt, r.max_attempts,
               t.kind, t.payload, t.executable, t.timeout, t.retry_backoff_base,
               t.retry_backoff_cap, clock_timestamp() AS claimed_at,
-              coalesce(t.schedule->>'overlap', 'allow') AS overlap, r.priority
+              coalesce(t.schedule->>'overlap', 'allow') AS overlap, r.priority, r.cpu_millis,
+              r.memory_bytes
 )
 
 -- Misfire at claim time (docs/schedules.md, "Misfire policy"): a candidate is missed when it is
@@ -112,11 +149,22 @@ missed AS (
     HAVING count(*) > 0
 )
 
+-- The row with a NULL id says capacity held runs back (the worker then waits for a finish).
 -- name: claim
 WITH {claim_ctes}
 SELECT id, task_id, scheduled_at, execute_at, attempt, max_attempts, kind, payload, executable,
-       timeout, retry_backoff_base, retry_backoff_cap, claimed_at, overlap, priority
+       timeout, retry_backoff_base, retry_backoff_cap, claimed_at, overlap, priority, cpu_millis,
+       memory_bytes
   FROM claimed
+UNION ALL
+{held_row}
+
+-- One row when capacity held due runs back; referencing held_woke makes it run.
+-- name: held_row
+SELECT NULL::uuid, NULL::uuid, NULL::timestamptz, NULL::timestamptz, NULL::int, NULL::int,
+       NULL::text, NULL::jsonb, NULL::text, NULL::float8, NULL::float8, NULL::float8,
+       NULL::timestamptz, NULL::text, NULL::smallint, NULL::bigint, NULL::bigint
+ WHERE EXISTS (SELECT FROM short) AND (SELECT count(*) FROM held_woke) >= 0
 
 -- The outcome write, as CTEs that a claim can follow in the same statement (see `cycle`).
 -- name: finish_ctes
@@ -209,13 +257,17 @@ WITH {finish_ctes}, {claim_ctes}
 SELECT 'recorded', done.id, done.task_id, done.status, (SELECT count(*) FROM woke),
        (SELECT queued FROM notified), NULL::timestamptz, NULL::timestamptz, NULL::int,
        NULL::int, NULL::text, NULL::jsonb, NULL::text, NULL::float8, NULL::float8,
-       NULL::float8, NULL::timestamptz, NULL::text, NULL::smallint
+       NULL::float8, NULL::timestamptz, NULL::text, NULL::smallint, NULL::bigint, NULL::bigint
   FROM done
 UNION ALL
 SELECT 'claimed', id, task_id, NULL, NULL, NULL, scheduled_at, execute_at, attempt, max_attempts,
        kind, payload, executable, timeout, retry_backoff_base, retry_backoff_cap, claimed_at,
-       overlap, priority
+       overlap, priority, cpu_millis, memory_bytes
   FROM claimed
+UNION ALL
+SELECT 'held', NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+       NULL, NULL, NULL, NULL, NULL, NULL, NULL
+ WHERE EXISTS (SELECT FROM short) AND (SELECT count(*) FROM held_woke) >= 0
 
 -- One statement per worker process, however many runs it holds; a run missing from the answer
 -- was cancelled or taken back by the reviewer. Only the runs the worker names are renewed.
@@ -232,5 +284,14 @@ SELECT min(first.execute_at) FROM generate_series(0, 9) AS p(priority)
         WHERE status IN ('scheduled', 'waiting_for_resource') AND priority = p.priority
         ORDER BY execute_at LIMIT 1) AS first
 
+-- How long a worker may sleep: the earliest claimable run it could hold at all (within its
+-- totals), due later than %(later_than)s seconds from now (-1e9: any).
 -- name: seconds_until_next_due
-SELECT extract(epoch FROM ({earliest_claimable}) - clock_timestamp())::float8
+SELECT extract(epoch FROM min(first.execute_at) - clock_timestamp())::float8
+  FROM generate_series(0, 9) AS p(priority)
+ CROSS JOIN LATERAL (
+       SELECT execute_at FROM tasks_run
+        WHERE status IN ('scheduled', 'waiting_for_resource') AND priority = p.priority
+          AND execute_at > statement_timestamp() + make_interval(secs => %(later_than)s)
+          AND cpu_millis <= %(cpu_total)s AND memory_bytes <= %(memory_total)s
+        ORDER BY execute_at LIMIT 1) AS first

@@ -11,7 +11,7 @@ SELECT r.id, t.resources FROM tasks_run r JOIN tasks_task t ON t.id = r.task_id
  LIMIT %(limit)s
 
 -- name: mark_waiting
-UPDATE tasks_run SET status = 'waiting_for_resource'
+UPDATE tasks_run SET status = 'waiting_for_resource', wait_reason = %(reason)s
  WHERE id = ANY(%(ids)s) AND status = 'scheduled'
 
 -- The claim (tasks/sql/claim.sql) of the runs named, those still claimable, with the claim's
@@ -30,11 +30,12 @@ WITH candidates AS (
 UPDATE tasks_run r
    SET status = 'running', attempt = r.attempt + 1, worker = %(worker)s,
        started_at = greatest(clock_timestamp(), r.execute_at),
-       heartbeat_at = clock_timestamp()
+       heartbeat_at = clock_timestamp(), wait_reason = ''
   FROM picked, tasks_task t
  WHERE r.id = picked.id AND t.id = r.task_id
    AND (SELECT count(*) FROM missed_notified) >= 0  -- makes missed_notified run (claim.sql)
 RETURNING r.id, r.task_id, r.scheduled_at, r.execute_at, r.attempt, r.max_attempts,
           t.kind, t.payload, t.executable, t.timeout, t.retry_backoff_base,
           t.retry_backoff_cap, clock_timestamp() AS claimed_at,
-          coalesce(t.schedule->>'overlap', 'allow') AS overlap, r.priority, t.resources
+          coalesce(t.schedule->>'overlap', 'allow') AS overlap, r.priority, r.cpu_millis,
+          r.memory_bytes, t.resources

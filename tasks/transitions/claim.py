@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any
 from uuid import UUID
@@ -29,6 +29,20 @@ from tasks.sql import queries
 SQL = queries("tasks", "claim.sql")
 # The earliest claimable execute_at (ten index probes); /health reads it too.
 EARLIEST_CLAIMABLE_SQL = SQL["earliest_claimable"]
+UNLIMITED = 2**62  # a worker's capacity when it declares none (above any request allowed)
+
+
+@dataclass(frozen=True)
+class Capacity:
+    """What a worker offers (`*_total`) and what its runs in flight leave (`*_free`)."""
+
+    cpu_total: int = UNLIMITED  # millicores
+    memory_total: int = UNLIMITED  # bytes
+    cpu_free: int = UNLIMITED
+    memory_free: int = UNLIMITED
+
+
+NO_LIMIT = Capacity()
 
 
 @dataclass
@@ -48,6 +62,8 @@ class ClaimedRun:
     claimed_at: datetime  # database clock at claim time
     overlap: str = "allow"
     priority: int = 0
+    cpu_millis: int = 0  # the run's requests: held from the worker's capacity while in flight
+    memory_bytes: int = 0
 
     @property
     def idempotency_key(self) -> str:
@@ -66,26 +82,38 @@ class ClaimedRun:
         return env
 
 
+class ClaimedRuns(list[ClaimedRun]):
+    """The runs a claim took; `held_back` when the worker's free capacity held due runs back
+    (they are `waiting_for_resource` now, and the worker waits for one of its runs to end)."""
+
+    held_back: bool = False
+
+
 def claim_runs(
-    *, worker: str, limit: int, prefetch_seconds: float, owner_cap: int
-) -> list[ClaimedRun]:
-    """Claim up to `limit` claimable runs due within `prefetch_seconds`, highest priority first.
+    *,
+    worker: str,
+    limit: int,
+    prefetch_seconds: float,
+    owner_cap: int,
+    capacity: Capacity = NO_LIMIT,
+) -> ClaimedRuns:
+    """Claim up to `limit` claimable runs due within `prefetch_seconds`, highest priority first,
+    while their requests fit the worker's free `capacity` (strict priority: see claim.sql).
 
     One short transaction; SKIP LOCKED lets any number of workers claim concurrently without
     waiting on each other and without ever claiming the same run twice.
     """
     if limit <= 0:
-        return []
+        return ClaimedRuns()
+    params = {"worker": worker, "limit": limit, "prefetch": prefetch_seconds,
+              "owner_cap": owner_cap, "window": settings.NOTIFICATIONS_RETRY_WINDOW_SECONDS,
+              "channel": outbox.NOTIFICATION_CHANNEL, **asdict(capacity)}  # fmt: skip
     with prepared_cursor() as cursor:  # one statement: its own transaction in autocommit
-        return _claim(cursor, worker=worker, limit=limit, prefetch=prefetch_seconds, cap=owner_cap)
-
-
-def _claim(cursor: Any, *, worker: str, limit: int, prefetch: float, cap: int) -> list[ClaimedRun]:
-    params = {"worker": worker, "limit": limit, "prefetch": prefetch, "owner_cap": cap,
-              "window": settings.NOTIFICATIONS_RETRY_WINDOW_SECONDS,
-              "channel": outbox.NOTIFICATION_CHANNEL}  # fmt: skip
-    cursor.execute(claim_sql(_candidates(limit, cap)), params)
-    return _claimed_runs(cursor.fetchall())
+        cursor.execute(claim_sql(_candidates(limit, owner_cap)), params)
+        rows = cursor.fetchall()
+    claimed = _claimed_runs([row for row in rows if row[0] is not None])
+    claimed.held_back = len(claimed) < len(rows)
+    return claimed
 
 
 def _candidates(limit: int, cap: int) -> int:
@@ -120,8 +148,8 @@ def _literals(sql: str, candidates: int) -> str:
     )
 
 
-def _claimed_runs(rows: list[tuple]) -> list[ClaimedRun]:
-    claimed = [ClaimedRun(*row) for row in rows]
+def _claimed_runs(rows: list[tuple]) -> ClaimedRuns:
+    claimed = ClaimedRuns(ClaimedRun(*row) for row in rows)
     for run in claimed:
         if isinstance(run.payload, str):  # Django's psycopg setup leaves jsonb undecoded
             run.payload = json.loads(run.payload)
@@ -139,8 +167,14 @@ def _claimed_runs(rows: list[tuple]) -> list[ClaimedRun]:
 
 
 def record_and_claim(
-    *, worker: str, outcomes: list[Outcome], limit: int, prefetch_seconds: float, owner_cap: int
-) -> tuple[list[tuple[UUID, UUID, str]], list[ClaimedRun]]:
+    *,
+    worker: str,
+    outcomes: list[Outcome],
+    limit: int,
+    prefetch_seconds: float,
+    owner_cap: int,
+    capacity: Capacity = NO_LIMIT,
+) -> tuple[list[tuple[UUID, UUID, str]], ClaimedRuns]:
     """Record finished runs and claim runs for the freed slots: one statement, one commit.
 
     The worker's steady state is "some runs finished, as many slots free". One statement in
@@ -148,26 +182,32 @@ def record_and_claim(
     if it fails nothing is recorded and nothing claimed, and the caller keeps its outcomes.
     """
     if not outcomes:
-        return [], claim_runs(
-            worker=worker, limit=limit, prefetch_seconds=prefetch_seconds, owner_cap=owner_cap
-        )
+        return [], claim_runs(worker=worker, limit=limit, prefetch_seconds=prefetch_seconds,
+                              owner_cap=owner_cap, capacity=capacity)  # fmt: skip
     if limit <= 0:
-        return record_outcomes(worker=worker, outcomes=outcomes), []
+        return record_outcomes(worker=worker, outcomes=outcomes), ClaimedRuns()
     params = _finish_params(worker, outcomes)
-    params.update(limit=limit, prefetch=prefetch_seconds, owner_cap=owner_cap)
+    params.update(limit=limit, prefetch=prefetch_seconds, owner_cap=owner_cap, **asdict(capacity))
     # No transaction block: in autocommit the single statement is its own transaction.
     with prepared_cursor() as cursor:
         cursor.execute(cycle_sql(_candidates(limit, owner_cap)), params)
         rows = cursor.fetchall()
     recorded = [(row[1], row[2], row[3]) for row in rows if row[0] == "recorded"]
     claimed = _claimed_runs([row[1:3] + row[6:] for row in rows if row[0] == "claimed"])
+    claimed.held_back = any(row[0] == "held" for row in rows)
     return recorded, claimed
 
 
-def seconds_until_next_due() -> float | None:
-    """Seconds (database clock) until the earliest claimable run is due; None when none is."""
+def seconds_until_next_due(
+    capacity: Capacity = NO_LIMIT, *, later_than: float | None = None
+) -> float | None:
+    """Seconds (database clock) until the earliest claimable run that fits `capacity`'s totals
+    is due; None when none is. With `later_than`, only runs due more than that many seconds
+    from now count: a worker whose capacity held due runs back waits for what comes next."""
+    params = {"cpu_total": capacity.cpu_total, "memory_total": capacity.memory_total,
+              "later_than": -1e9 if later_than is None else later_than}  # fmt: skip
     with connection.cursor() as cursor:
-        cursor.execute(SQL["seconds_until_next_due"])
+        cursor.execute(SQL["seconds_until_next_due"], params)
         return cursor.fetchone()[0]
 
 

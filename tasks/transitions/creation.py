@@ -71,6 +71,7 @@ def create_task(*, owner: Any, data: dict, now: datetime) -> tuple[Task, bool]:
             setattr(task, field, data[field])
     if data.get("executable") is not None:
         task.executable = data["executable"]
+    task.set_requests()
     task.next_run_at = first_fire_at(schedule, now=now)
     try:
         with transaction.atomic():
@@ -111,6 +112,7 @@ def create_tasks(*, owner: Any, items: list[dict], now: datetime) -> list[Task]:
         for field in TASK_FIELDS:
             if field in item:
                 setattr(task, field, item[field])
+        task.set_requests()
         task.next_run_at = first_fire_at(task.schedule, now=now)
         runs.extend(planning.advance(task, now=now, horizon=horizon))
         if key:

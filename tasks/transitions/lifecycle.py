@@ -69,6 +69,7 @@ def update_task(*, task: Task, data: dict, now: datetime) -> Task:
                 setattr(task, field, data[field])
         if data.get("executable") is not None:
             task.executable = data["executable"]
+        task.set_requests()
         if "schedule" in data:
             _unplan(task)
             task.schedule = data["schedule"]
@@ -78,6 +79,8 @@ def update_task(*, task: Task, data: dict, now: datetime) -> Task:
                 task.status = Task.Status.ACTIVE
         task.save()
         _unstarted_runs(task).update(priority=task.priority, max_attempts=task.max_attempts)
+        if "resources" in data:  # retries too: every run still to be claimed
+            Run.objects.filter(task=task, status__in=CLAIMABLE_STATUSES).update(**task.requests)
         if task.status == Task.Status.ACTIVE:
             plan_now(task, now=now)
     return task
@@ -142,6 +145,7 @@ def run_now(*, task: Task, now: datetime) -> Run:
             execute_at=now,
             priority=task.priority,
             max_attempts=task.max_attempts,
+            **task.requests,
         )
         notify(RUN_DUE_CHANNEL)
     return run
@@ -175,6 +179,7 @@ def skip_next(*, task: Task, now: datetime) -> Run:
             execute_at=task.next_run_at,
             priority=task.priority,
             max_attempts=task.max_attempts,
+            **task.requests,
             status=Run.Status.SKIPPED,
             finished_at=now,
             error="skipped on request",

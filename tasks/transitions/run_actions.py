@@ -81,6 +81,8 @@ def retry_run(*, run: Run, now: datetime) -> Run:
         run.heartbeat_at = None
         run.error = ""
         run.max_attempts = run.attempt + task.max_attempts
+        run.cpu_millis, run.memory_bytes = task.cpu_millis, task.memory_bytes
+        run.wait_reason = ""
         run.save(
             update_fields=[
                 "status",
@@ -90,6 +92,9 @@ def retry_run(*, run: Run, now: datetime) -> Run:
                 "heartbeat_at",
                 "error",
                 "max_attempts",
+                "cpu_millis",
+                "memory_bytes",
+                "wait_reason",
             ]
         )
         if task.status == Task.Status.COMPLETED:

@@ -34,6 +34,7 @@ from tasks.worker.k8s_job import RUN_LABEL, Cluster, job_state
 
 logger = logging.getLogger("tasks.worker")
 UNLIMITED = 2**62
+K8S_WAIT_REASON = "waiting for free capacity in the Kubernetes namespace"
 REREAD_SECONDS = 2.0  # capacity is read again at least this often, and after every Job's end
 
 SQL = queries("tasks", "k8s_admission.sql")
@@ -166,7 +167,7 @@ class QuotaAdmission:
                 admitted.append(run_id)
         if waiting:
             with connection.cursor() as cursor:
-                cursor.execute(SQL["mark_waiting"], {"ids": waiting})
+                cursor.execute(SQL["mark_waiting"], {"ids": waiting, "reason": K8S_WAIT_REASON})
         return admitted
 
     def claim(self, *, worker: str, slots: int, prefetch: float) -> list[ClaimedRun]:

@@ -55,11 +55,18 @@ class Watch(threading.Thread):
     on its own connection; LISTENs for due runs (sets `wake`) and cancellations."""
 
     def __init__(
-        self, *, name: str, concurrency: int, runs: HeldRuns, wake: threading.Event
+        self,
+        *,
+        name: str,
+        concurrency: int,
+        runs: HeldRuns,
+        wake: threading.Event,
+        offers: tuple[int | None, int | None] = (None, None),
     ) -> None:
         super().__init__(name="watch", daemon=True)
         self.process = name
         self.concurrency = concurrency
+        self.offers = offers  # (millicores, bytes) the worker offers; None: no limit
         self.runs = runs
         self.wake = wake
         self.stopping = threading.Event()
@@ -115,7 +122,8 @@ class Watch(threading.Thread):
         with self.conn.transaction():
             cursor = self.conn.cursor()
             held = claim.renew_heartbeats(cursor, worker=self.process, run_ids=known)
-            beat(cursor, name=self.process, role="worker", concurrency=self.concurrency)
+            beat(cursor, name=self.process, role="worker", concurrency=self.concurrency,
+                 cpu_millis=self.offers[0], memory_bytes=self.offers[1])  # fmt: skip
         self.last_beat = time.monotonic()
         lost = self.runs.held_before(mark) - held
         if lost:

@@ -39,8 +39,14 @@ class Worker:
         concurrency: int,
         name: str | None = None,
         executor: Callable[..., ExecutionResult] = execute,
+        cpu_millis: int | None = None,
+        memory_bytes: int | None = None,
     ) -> None:
         self.concurrency = concurrency
+        # What this worker offers (runworker --cpu/--memory); None: no limit but its slots.
+        self.offers = (cpu_millis, memory_bytes)
+        self.held_back = False  # the last claim left due runs waiting for free capacity
+        self.claim_sent = 0.0  # monotonic time the last claim was sent
         self.execute = executor  # executors.execute, or k8s.execute (runworker --executor)
         self.name = name or process_name("worker")
         self.prefetch = settings.TASKS_PREFETCH_SECONDS
@@ -59,7 +65,9 @@ class Worker:
         self.pending: list[claim.Outcome] = []
         self.claim_seq = 0
         self.pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="executor")
-        self.watch = Watch(name=self.name, concurrency=concurrency, runs=self, wake=self.wake)
+        self.watch = Watch(
+            name=self.name, concurrency=concurrency, runs=self, wake=self.wake, offers=self.offers
+        )
         self.finished_count = 0
 
     @property
@@ -144,6 +152,7 @@ class Worker:
             time.sleep(0.5)
             return False
         self._note_recorded(batch, recorded)
+        self.held_back, self.claim_sent = getattr(claimed, "held_back", False), sent
         asked = len(claimed)
         try:
             claimed = overlap.resolve_overlaps(worker=self.name, claimed=claimed)
@@ -166,13 +175,30 @@ class Worker:
             limit=free,
             prefetch_seconds=self.prefetch,
             owner_cap=self.owner_cap,
+            capacity=self.budget(),
         )
+
+    def budget(self) -> claim.Capacity:
+        """What this worker offers, and what its runs in flight (started or held ahead) leave.
+        Exact: only this worker's main thread claims against it, one claim at a time, and runs
+        it has recorded are already out of `inflight`."""
+        if self.offers == (None, None):
+            return claim.NO_LIMIT
+        cpu, memory = (claim.UNLIMITED if v is None else v for v in self.offers)
+        with self.lock:
+            runs = [f.run for f in self.inflight.values()]
+        used_cpu, used_memory = sum(r.cpu_millis for r in runs), sum(r.memory_bytes for r in runs)
+        return claim.Capacity(cpu, memory, cpu - used_cpu, memory - used_memory)
 
     def _sleep_seconds(self) -> float:
         wait = self.poll
         if len(self.inflight) < self.capacity:
+            # Held back by capacity: the due runs wait for one of ours to end (the wake event,
+            # or the poll), not for a clock that says they are due: that would spin. Runs due
+            # after the claim's prefetch window still wake us on time.
+            later = self.prefetch - (time.monotonic() - self.claim_sent) if self.held_back else None
             try:
-                until = claim.seconds_until_next_due()
+                until = claim.seconds_until_next_due(self.budget(), later_than=later)
             except DatabaseError:
                 connection.close()
                 until = None

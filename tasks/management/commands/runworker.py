@@ -1,4 +1,5 @@
-"""`manage.py runworker --concurrency N [--executor kubernetes]`: claim due runs, execute them."""
+"""`manage.py runworker --concurrency N [--cpu Q] [--memory Q] [--executor kubernetes]`: claim
+due runs, execute them."""
 
 from __future__ import annotations
 
@@ -6,10 +7,12 @@ import gc
 import logging
 import os
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
+from tasks import resources
 from tasks.loop import install_stop_signals
 from tasks.worker.worker import Worker
 
@@ -28,24 +31,41 @@ class Command(BaseCommand):
             default="local",
             help="where executables run: here (sandboxed) or as Kubernetes Jobs",
         )
+        # Capacity: runs are claimed only while their requests fit what is free of it.
+        parser.add_argument(
+            "--cpu",
+            default=os.environ.get("SCHEDULER_WORKER_CPU", ""),
+            help="CPU this worker offers, a Kubernetes quantity (2, 1500m); default no limit",
+        )
+        parser.add_argument(
+            "--memory",
+            default=os.environ.get("SCHEDULER_WORKER_MEMORY", ""),
+            help="memory this worker offers, a Kubernetes quantity (4Gi); default no limit",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         if options["concurrency"] < 1:
             raise CommandError("--concurrency must be at least 1")
+        cpu = _quantity("--cpu", options["cpu"], resources.cpu_millis)
+        memory = _quantity("--memory", options["memory"], resources.memory_bytes)
         stop = threading.Event()
         install_stop_signals(stop)
         if options["executor"] == "kubernetes":
+            if cpu is not None or memory is not None:
+                raise CommandError("--cpu/--memory: the Kubernetes executor admits by the "
+                                   "cluster's quota, not by a worker's capacity")  # fmt: skip
             # The kubernetes client only where it is used.
             from tasks.worker.k8s_worker import KubernetesWorker
 
             worker: Worker = KubernetesWorker(concurrency=options["concurrency"])
         else:
-            worker = Worker(concurrency=options["concurrency"])
+            worker = Worker(concurrency=options["concurrency"], cpu_millis=cpu, memory_bytes=memory)
         # Everything imported so far lives as long as the process: keep it out of the garbage
         # collector's scans, which otherwise pause every thread (and delay starts) now and then.
         gc.freeze()
-        logger.info("worker started as %s concurrency=%d executor=%s", worker.name,
-                    worker.concurrency, options["executor"])  # fmt: skip
+        logger.info("worker started as %s concurrency=%d executor=%s cpu=%s memory=%s",
+                    worker.name, worker.concurrency, options["executor"],
+                    options["cpu"] or "unlimited", options["memory"] or "unlimited")  # fmt: skip
         worker.serve(stop, once=options["once"])
         logger.info("worker %s stopped after %d runs", worker.name, worker.finished_count)
         stuck = [t for t in threading.enumerate() if t.name.startswith("executor") and t.is_alive()]
@@ -56,3 +76,13 @@ class Command(BaseCommand):
             logger.warning("exiting with %d payload thread(s) still running", len(stuck))
             logging.shutdown()
             os._exit(0)
+
+
+def _quantity(flag: str, text: str, measure: Callable[[str], int]) -> int | None:
+    """`text` (a Kubernetes quantity) as millicores or bytes; None when empty (no limit)."""
+    if not text.strip():
+        return None
+    try:
+        return measure(text.strip())
+    except resources.QuantityError as exc:
+        raise CommandError(f"{flag} {text!r}: {exc}") from None
