@@ -48,6 +48,8 @@ def build_message(
         "http_status": attempt.http_status if attempt is not None else run.http_status,
         "url": run_url,
     }
+    if notification.event == "zombie":  # when the run went quiet (null once it stirred again)
+        run_data["zombie_since"] = run.zombie_since
     label = task.name or str(task.id)
     subject = f"Task {label} {HEADLINES.get(notification.event, notification.event)}"
     lines = [
@@ -58,6 +60,8 @@ def build_message(
         f"Status:  {run.status} (event: {notification.event})",
         f"Attempt: {notification.attempt} of {run.max_attempts}",
     ]
+    if notification.event == "zombie" and run.zombie_since is not None:
+        lines.append(f"Quiet since: {run.zombie_since.isoformat()}")
     if error:
         lines += ["", "Error:", error[:ERROR_MAX_CHARS]]
     lines += ["", run_url]

@@ -62,7 +62,7 @@ def _apply(
 class RunInline(admin.TabularInline):
     model = Run
     fields = readonly_fields = (
-        "scheduled_at", "status", "attempt", "started_at", "finished_at", "error"
+        "scheduled_at", "status", "wait_reason", "attempt", "started_at", "finished_at", "error"
     )  # fmt: skip
     ordering = ["-scheduled_at"]
     extra = 0
@@ -105,7 +105,7 @@ class TaskAdmin(admin.ModelAdmin):
         ("Schedule", {"fields": list(SCHEDULE_FIELDS), "description": schedule_help()}),
         ("Next fire times", {"fields": ["next_fire_times"]}),
         ("Running", {"fields": ["priority", "max_attempts", "backoff_base", "backoff_cap"]}),
-        (None, {"fields": ["timeout", "resources", "notify"]}),
+        (None, {"fields": ["timeout", "resources", "on_zombie", "notify"]}),
         ("State", {"fields": ["status", "next_run_at", "created_at", "updated_at"]}),
     ]
 
@@ -250,7 +250,7 @@ class AttemptInline(admin.TabularInline):
 @admin.register(Run)
 class RunAdmin(admin.ModelAdmin):
     list_display = ["id", "task", "scheduled_at", "status", "attempt", "priority", "worker"]
-    list_display += ["started_at", "finished_at"]
+    list_display += ["started_at", "finished_at", "wait_reason", "zombie_since"]
     # Date: Today / Past 7 days / This month / This year, as ranges; no date_hierarchy, whose
     # drill-down runs SELECT DISTINCT over the whole table.
     list_filter = ["status", ("scheduled_at", admin.DateFieldListFilter)]
@@ -258,9 +258,10 @@ class RunAdmin(admin.ModelAdmin):
     search_fields = ["task__name"]
     raw_id_fields = ["task", "owner"]
     fields = readonly_fields = (
-        "id", "task", "owner", "status", "scheduled_at", "execute_at", "priority", "attempt",
-        "max_attempts", "worker", "heartbeat_at", "started_at", "finished_at", "exit_code",
-        "http_status", "error", "output_text", "created_at",
+        "id", "task", "owner", "status", "wait_reason", "zombie_since", "scheduled_at",
+        "execute_at", "priority", "cpu_millis", "memory_bytes", "attempt", "max_attempts",
+        "worker", "heartbeat_at", "started_at", "finished_at", "exit_code", "http_status",
+        "error", "output_text", "created_at",
     )  # fmt: skip
     show_full_result_count = False
     paginator = EstimatedCountPaginator
@@ -320,7 +321,8 @@ class RunAdmin(admin.ModelAdmin):
 
 @admin.register(Process)
 class ProcessAdmin(admin.ModelAdmin):
-    list_display = ["name", "role", "host", "pid", "concurrency", "started_at", "last_seen_at"]
+    list_display = ["name", "role", "host", "pid", "concurrency", "cpu_millis", "memory_bytes"]
+    list_display += ["started_at", "last_seen_at"]
     list_display += ["stopped_at", "alive"]
     list_filter = ["role", ("stopped_at", admin.EmptyFieldListFilter)]
     search_fields = ["name", "host"]

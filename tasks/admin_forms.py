@@ -96,6 +96,7 @@ class TaskAdminForm(forms.ModelForm):
     class Meta:
         model = Task
         fields = ["owner", "name", "dedup_key", "kind", "priority", "max_attempts", "timeout"]
+        fields += ["on_zombie"]
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -119,7 +120,7 @@ class TaskAdminForm(forms.ModelForm):
         unchanged schedule is not sent, so saving a name keeps the planned runs)."""
         data = self.cleaned_data
         body: dict[str, Any] = {"name": data.get("name") or "", "kind": data.get("kind")}
-        for field in ("dedup_key", "priority", "max_attempts", "timeout"):
+        for field in ("dedup_key", "priority", "max_attempts", "timeout", "on_zombie"):
             if data.get(field) is not None:
                 body[field] = data[field]
         body["payload"] = data.get("payload") if data.get("payload") is not None else {}

@@ -42,6 +42,11 @@ class RunSerializer(serializers.ModelSerializer):
     attempts = AttemptSerializer(many=True, read_only=True)
     idempotency_key = serializers.CharField(read_only=True)
     zombie = serializers.BooleanField(read_only=True)
+    wait_reason = serializers.CharField(
+        read_only=True,
+        help_text='Why a `waiting_for_resource` run waits (e.g. "no live worker offers '
+        'cpu=64"); empty otherwise.',
+    )
 
     class Meta:
         model = Run
@@ -51,6 +56,7 @@ class RunSerializer(serializers.ModelSerializer):
             "scheduled_at",
             "execute_at",
             "status",
+            "wait_reason",
             "attempt",
             "max_attempts",
             "priority",

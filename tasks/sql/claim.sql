@@ -61,12 +61,15 @@ capped AS (
     -- Due runs capacity holds back: they wait for this worker's runs to finish.
     -- The reason names the requests as the task wrote them; it depends on the run alone, so
     -- workers holding the same run back write it once between them.
-    SELECT f.id, 'waiting for free capacity ('
-                 || concat_ws(', ',
-                              CASE WHEN f.cpu_millis > 0 THEN 'cpu=' || (t.resources->>'cpu') END,
-                              CASE WHEN f.memory_bytes > 0
-                                   THEN 'memory=' || (t.resources->>'memory') END)
-                 || ') on a worker' AS reason
+    SELECT f.id, CASE WHEN f.cpu_millis = 0 AND f.memory_bytes = 0
+                      THEN 'waiting behind a higher-priority run that needs free capacity'
+                      ELSE 'waiting for free capacity ('
+                           || concat_ws(', ',
+                                  CASE WHEN f.cpu_millis > 0
+                                       THEN 'cpu=' || (t.resources->>'cpu') END,
+                                  CASE WHEN f.memory_bytes > 0
+                                       THEN 'memory=' || (t.resources->>'memory') END)
+                           || ') on a worker' END AS reason
       FROM fitting f JOIN tasks_task t ON t.id = f.task_id
      WHERE NOT f.fits AND f.execute_at <= statement_timestamp()
 ), held AS (

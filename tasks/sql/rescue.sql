@@ -31,6 +31,53 @@ WITH stale AS (
 SELECT id, status, task_id FROM moved
 
 -- name: flag_starved
-UPDATE tasks_run SET status = 'waiting_for_resource'
+UPDATE tasks_run
+   SET status = 'waiting_for_resource',
+       wait_reason = 'not started within the start SLA (' || %(sla)s || ' s)'
  WHERE status = 'scheduled' AND execute_at < clock_timestamp() - make_interval(secs => %(sla)s)
 RETURNING id, task_id, attempt
+
+-- Due runs with requests that no live worker offers enough for (a worker's NULL capacity is no
+-- limit; alive: not stopped, seen within %(dead)s seconds, as /health counts). Each waits, and
+-- blocks no claim, with a reason naming what does not fit, as the task wrote it; a run whose
+-- reason no longer holds (a bigger worker came) is scheduled again. Only claimable runs with
+-- requests are read (run_requests_idx); runs a claim has locked are left for the next pass.
+-- name: mark_unplaceable
+WITH offers AS (
+    SELECT coalesce(cpu_millis, %(unlimited)s) AS cpu,
+           coalesce(memory_bytes, %(unlimited)s) AS memory
+      FROM tasks_process
+     WHERE role = 'worker' AND stopped_at IS NULL
+       AND last_seen_at >= clock_timestamp() - make_interval(secs => %(dead)s)
+), most AS (
+    SELECT coalesce(max(cpu), 0) AS cpu, coalesce(max(memory), 0) AS memory FROM offers
+), judged AS (
+    SELECT r.id, r.task_id, r.cpu_millis, r.memory_bytes,
+           NOT EXISTS (SELECT FROM offers o
+                        WHERE r.cpu_millis <= o.cpu AND r.memory_bytes <= o.memory) AS unplaceable
+      FROM tasks_run r
+     WHERE r.status IN ('scheduled', 'waiting_for_resource')
+       AND (r.cpu_millis > 0 OR r.memory_bytes > 0)
+       AND r.execute_at <= statement_timestamp()
+       AND (r.wait_reason LIKE 'no live worker offers %%'
+            OR NOT EXISTS (SELECT FROM offers o
+                            WHERE r.cpu_millis <= o.cpu AND r.memory_bytes <= o.memory))
+       FOR UPDATE OF r SKIP LOCKED
+), reasons AS (
+    -- Each resource above what the largest live worker offers; both when each fits some
+    -- worker but no worker offers the two together.
+    SELECT j.id, CASE WHEN j.unplaceable THEN 'no live worker offers ' || coalesce(
+               nullif(concat_ws(', ',
+                   CASE WHEN j.cpu_millis > m.cpu THEN 'cpu=' || (t.resources->>'cpu') END,
+                   CASE WHEN j.memory_bytes > m.memory
+                        THEN 'memory=' || (t.resources->>'memory') END), ''),
+               'cpu=' || (t.resources->>'cpu') || ' with memory=' || (t.resources->>'memory'))
+           ELSE '' END AS reason
+      FROM judged j CROSS JOIN most m JOIN tasks_task t ON t.id = j.task_id
+)
+UPDATE tasks_run r
+   SET status = CASE WHEN x.reason = '' THEN 'scheduled' ELSE 'waiting_for_resource' END,
+       wait_reason = x.reason
+  FROM reasons x
+ WHERE r.id = x.id AND (r.wait_reason <> x.reason OR r.status <> 'waiting_for_resource')
+RETURNING r.id, r.wait_reason

@@ -80,7 +80,11 @@ def update_task(*, task: Task, data: dict, now: datetime) -> Task:
         task.save()
         _unstarted_runs(task).update(priority=task.priority, max_attempts=task.max_attempts)
         if "resources" in data:  # retries too: every run still to be claimed
-            Run.objects.filter(task=task, status__in=CLAIMABLE_STATUSES).update(**task.requests)
+            claimable = Run.objects.filter(task=task, status__in=CLAIMABLE_STATUSES)
+            claimable.update(**task.requests)
+            # A reason about the old requests no longer holds; workers and the reviewer say
+            # again within a second whether the new ones wait.
+            claimable.exclude(wait_reason="").update(status=Run.Status.SCHEDULED, wait_reason="")
         if task.status == Task.Status.ACTIVE:
             plan_now(task, now=now)
     return task

@@ -1,5 +1,5 @@
-"""The reviewer's transitions: rescue runs of dead workers, flag starved runs. Each is one
-statement (tasks/sql/rescue.sql)."""
+"""The reviewer's transitions: rescue runs of dead workers, flag starved runs and runs no live
+worker can hold. Each is one statement (tasks/sql/rescue.sql)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,9 @@ from django.db import connection, transaction
 
 from notifications import outbox
 from tasks import counters
+from tasks.db import RUN_DUE_CHANNEL, notify
 from tasks.sql import queries
+from tasks.transitions.claim import UNLIMITED
 from tasks.transitions.completion import complete_finished_tasks
 
 logger = logging.getLogger(__name__)
@@ -70,3 +72,21 @@ def flag_starved_runs(*, sla_seconds: float) -> int:
         rows = cursor.fetchall()
         outbox.enqueue(cursor, events=[(run, task, n, "stuck") for run, task, n in rows])
         return len(rows)
+
+
+def mark_unplaceable_runs(*, dead_after_seconds: float) -> list[tuple[UUID, str]]:
+    """Mark due runs whose requests no live worker offers `waiting_for_resource`, with a reason
+    ("no live worker offers cpu=64"); schedule again those a live worker now offers enough for.
+    Returns (run id, reason) of the runs changed ("" for those scheduled again).
+
+    The claim never takes such a run (it is over every worker's total) and so never blocks on
+    it. Compare-and-swap on claimable rows under SKIP LOCKED: a run being claimed is skipped
+    and seen again on the next pass; several reviewers write the same reason.
+    """
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(SQL["mark_unplaceable"],
+                       {"dead": dead_after_seconds, "unlimited": UNLIMITED})  # fmt: skip
+        rows = cursor.fetchall()
+        if any(reason == "" for _, reason in rows):
+            notify(RUN_DUE_CHANNEL)
+    return rows

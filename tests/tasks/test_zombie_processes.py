@@ -82,6 +82,9 @@ def test_an_idle_payload_is_flagged_and_its_owner_notified(
     shown = api.get(f"/api/v1/runs/{idle.pk}").json()
     assert shown["zombie"] is True
     assert shown["zombie_since"].startswith(idle.zombie_since.strftime("%Y-%m-%dT%H:%M:%S"))
+    # The notification says since when too.
+    quiet_since = delivery["body"]["run"]["zombie_since"]
+    assert quiet_since.startswith(idle.zombie_since.strftime("%Y-%m-%dT%H:%M:%S")), quiet_since
     body = api.get("/metrics").content.decode()
     assert "scheduler_runs_zombie 1.0" in body
     # The chatty one ran to the end unflagged; the idle one keeps running (on_zombie: notify).

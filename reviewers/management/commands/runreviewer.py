@@ -10,7 +10,7 @@ from django.conf import settings
 
 from reviewers import retention, samples
 from tasks.daemon import DaemonCommand
-from tasks.transitions.rescue import flag_starved_runs, rescue_stuck_runs
+from tasks.transitions.rescue import flag_starved_runs, mark_unplaceable_runs, rescue_stuck_runs
 
 logger = logging.getLogger(__name__)
 
@@ -30,6 +30,12 @@ class Command(DaemonCommand):
     def run_once(self) -> bool:
         rescue = rescue_stuck_runs(after_seconds=settings.REVIEWERS_RESCUE_AFTER_SECONDS)
         starved = flag_starved_runs(sla_seconds=settings.TASKS_START_SLA_SECONDS)
+        # Every pass (REVIEWERS_INTERVAL_SECONDS, 1 s): a run no live worker can hold shows
+        # why within a pass of being due, or of the last big enough worker stopping.
+        for run_id, reason in mark_unplaceable_runs(
+            dead_after_seconds=settings.REVIEWERS_PROCESS_DEAD_AFTER_SECONDS
+        ):
+            logger.info("run=%s %s", run_id, reason or "fits a live worker again")
         if rescue.rescued or rescue.failed or starved:
             logger.info(
                 "rescued=%d failed=%d waiting_for_resource=%d",
