@@ -87,6 +87,13 @@ class TaskAdminForm(forms.ModelForm):
         widget=_json_widget(),
         help_text='JSON, Kubernetes quantities: {"cpu": "500m", "memory": "256Mi"}.',
     )
+    on_zombie = forms.ChoiceField(
+        choices=Task.OnZombie.choices,
+        initial=Task.OnZombie.NOTIFY,
+        required=False,
+        help_text="when a running executable uses no CPU and writes nothing: notify, or "
+        "cancel the run too",
+    )
     notify = forms.JSONField(
         required=False,
         widget=_json_widget(),
@@ -96,7 +103,6 @@ class TaskAdminForm(forms.ModelForm):
     class Meta:
         model = Task
         fields = ["owner", "name", "dedup_key", "kind", "priority", "max_attempts", "timeout"]
-        fields += ["on_zombie"]
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -106,6 +112,7 @@ class TaskAdminForm(forms.ModelForm):
             self.fields["payload"].initial = {"name": "echo", "args": {}}
             return
         self.initial.update(payload=task.payload, notify=task.notify, resources=task.resources)
+        self.initial["on_zombie"] = task.on_zombie
         self.initial.update(backoff_base=task.retry_backoff_base)
         self.initial["backoff_cap"] = task.retry_backoff_cap
         schedule = task.schedule or {}
@@ -120,9 +127,11 @@ class TaskAdminForm(forms.ModelForm):
         unchanged schedule is not sent, so saving a name keeps the planned runs)."""
         data = self.cleaned_data
         body: dict[str, Any] = {"name": data.get("name") or "", "kind": data.get("kind")}
-        for field in ("dedup_key", "priority", "max_attempts", "timeout", "on_zombie"):
+        for field in ("dedup_key", "priority", "max_attempts", "timeout"):
             if data.get(field) is not None:
                 body[field] = data[field]
+        if data.get("on_zombie"):
+            body["on_zombie"] = data["on_zombie"]
         body["payload"] = data.get("payload") if data.get("payload") is not None else {}
         body["notify"] = data.get("notify") or []
         if data.get("resources") is not None:

@@ -114,6 +114,17 @@ def test_run_page_shows_attempts_and_output_read_only(staff):
     assert 'name="_save"' not in page
 
 
+def test_run_pages_show_why_a_run_waits_and_since_when_it_is_a_zombie(staff):
+    waiting = RunFactory(status="waiting_for_resource", wait_reason="no live worker offers cpu=64")
+    zombie = RunFactory(zombie_since=timezone.now())
+    listing = staff.get(reverse("admin:tasks_run_changelist")).content.decode()
+    assert "no live worker offers cpu=64" in listing and "Zombie since" in listing
+    page = staff.get(reverse("admin:tasks_run_change", args=[waiting.pk])).content.decode()
+    assert "no live worker offers cpu=64" in page and "Wait reason" in page
+    page = staff.get(reverse("admin:tasks_run_change", args=[zombie.pk])).content.decode()
+    assert "Zombie since" in page
+
+
 def test_process_list_and_dashboard(staff):
     now = timezone.now()
     Process.objects.create(name="worker:h:1", role="worker", host="h", pid=1, started_at=now,

@@ -56,6 +56,8 @@ def test_add_a_cron_task_through_the_services(staff, admin_user) -> None:
     assert task.schedule["anchor"] is not None, "normalised by the API's rules"
     assert (task.max_attempts, task.payload["args"]) == (3, {"n": 1})
     assert task.resources == {"cpu": "500m", "memory": "256Mi"}
+    assert (task.cpu_millis, task.memory_bytes) == (500, 256 * 2**20)
+    assert task.on_zombie == "notify", "the default when the form says nothing"
     assert task.next_run_at is not None and task.next_run_at.astimezone().second == 0
 
     page = staff.get(reverse("admin:tasks_task_change", args=[task.pk])).content.decode()
@@ -135,3 +137,14 @@ def test_lists_show_seconds_and_processes_is_spelled_right(staff, admin_user) ->
     assert re.search(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d", tasks_page)
     index = staff.get(reverse("admin:index")).content.decode()
     assert "Processes" in index and "Processs" not in index
+
+
+def test_the_task_page_shows_and_changes_resources_and_on_zombie(staff, admin_user) -> None:
+    task = TaskFactory(owner=admin_user, resources={"cpu": "2"}, on_zombie="notify")
+    page = staff.get(reverse("admin:tasks_task_change", args=[task.pk])).content.decode()
+    assert "&quot;cpu&quot;: &quot;2&quot;" in page and 'name="on_zombie"' in page
+    body = form(owner=admin_user.pk, resources='{"cpu": "4"}', on_zombie="cancel")
+    response = staff.post(reverse("admin:tasks_task_change", args=[task.pk]), body)
+    assert response.status_code == 302, response.content.decode()[-3000:]
+    task.refresh_from_db()
+    assert (task.resources, task.cpu_millis, task.on_zombie) == ({"cpu": "4"}, 4000, "cancel")
