@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import statistics
 import sys
 from typing import Any
@@ -57,6 +58,8 @@ def parser() -> argparse.ArgumentParser:
     core.add_argument("--minutes", type=float, default=10.0, help="soak: minutes")
     core.add_argument("--api-runs", type=int, default=100_000, help="soak: runs in history")
     core.add_argument("--concurrency", type=int, default=4, help="cycle: worker slots")
+    core.add_argument("--worker-flags", default="", help="throughput: more runworker flags, "
+                      "e.g. '--cpu 64 --memory 256Gi'")  # fmt: skip
     core.add_argument("--claim-ahead", type=int, default=None, help="cycle: override")
     core.add_argument("--api-requests", type=int, default=1000, help="soak: API requests")
     for name in CORE:
@@ -150,6 +153,7 @@ def run_core(options: dict[str, Any]) -> None:
                     workload.throughput(
                         database_url=url, workers=w, n=options["n"],
                         processes=options["processes"],
+                        worker_flags=shlex.split(options["worker_flags"]),
                     )
                     for _ in range(options["repeat"])
                 ]  # fmt: skip

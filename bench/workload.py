@@ -8,6 +8,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -144,8 +145,16 @@ def _db_counts() -> tuple[int, int, datetime | None, datetime | None]:
         return cursor.fetchone()
 
 
-def throughput(*, database_url: str, workers: int, n: int, processes: int | None = None) -> dict:
-    """N no-op runs due now, then W slots; rate = completed / (last completion - first start)."""
+def throughput(
+    *,
+    database_url: str,
+    workers: int,
+    n: int,
+    processes: int | None = None,
+    worker_flags: Sequence[str] = (),
+) -> dict:
+    """N no-op runs due now, then W slots; rate = completed / (last completion - first start).
+    `worker_flags` go to every runworker (e.g. --cpu 64 --memory 256Gi: a declared capacity)."""
     reset_queue()
     now = datetime.now(UTC)
     enqueue_seconds = enqueue([now] * n, now=now)
@@ -155,7 +164,7 @@ def throughput(*, database_url: str, workers: int, n: int, processes: int | None
     fleet = Fleet(run_dir, fleet_env(run_dir, database_url))
     launched = time.time()
     try:
-        rss = _wait_for_completion(fleet, run_dir, procs, concurrency, n, launched)
+        rss = _wait_for_completion(fleet, run_dir, procs, concurrency, n, launched, worker_flags)
     finally:
         fleet.stop()
     lines = read_lines(run_dir)
@@ -168,6 +177,7 @@ def throughput(*, database_url: str, workers: int, n: int, processes: int | None
         "workers": workers,
         "processes": procs,
         "concurrency": concurrency,
+        "worker_flags": " ".join(worker_flags),
         "n": n,
         "succeeded": succeeded,
         "attempts_recorded": attempts,
@@ -182,11 +192,17 @@ def throughput(*, database_url: str, workers: int, n: int, processes: int | None
 
 
 def _wait_for_completion(
-    fleet: Fleet, run_dir: str, procs: int, concurrency: int, n: int, launched: float
+    fleet: Fleet,
+    run_dir: str,
+    procs: int,
+    concurrency: int,
+    n: int,
+    launched: float,
+    worker_flags: Sequence[str] = (),
 ) -> list[float]:
     """Start the workers; return their RSS once N runs are done (or 20 s after the first start)."""
     for _ in range(procs):
-        fleet.start("runworker", "--concurrency", str(concurrency))
+        fleet.start("runworker", "--concurrency", str(concurrency), *worker_flags)
     rss: list[float] = []
     deadline = None
     while True:
