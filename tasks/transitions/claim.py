@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 from uuid import UUID
@@ -40,6 +40,10 @@ class Capacity:
     memory_total: int = UNLIMITED  # bytes
     cpu_free: int = UNLIMITED
     memory_free: int = UNLIMITED
+
+    def params(self) -> dict[str, int]:
+        return {"cpu_total": self.cpu_total, "memory_total": self.memory_total,
+                "cpu_free": self.cpu_free, "memory_free": self.memory_free}  # fmt: skip
 
 
 NO_LIMIT = Capacity()
@@ -107,7 +111,7 @@ def claim_runs(
         return ClaimedRuns()
     params = {"worker": worker, "limit": limit, "prefetch": prefetch_seconds,
               "owner_cap": owner_cap, "window": settings.NOTIFICATIONS_RETRY_WINDOW_SECONDS,
-              "channel": outbox.NOTIFICATION_CHANNEL, **asdict(capacity)}  # fmt: skip
+              "channel": outbox.NOTIFICATION_CHANNEL, **capacity.params()}  # fmt: skip
     with prepared_cursor() as cursor:  # one statement: its own transaction in autocommit
         cursor.execute(claim_sql(_candidates(limit, owner_cap)), params)
         rows = cursor.fetchall()
@@ -187,7 +191,7 @@ def record_and_claim(
     if limit <= 0:
         return record_outcomes(worker=worker, outcomes=outcomes), ClaimedRuns()
     params = _finish_params(worker, outcomes)
-    params.update(limit=limit, prefetch=prefetch_seconds, owner_cap=owner_cap, **asdict(capacity))
+    params.update(limit=limit, prefetch=prefetch_seconds, owner_cap=owner_cap, **capacity.params())
     # No transaction block: in autocommit the single statement is its own transaction.
     with prepared_cursor() as cursor:
         cursor.execute(cycle_sql(_candidates(limit, owner_cap)), params)
