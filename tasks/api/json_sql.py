@@ -195,7 +195,11 @@ _RUNS_SQL = f"""
 SELECT json_build_object(
            'id', r.id, 'task', r.task_id, 'scheduled_at', {iso_sql("r.scheduled_at")},
            'execute_at', {iso_sql("r.execute_at")}, 'status', r.status,
-           'wait_reason', r.wait_reason, 'attempt', r.attempt,
+           -- The reason of the current wait only: a run cancelled or skipped while it
+           -- waited keeps its last reason in the row, not in the API.
+           'wait_reason', CASE WHEN r.status = 'waiting_for_resource' THEN r.wait_reason
+                               ELSE '' END,
+           'attempt', r.attempt,
            'max_attempts', r.max_attempts, 'priority', r.priority, 'worker', r.worker,
            'started_at', {iso_sql("r.started_at")}, 'finished_at', {iso_sql("r.finished_at")},
            'attempts', ({_ATTEMPTS_SQL}), 'exit_code', r.exit_code,

@@ -254,3 +254,12 @@ def test_tasks_created_through_the_api_plan_runs_with_their_requests(api) -> Non
 def test_runworker_refuses_a_malformed_quantity(flag: str) -> None:
     with pytest.raises(CommandError, match=f"{flag} '2 cores'"):
         call_command("runworker", flag, "2 cores", "--once")
+
+
+def test_the_api_shows_only_the_reason_of_a_current_wait(api, user) -> None:
+    waiting = due(5, {"cpu": "64"}, status="waiting_for_resource", wait_reason="why")
+    gone = due(5, {"cpu": "64"}, status="cancelled", wait_reason="why",
+               finished_at=datetime.now(UTC))  # fmt: skip
+    Run.objects.filter(pk__in=[waiting.pk, gone.pk]).update(owner=user)
+    assert api.get(f"/api/v1/runs/{waiting.pk}").json()["wait_reason"] == "why"
+    assert api.get(f"/api/v1/runs/{gone.pk}").json()["wait_reason"] == ""

@@ -146,6 +146,7 @@ class Command(BaseCommand):
         self.stdout.write(
             fields([
                 ("id", run.id), ("task", run.task_id), ("status", run.status),
+                ("waiting for", run.wait_reason or None), ("zombie since", run.zombie_since),
                 ("scheduled", run.scheduled_at), ("execute at", run.execute_at),
                 ("attempt", f"{run.attempt}/{run.max_attempts}"), ("priority", run.priority),
                 ("worker", run.worker or None), ("started", run.started_at),
