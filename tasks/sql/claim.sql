@@ -87,7 +87,6 @@ capped AS (
        SET status = 'running', attempt = r.attempt + 1, worker = %(worker)s,
            started_at = greatest(clock_timestamp(), r.execute_at),
            heartbeat_at = clock_timestamp(), zombie_since = NULL, wait_reason = ''
-
       FROM picked, tasks_task t
      WHERE r.id = picked.id AND t.id = r.task_id
        -- A one-time filter (evaluated once, before any row) that makes missed_notified run.
