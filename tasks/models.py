@@ -164,6 +164,9 @@ class Run(models.Model):
     # Set while (or since) the running payload used no CPU and wrote nothing for
     # TASKS_ZOMBIE_AFTER_SECONDS: when it went quiet. Cleared when it stirs or is claimed again.
     zombie_since = models.DateTimeField(null=True, blank=True)
+    # A finished run as a task's `runs` shows it (JSON text), written by the database when the
+    # run finishes (tasks/sql/run_summary.sql); NULL until then. Read by the task list page.
+    summary = models.TextField(null=True, blank=True, editable=False)  # noqa: DJ001 (NULL: none)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
