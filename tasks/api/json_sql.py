@@ -138,11 +138,20 @@ def _page(ids: Ids, params: dict[str, Any]) -> str | None:
     if not isinstance(ids, QuerySet):
         params["ids"] = list(ids)
         return "unnest(%(ids)s::uuid[]) WITH ORDINALITY AS page(id, position)" if ids else None
+    # The slice as parameters, not literals (Django writes them into the SQL): every page of a
+    # list is then one prepared statement per connection, not one per page number, each
+    # planned on its first read (a few ms for this statement).
+    query = ids.query.clone()
+    low, high = query.low_mark, query.high_mark
+    query.clear_limits()
     try:
-        sql, values = ids.query.sql_with_params()
+        sql, values = query.sql_with_params()
     except EmptyResultSet:  # an empty page, or a filter that matches nothing
         return None
     named = _named(sql, values, "page", params)
+    if low or high is not None:
+        params.update(page_offset=low, page_limit=high - low if high is not None else None)
+        named += " LIMIT %(page_limit)s OFFSET %(page_offset)s"
     return f"(SELECT id, row_number() OVER () AS position FROM ({named}) AS q(id)) AS page"
 
 

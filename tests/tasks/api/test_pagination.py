@@ -76,3 +76,16 @@ def test_a_tasks_runs_are_paged_and_counted(api, other_api, user):
     assert other_api.get(f"/api/v1/tasks/{task.id}/runs").status_code == 404
     empty = TaskFactory(owner=user)
     assert api.get(f"/api/v1/tasks/{empty.id}/runs").json()["count"] == 0
+
+
+def test_every_page_of_a_list_is_one_prepared_statement(api, seven):
+    def prepared() -> int:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT count(*) FROM pg_prepared_statements")
+            return cursor.fetchone()[0]
+
+    api.get("/api/v1/tasks?page_size=2&page=1")
+    before = prepared()
+    for page in (2, 3, 4):
+        assert len(api.get(f"/api/v1/tasks?page_size=2&page={page}").json()["results"]) >= 1
+    assert prepared() == before
