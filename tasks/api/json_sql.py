@@ -92,7 +92,7 @@ SELECT json_build_object(
            'next_run_at', {iso_sql("t.next_run_at")})::text,
        '{{"runs":' || {_RECENT_RUNS_SQL} || ',"created_at":"' || {iso_sql("t.created_at")}
            || '","updated_at":"' || {iso_sql("t.updated_at")} || '"}}',
-       t.status, t.schedule::text, t.next_run_at, t.runs_planned,
+       t.status, t.schedule::text, t.next_run_at::text, t.runs_planned,
        CASE WHEN t.status = 'active' THEN ARRAY(
            SELECT scheduled_at FROM tasks_run
             WHERE task_id = t.id AND status = ANY(%(claimable)s) AND attempt = 0
@@ -108,13 +108,15 @@ SELECT json_build_object(
 
 @functools.lru_cache(maxsize=8192)
 def _upcoming(
-    schedule: str, next_run_at: datetime, runs_planned: int
+    schedule: str, next_run_at: str, runs_planned: int
 ) -> tuple[tuple[datetime, ...], str]:
-    """A task's upcoming fire times (planning.upcoming_times), by its schedule as PostgreSQL
-    writes the jsonb (a canonical text), and as JSON. They change only when the task is planned
-    or edited, and tasks are read far more often than either: a list page read again computes
-    none of its 50 tasks' times (they were a tenth of the page's time) and parses no schedule."""
-    times = planning.upcoming_times(orjson.loads(schedule), next_run_at, runs_planned, NEXT_RUNS)
+    """A task's upcoming fire times (planning.upcoming_times) and their JSON, by its schedule
+    and next_run_at as PostgreSQL writes them (jsonb and timestamptz as text: canonical). They
+    change only when the task is planned or edited, and tasks are read far more often than
+    either: a list page read again computes none of its 50 tasks' times (they were a tenth of
+    the page's time), and parses neither a schedule nor a time."""
+    start = datetime.fromisoformat(next_run_at)
+    times = planning.upcoming_times(orjson.loads(schedule), start, runs_planned, NEXT_RUNS)
     return times, iso_json(list(times))
 
 
