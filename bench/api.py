@@ -44,6 +44,7 @@ FLOOR_PATH = "/bench/floor"
 # Service time one at a time, as a multiple of the floor's (issue 18, "What it must show" 2).
 RATIO_TARGETS = {"task_detail": 2.5, "task_runs": 3.0, "task_list": 5.0}
 SATURATION_CLIENTS = 8
+WARM_READS = 4  # of each list page before the service times (both gunicorn processes see it)
 SATURATION_SECONDS = 5.0
 USERNAME = "bench-api"
 DRAIN_SECONDS = 30.0
@@ -205,9 +206,18 @@ def service_times(
     server: apiserver.Gunicorn, seeded: apiserver.Seeded, *, repeat: int = 100
 ) -> dict:
     """Each read alone, one request at a time (no load), and the floor, interleaved so that a
-    change in the machine's speed during the measurement touches every endpoint alike."""
+    change in the machine's speed during the measurement touches every endpoint alike. Warm:
+    every list page is read a few times first, so that each gunicorn process has its
+    connections' prepared statements and its cache of the tasks' next fire times (what a
+    process serving for a while has), and the figures are its steady state."""
     ctx = _context(server, seeded)
+    for page in range(1, ctx["pages"] + 1):
+        for _ in range(WARM_READS):
+            _send(server.port, ctx["token"], "GET", f"/api/v1/tasks?page={page}", None)
     rng = random.Random(3)
+    for _ in range(WARM_READS * len(READS)):
+        for kind in (FLOOR, *READS):
+            _send(server.port, ctx["token"], *_request(kind, rng, ctx))
     times: dict[str, list[float]] = {kind: [] for kind in (FLOOR, *READS)}
     for _ in range(repeat):
         for kind, found in times.items():

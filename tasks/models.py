@@ -185,6 +185,9 @@ class Run(models.Model):
     memory_bytes = models.BigIntegerField(default=0, db_default=0)
     # Why a `waiting_for_resource` run waits (capacity, no worker big enough, start SLA).
     wait_reason = models.TextField(blank=True, default="", db_default="")
+    # A finished run as a task's `runs` shows it (JSON text), written by the database when the
+    # run finishes (tasks/sql/run_summary.sql); NULL until then. Read by the task list page.
+    summary = models.TextField(null=True, blank=True, editable=False)  # noqa: DJ001 (NULL: none)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -162,14 +162,30 @@ def next_runs(task: Task, *, now: datetime, count: int = 5) -> list[datetime]:
     prefetched = task.pending_times  # loaded for a whole list page with one query
     if prefetched is None:
         prefetched = pending_times([task.pk], now=now, count=count)[task.pk]
-    pending = [at for at in prefetched if at >= now][:count]
-    upcoming: list[datetime] = []
+    upcoming: tuple[datetime, ...] = ()
     if task.next_run_at is not None:
-        max_runs = task.schedule.get("max_runs")
-        left = count if max_runs is None else max(0, min(count, max_runs - task.runs_planned))
-        after = task.next_run_at - timedelta(microseconds=1)
-        upcoming = list(islice(schedules.fire_times(task.schedule, after=after), left))
-    return sorted({*pending, *upcoming})[:count]
+        upcoming = upcoming_times(task.schedule, task.next_run_at, task.runs_planned, count)
+    return merge_next_runs(prefetched, upcoming, now=now, count=count)
+
+
+def upcoming_times(
+    schedule: dict, next_run_at: datetime, runs_planned: int, count: int
+) -> tuple[datetime, ...]:
+    """The schedule's first `count` fire times from `next_run_at` (the first occurrence not
+    planned yet), by the same `fire_times` the scheduler plans with, within what max_runs
+    leaves. They depend on nothing else, not even the clock."""
+    max_runs = schedule.get("max_runs")
+    left = count if max_runs is None else max(0, min(count, max_runs - runs_planned))
+    after = next_run_at - timedelta(microseconds=1)
+    return tuple(islice(schedules.fire_times(schedule, after=after), left))
+
+
+def merge_next_runs(
+    pending: list[datetime], upcoming: tuple[datetime, ...], *, now: datetime, count: int
+) -> list[datetime]:
+    """`next_runs`: the occurrences planned but not started, due at `now` or later, and then
+    the upcoming fire times; the first `count`."""
+    return sorted({*(at for at in pending if at >= now), *upcoming})[:count]
 
 
 # Planned occurrences not started yet, due at `now` or later, earliest first: up to `count` per

@@ -1,10 +1,11 @@
-"""Page-number pagination; a page can stay a query, for a statement that uses it as a subquery."""
+"""Page-number pagination whose page stays a query, selected and counted by the statement that
+writes the page (tasks/api/json_sql.py): a list page is one round trip."""
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import Any
 
-from django.core.paginator import InvalidPage
+from django.core.paginator import Paginator
 from django.db.models import QuerySet
 from rest_framework.exceptions import NotFound
 from rest_framework.pagination import PageNumberPagination
@@ -16,17 +17,34 @@ class Pagination(PageNumberPagination):
     max_page_size = 500
 
     def page_query(self, queryset: QuerySet, request: Request) -> QuerySet:
-        """paginate_queryset's page, not evaluated: the statement that writes the page's JSON
-        selects the page in the same round trip (tasks/api/json_sql.py). Counted, validated
-        and linked as DRF does it."""
+        """The requested page of `queryset`, neither evaluated nor counted: the statement that
+        writes the page selects it and counts `counted` in the same round trip, and `settle`
+        takes that count. Validated and linked as DRF does it."""
         page_size: Any = self.get_page_size(request) or self.page_size
-        paginator: Any = self.django_paginator_class(queryset, page_size)
-        page_number = self.get_page_number(request, paginator)
-        try:
-            self.page = paginator.page(page_number)
-        except InvalidPage as exc:
-            raise NotFound(self.invalid_page_message.format(
-                page_number=page_number, message=str(exc)
-            )) from None  # fmt: skip
         self.request = request
-        return cast(QuerySet, self.page.object_list)
+        self.counted = queryset
+        self._paginator: Any = self.django_paginator_class(queryset, page_size)
+        raw: Any = request.query_params.get(self.page_query_param) or 1
+        if raw in self.last_page_strings:  # the last page's number needs the count first
+            raw = self._paginator.num_pages
+        try:
+            self._number = int(raw)
+        except (TypeError, ValueError):
+            raise self._invalid(raw, Paginator.default_error_messages["invalid_page"]) from None
+        if self._number < 1:
+            raise self._invalid(raw, Paginator.default_error_messages["min_page"])
+        bottom = (self._number - 1) * page_size
+        return queryset[bottom : bottom + page_size]
+
+    def settle(self, total: int | None) -> None:
+        """The page's count as its statement found it; None: the page has no rows, so it is
+        page 1 of an empty list or past the last page (404, as DRF answers it)."""
+        if total is None:
+            if self._number > 1:
+                raise self._invalid(self._number, Paginator.default_error_messages["no_results"])
+            total = 0
+        self._paginator.count = total  # Paginator.count is a cached_property: counted here
+        self.page = self._paginator.page(self._number)
+
+    def _invalid(self, number: Any, message: Any) -> NotFound:
+        return NotFound(self.invalid_page_message.format(page_number=number, message=message))

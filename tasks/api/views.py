@@ -25,7 +25,14 @@ from rest_framework.views import APIView
 from scheduler_project.auth import request_owner
 from tasks import planning
 from tasks.api.bodies import TASK_BODY, UPLOAD_BODY, UPLOAD_NOTE
-from tasks.api.json_sql import iso_json, json_array, runs_json, task_json, tasks_json
+from tasks.api.json_sql import (
+    iso_json,
+    json_array,
+    runs_json,
+    runs_page_json,
+    task_json,
+    tasks_page_json,
+)
 from tasks.api.pagination import Pagination
 from tasks.api.parsers import UPLOAD_PARSERS
 from tasks.api.renderers import RawJSON
@@ -87,10 +94,13 @@ class TaskListCreateView(PagedListView):
         return owned_tasks(self.request)
 
     def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
-        # Filtered, ordered, counted and paged by the ORM; the page's tasks written by PostgreSQL.
+        # Filtered and ordered by the ORM; the page selected, counted and written by PostgreSQL.
         ids = self.filter_queryset(self.get_queryset()).values_list("id", flat=True)
-        page = self.pagination.page_query(ids, request)  # selected by the JSON's statement
-        tasks = tasks_json(page, owner=request_owner(request), now=timezone.now())
+        page = self.pagination.page_query(ids, request)  # selected and counted by the JSON's
+        tasks, total = tasks_page_json(  # statement, in one round trip
+            page, self.pagination.counted, owner=request_owner(request), now=timezone.now()
+        )
+        self.pagination.settle(total)
         return self.get_paginated_response(json_array(tasks))
 
     @extend_schema(
@@ -232,15 +242,18 @@ class TaskRunListView(PagedListView):
         return Run.objects.filter(task_id=self.kwargs["pk"])
 
     def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
-        # Filtered, ordered, counted and paged by the ORM (every list is paginated, settings
+        # Filtered and ordered by the ORM (every list is paginated, settings
         # DEFAULT_PAGINATION_CLASS); the page's runs written by PostgreSQL, which writes only
         # the caller's own. So another owner's task shows as no runs, and only then is the
         # task's owner read: a query fewer for every page that has runs.
         ids = self.filter_queryset(self.get_queryset()).values_list("id", flat=True)
-        page = self.pagination.page_query(ids, request)  # selected by the JSON's statement
-        runs = runs_json(page, owner_id=request_owner(request).pk)
+        page = self.pagination.page_query(ids, request)  # selected and counted by the JSON's
+        runs, total = runs_page_json(
+            page, self.pagination.counted, owner_id=request_owner(request).pk
+        )
         if not runs and not owned_tasks(request).filter(pk=self.kwargs["pk"]).exists():
             raise Http404("No Task matches the given query.")
+        self.pagination.settle(total)
         return self.get_paginated_response(json_array(runs))
 
 

@@ -12,11 +12,12 @@ from django.db import connection
 from rest_framework import serializers
 from rest_framework.test import APIClient
 
+from tasks import planning
 from tasks.api.json_sql import iso_json, iso_sql, json_array, runs_json, tasks_json
 from tasks.api.renderers import ORJSONRenderer
 from tasks.api.run_serializers import RunSerializer, RunSummarySerializer
 from tasks.ids import idempotency_key, idempotency_key_sql
-from tasks.models import Attempt, Run
+from tasks.models import Attempt, Run, Task
 from tests.factories import RunFactory, TaskFactory, UserFactory
 
 pytestmark = pytest.mark.django_db
@@ -139,3 +140,31 @@ def test_a_tasks_runs_are_its_latest_twenty_as_summaries() -> None:
     assert runs == RunSummarySerializer(latest, many=True).data
     assert runs[0]["started_at"] is None  # the newest two are not started
     assert runs[-1]["scheduled_at"] == "2026-03-01T12:05:00Z"
+
+
+@pytest.mark.parametrize("ahead", [0, 3, 19, 20, 25])
+def test_next_runs_list_the_planned_occurrences_first_however_many_lie_ahead(ahead) -> None:
+    """The planned occurrences come from the task's latest 20 runs when fewer than 20 lie
+    ahead, and from a probe of their own otherwise; both agree with planning.next_runs."""
+    now = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+    task = TaskFactory(
+        schedule={"type": "interval", "every": 60, "start_at": "2026-01-01T00:00:00Z"},
+        schedule_type="interval",
+        next_run_at=now + timedelta(hours=1),
+        runs_planned=100,
+    )
+    for i in range(1, 8):  # history behind `now`, and one retry ahead (not a planned one)
+        at = now - timedelta(minutes=i)
+        RunFactory(task=task, scheduled_at=at, status="succeeded", attempt=1,
+                   started_at=at, finished_at=at)  # fmt: skip
+    RunFactory(task=task, scheduled_at=now + timedelta(seconds=1), attempt=1)
+    for i in range(ahead):  # planned, not started, newest last
+        RunFactory(task=task, scheduled_at=now + timedelta(minutes=2 + i, microseconds=i))
+
+    (found,) = tasks_json([task.pk], owner=task.owner, now=now)
+
+    expected = planning.next_runs(Task.objects.get(pk=task.pk), now=now, count=5)
+    drf = serializers.DateTimeField()
+    assert orjson.loads(found.text)["next_runs"] == [drf.to_representation(t) for t in expected]
+    if ahead:
+        assert expected[0] == now + timedelta(minutes=2)

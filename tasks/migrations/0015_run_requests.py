@@ -23,7 +23,7 @@ def backfill_requests(apps, schema_editor):
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("tasks", "0013_zombie_runs"),
+        ("tasks", "0014_run_summary"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
