@@ -30,6 +30,7 @@ from tasks.worker.watch import Watch
 from tasks.worker.zombies import Activity, RunKey
 
 logger = logging.getLogger("tasks.worker")  # as before the package: logs filter on it
+RECLAIM_PAUSE_SECONDS = 0.02  # well inside the claim-ahead window (TASKS_PREFETCH_SECONDS)
 
 
 class Worker:
@@ -45,7 +46,9 @@ class Worker:
         self.concurrency = concurrency
         # What this worker offers (runworker --cpu/--memory); None: no limit but its slots.
         self.offers = (cpu_millis, memory_bytes)
-        self.held_back = False  # the last claim left due runs waiting for free capacity
+        # The last claim left due runs waiting for free capacity.
+        self.held_back = False
+        self.short = False  # the last claim took fewer runs than it had slots for
         self.claim_sent = 0.0  # monotonic time the last claim was sent
         self.execute = executor  # executors.execute, or k8s.execute (runworker --executor)
         self.name = name or process_name("worker")
@@ -154,6 +157,7 @@ class Worker:
         self._note_recorded(batch, recorded)
         self.held_back, self.claim_sent = getattr(claimed, "held_back", False), sent
         asked = len(claimed)
+        self.short = free > 0 and asked < free
         try:
             claimed = overlap.resolve_overlaps(worker=self.name, claimed=claimed)
         except DatabaseError as exc:
@@ -193,9 +197,9 @@ class Worker:
     def _sleep_seconds(self) -> float:
         wait = self.poll
         if len(self.inflight) < self.capacity:
-            # Held back by capacity: the due runs wait for one of ours to end (the wake event,
-            # or the poll), not for a clock that says they are due: that would spin. Runs due
-            # after the claim's prefetch window still wake us on time.
+            # Held back (capacity, or the per-owner cap): the due runs wait for a run to end
+            # (the wake event, or the poll), not for a clock that says they are due: that
+            # would spin. Runs due after the claim's prefetch window still wake us on time.
             later = self.prefetch - (time.monotonic() - self.claim_sent) if self.held_back else None
             try:
                 until = claim.seconds_until_next_due(self.budget(), later_than=later)
@@ -203,7 +207,12 @@ class Worker:
                 connection.close()
                 until = None
             if until is not None:
-                wait = min(wait, max(0.0, until - self.prefetch))
+                # A run already within the claim's window that the last claim left although it
+                # had slots free is one it could not take (another worker's lock, the per-owner
+                # cap): claim again after a short pause, not at once (that spun: ~1,000
+                # claims a second while a capped owner had a run due).
+                soonest = RECLAIM_PAUSE_SECONDS if self.short else 0.0
+                wait = min(wait, max(soonest, until - self.prefetch))
         deadlines = [f.deadline_mono for f in self.inflight.values() if f.deadline_mono]
         if deadlines:
             wait = min(wait, max(0.0, min(deadlines) - time.monotonic()))

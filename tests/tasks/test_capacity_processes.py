@@ -13,7 +13,7 @@ from django.db import connection
 
 from tasks.models import Run
 from tests.conftest import free_port, process_env, wait_for, wait_for_api
-from tests.factories import UserFactory
+from tests.factories import RunFactory, TaskFactory, UserFactory
 
 pytestmark = pytest.mark.processes
 
@@ -94,3 +94,25 @@ def test_capacity_runs_in_strict_priority_and_says_why_runs_wait(processes):
         "waiting_for_resource",
         "no live worker offers cpu=64",
     )
+
+
+def test_a_capped_owner_with_a_run_due_does_not_make_the_worker_spin(processes):
+    """TASKS_OWNER_MAX_RUNNING = 1: the owner's second due run waits for the first to end, and
+    the worker waits too instead of claiming again at once (it claimed ~1,000 times a second)."""
+    owner = UserFactory(username="capped")
+    env = process_env(TASKS_OWNER_MAX_RUNNING="1")
+    runs = []
+    for _ in range(2):
+        task = TaskFactory(owner=owner, payload={"name": "sleep", "args": {"seconds": 2.0}})
+        runs.append(RunFactory(task=task).pk)
+    processes.start("runworker", "--concurrency", "4", env=env)
+    wait_for(lambda: Run.objects.filter(pk__in=runs, status="running").exists(), timeout=30,
+             details=processes.logs)  # fmt: skip
+    commits_before, clock_before = commits(), time.monotonic()
+    wait_for(lambda: Run.objects.filter(pk__in=runs, status="succeeded").count() == 2,
+             timeout=30, interval=0.1, details=processes.logs)  # fmt: skip
+    time.sleep(1.0)  # statistics reach pg_stat_database within a second
+    rate = (commits() - commits_before) / (time.monotonic() - clock_before)
+    first, second = sorted(Run.objects.filter(pk__in=runs), key=lambda r: r.started_at)
+    assert first.finished_at <= second.started_at, "the per-owner cap let both run at once"
+    assert rate < 200, f"{rate:.0f} commits a second while a capped run waited: a busy loop"
