@@ -64,15 +64,4 @@ class Migration(migrations.Migration):
             field=models.BigIntegerField(db_default=0, default=0),
         ),
         migrations.RunPython(backfill_requests, migrations.RunPython.noop),
-        migrations.AddIndex(
-            model_name="run",
-            index=models.Index(
-                condition=models.Q(
-                    ("status__in", ("scheduled", "waiting_for_resource")),
-                    models.Q(("cpu_millis__gt", 0), ("memory_bytes__gt", 0), _connector="OR"),
-                ),
-                fields=["execute_at"],
-                name="run_requests_idx",
-            ),
-        ),
     ]
