@@ -21,7 +21,7 @@ from unittest import mock
 from django.db import connection, transaction
 
 from bench import data, proc, workload
-from tasks.transitions.claim import _candidates, claim_sql
+from tasks.transitions.claim import UNLIMITED, _candidates, claim_sql
 
 HISTORY_TASKS = 5000
 
@@ -71,15 +71,17 @@ def explain_claim(n: int) -> dict:
     workload.enqueue([now] * n, now=now)
     workload.analyze_queue()
     sql = claim_sql(_candidates(10, 100))
-    names = ("worker", "limit", "prefetch", "owner_cap", "window", "channel")
+    names = ("worker", "limit", "prefetch", "owner_cap", "window", "channel", "cpu_total",
+             "memory_total", "cpu_free", "memory_free")  # fmt: skip
     for number, name in enumerate(names, start=1):
         sql = sql.replace(f"%({name})s", f"${number}")
+    unlimited = f"{UNLIMITED}, {UNLIMITED}, {UNLIMITED}, {UNLIMITED}"  # a worker with no capacity
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute("SET LOCAL plan_cache_mode = force_generic_plan")
-        cursor.execute(f"PREPARE bench_claim(text, int, float8, int, float8, text) AS {sql}")
-        cursor.execute(
-            "EXPLAIN (ANALYZE, BUFFERS) EXECUTE bench_claim('explain', 10, 0.5, 100, 3600, 'x')"
-        )
+        cursor.execute("PREPARE bench_claim(text, int, float8, int, float8, text, bigint, bigint,"
+                       f" bigint, bigint) AS {sql}")  # fmt: skip
+        cursor.execute("EXPLAIN (ANALYZE, BUFFERS) EXECUTE bench_claim('explain', 10, 0.5, 100,"
+                       f" 3600, 'x', {unlimited})")  # fmt: skip
         plan = [row[0] for row in cursor.fetchall()]
         cursor.execute("DEALLOCATE bench_claim")
         transaction.set_rollback(True)
