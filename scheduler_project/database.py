@@ -75,14 +75,22 @@ def database_url(settings_dict: dict[str, Any]) -> str:
 
 
 def databases(
-    url: str, replica_url: str, *, conn_max_age: int, application_name: str
+    url: str,
+    replica_url: str,
+    *,
+    conn_max_age: int,
+    application_name: str,
+    random_page_cost: float = 0.0,
 ) -> dict[str, dict[str, Any]]:
-    """DATABASES: `default` from url, and a `replica` from replica_url when it is set."""
+    """DATABASES: `default` from url, and a `replica` from replica_url when it is set.
+    `random_page_cost` (0: the server's) is set on each new connection
+    (scheduler_project/postgresql)."""
     primary = database_config(url)
     default = {
         **primary,
         "CONN_MAX_AGE": conn_max_age,
         "CONN_HEALTH_CHECKS": True,
+        "RANDOM_PAGE_COST": random_page_cost,
         "OPTIONS": {**primary["OPTIONS"], "application_name": application_name},
     }
     if not replica_url:
