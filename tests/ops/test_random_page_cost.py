@@ -1,16 +1,22 @@
-"""Each connection prices random reads as SSD storage has them (scheduler_project/postgresql,
-DATABASE_RANDOM_PAGE_COST), so a task's latest runs are read by a backward index scan; 0 leaves
-the server's setting."""
+"""The API's connections price random reads as SSD storage has them (scheduler_project/wsgi.py
+sets DATABASE_RANDOM_PAGE_COST, scheduler_project/postgresql applies it), so a task's latest runs
+are read by a backward index scan; the other roles, and 0, leave the server's setting."""
 
 from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from django.db import connection, connections
 
 from scheduler_project.database import databases
 from tasks.db import connect
+from tests.conftest import process_env
 
 pytestmark = pytest.mark.django_db
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _shown(conn) -> str:
@@ -19,8 +25,24 @@ def _shown(conn) -> str:
         return cursor.fetchone()[0]
 
 
-def test_every_connection_prices_random_reads_as_ssd_by_default() -> None:
-    assert _shown(connection) == "1.1"
+SHOWN = "from django.db import connection; c = connection.cursor(); "\
+    "c.execute('SHOW random_page_cost'); print(c.fetchone()[0])"  # fmt: skip
+
+
+def _in_process(prelude: str) -> str:
+    env = process_env()
+    env.pop("DATABASE_RANDOM_PAGE_COST", None)
+    env["DJANGO_SETTINGS_MODULE"] = "scheduler_project.settings"
+    done = subprocess.run([sys.executable, "-c", f"{prelude}; {SHOWN}"], env=env, cwd=ROOT,
+                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout.strip().splitlines()[-1]
+
+
+def test_the_api_prices_random_reads_as_ssd_and_the_other_roles_leave_the_servers() -> None:
+    assert _in_process("import scheduler_project.wsgi") == "1.1"
+    assert _in_process("import django; django.setup()") == _servers()
+    assert _shown(connection) == _servers()  # the tests run as a role would, not as the API
 
 
 def _servers() -> str:
