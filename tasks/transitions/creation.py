@@ -33,6 +33,17 @@ TASK_FIELDS = (
 )
 
 
+def apply_fields(task: Task, data: dict) -> None:
+    """The validated fields `data` names, the executable when given, and the requests as
+    numbers: what creating a task and changing one both write."""
+    for field in TASK_FIELDS:
+        if field in data:
+            setattr(task, field, data[field])
+    if data.get("executable") is not None:
+        task.executable = data["executable"]
+    task.set_requests()
+
+
 def first_fire_at(schedule: dict, *, now: datetime) -> datetime | None:
     """The first occurrence to plan: a one-time task's run_at even if past; otherwise >= now."""
     after = None if schedule["type"] == "once" else now - timedelta(microseconds=1)
@@ -66,12 +77,7 @@ def create_task(*, owner: Any, data: dict, now: datetime) -> tuple[Task, bool]:
     schedule = data["schedule"]
     task = Task(owner=owner, dedup_key=dedup_key or None, schedule=schedule)
     task.schedule_type = schedule["type"]
-    for field in TASK_FIELDS:
-        if field in data:
-            setattr(task, field, data[field])
-    if data.get("executable") is not None:
-        task.executable = data["executable"]
-    task.set_requests()
+    apply_fields(task, data)
     task.next_run_at = first_fire_at(schedule, now=now)
     try:
         with transaction.atomic():

@@ -16,7 +16,7 @@ from tasks.db import RUN_DUE_CHANNEL, TASK_CHANGED_CHANNEL, notify
 from tasks.exceptions import Conflict
 from tasks.models import CLAIMABLE_STATUSES, Run, Task
 from tasks.transitions.completion import complete_finished_tasks
-from tasks.transitions.creation import TASK_FIELDS, first_fire_at, plan_now
+from tasks.transitions.creation import apply_fields, first_fire_at, plan_now
 from tasks.transitions.run_actions import cancel_running
 
 
@@ -64,12 +64,7 @@ def update_task(*, task: Task, data: dict, now: datetime) -> Task:
             raise Conflict("the task's run is running; wait for it or cancel it first")
         if task.status == Task.Status.CANCELLED:
             raise Conflict("the task is cancelled")
-        for field in TASK_FIELDS:
-            if field in data:
-                setattr(task, field, data[field])
-        if data.get("executable") is not None:
-            task.executable = data["executable"]
-        task.set_requests()
+        apply_fields(task, data)
         if "schedule" in data:
             _unplan(task)
             task.schedule = data["schedule"]
