@@ -12,9 +12,9 @@ The `replica` alias is read-only by design and is left alone.
 Each new connection also prices random reads as SSD and cloud storage have them
 (`random_page_cost`, DATABASES' RANDOM_PAGE_COST; 0 leaves the server's): PostgreSQL's default, 4,
 prices them as on a spinning disk, and picked a bitmap scan and a sort over a backward index scan
-for a task's latest runs (the task list page's statement: 4.24 -> 3.46 ms; docs/operations.md,
-Tuning). Set per session, not per server: it needs no privilege and passes PgBouncer, which
-refuses the `options` startup parameter unless told to ignore it.
+for a task's latest runs (the task list page: 5.2x -> 4.6x the floor in `bench api`;
+docs/operations.md, Tuning). Set per session, not per server: it needs no privilege and passes
+PgBouncer, which refuses the `options` startup parameter unless told to ignore it.
 """
 
 from __future__ import annotations

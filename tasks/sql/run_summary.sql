@@ -38,10 +38,10 @@ END
 $$
 
 -- The triggers' WHEN clauses are evaluated without calling the function: a claim (a run not
--- finished, with no summary, starting) and a heartbeat cost nothing; only a run that finishes,
--- or a finished one that changes (a dead-lettered run retried), pays for its summary, about
--- 7 us. ENABLE ALWAYS: the summary is derived data, kept under session_replication_role =
--- replica too (a bulk load, a logical replica).
+-- finished, with no summary, starting) pays about 2 us for them and a heartbeat nothing; only a
+-- run that finishes, or a finished one that changes (a dead-lettered run retried), pays for its
+-- summary, about 9 us (bench/summary_trigger_cost.sql). ENABLE ALWAYS: the summary is derived
+-- data, kept under session_replication_role = replica too (a bulk load, a logical replica).
 -- name: summary_triggers
 DROP TRIGGER IF EXISTS run_summary_on_insert ON tasks_run;
 DROP TRIGGER IF EXISTS run_summary_on_update ON tasks_run;
