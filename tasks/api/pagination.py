@@ -11,6 +11,8 @@ from rest_framework.exceptions import NotFound
 from rest_framework.pagination import PageNumberPagination
 from rest_framework.request import Request
 
+_BIGINT_MAX = 2**63 - 1
+
 
 class Pagination(PageNumberPagination):
     page_size_query_param = "page_size"
@@ -34,6 +36,8 @@ class Pagination(PageNumberPagination):
         if self._number < 1:
             raise self._invalid(raw, Paginator.default_error_messages["min_page"])
         bottom = (self._number - 1) * page_size
+        if bottom + page_size > _BIGINT_MAX:  # past any table's rows, and past OFFSET's bigint
+            raise self._invalid(raw, Paginator.default_error_messages["no_results"])
         return queryset[bottom : bottom + page_size]
 
     def settle(self, total: int | None) -> None:

@@ -44,6 +44,16 @@ def test_a_page_that_does_not_exist_is_404(api, seven, page):
     assert response.json()["detail"] == "Invalid page."
 
 
+@pytest.mark.parametrize("page", ["5204318448225670144", str(2**63), "9" * 40])
+def test_a_page_number_past_bigint_is_404_not_500(api, user, seven, page):
+    # The page's offset is a bound parameter: one past bigint would be a database error.
+    task = TaskFactory(owner=user)
+    for path in ("/api/v1/tasks", f"/api/v1/tasks/{task.id}/runs"):
+        response = api.get(f"{path}?page={page}")
+        assert response.status_code == 404, response.content
+        assert response.json()["detail"] == "Invalid page."
+
+
 def test_the_count_follows_the_filter(api, seven, user):
     TaskFactory(owner=user, name="other")
     found = api.get("/api/v1/tasks?name=job&page_size=2").json()
