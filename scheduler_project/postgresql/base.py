@@ -15,12 +15,35 @@ prices them as on a spinning disk, and picked a bitmap scan and a sort over a ba
 for a task's latest runs (the task list page: 5.2x -> 4.6x the floor in `bench api`;
 docs/operations.md, Tuning). Set per session, not per server: it needs no privilege and passes
 PgBouncer, which refuses the `options` startup parameter unless told to ignore it.
+
+Django's health check is a `SELECT 1` round trip at each request's first query: a fifth of a
+single task read's server time. A connection that passed it within the last second and has
+received nothing since is taken as usable without one. A server that ends a connection (restart,
+failover, `pg_terminate_backend`) sends an error or closes the socket, which makes it readable,
+and a readable idle connection gets the full check; so does each connection once a second, so a
+fenced primary is still found within a second where its status comes with no answer.
 """
 
 from __future__ import annotations
 
+import select
+import time
+
 from django.db import DEFAULT_DB_ALIAS
 from django.db.backends.postgresql import base
+from psycopg.pq import TransactionStatus
+
+HEALTH_CHECK_REUSE_SECONDS = 1.0
+
+
+def nothing_arrived(raw: object) -> bool:
+    """An open, idle connection with nothing to read: the server has not ended it since its last
+    answer (an ending server's error message or close makes the socket readable)."""
+    if raw.closed or raw.info.transaction_status != TransactionStatus.IDLE:  # type: ignore[attr-defined]
+        return False
+    poller = select.poll()
+    poller.register(raw.fileno(), select.POLLIN | select.POLLPRI)  # type: ignore[attr-defined]
+    return not poller.poll(0)  # POLLERR and POLLHUP are reported whatever the mask
 
 
 def server_is_read_only(raw: object) -> bool:
@@ -32,14 +55,26 @@ def server_is_read_only(raw: object) -> bool:
 
 
 class DatabaseWrapper(base.DatabaseWrapper):
+    checked_at = float("-inf")  # monotonic time of the last full check this connection passed
+
     def init_connection_state(self) -> None:
         super().init_connection_state()
+        self.checked_at = time.monotonic()  # a new connection has just answered
         cost = float(self.settings_dict.get("RANDOM_PAGE_COST") or 0)
         if cost > 0 and self.connection is not None:
             with self.connection.cursor() as cursor:
                 cursor.execute(f"SET random_page_cost = {cost}")
 
     def is_usable(self) -> bool:
-        if not super().is_usable():
+        now = time.monotonic()
+        if self.connection is None:
             return False
-        return self.alias != DEFAULT_DB_ALIAS or not server_is_read_only(self.connection)
+        if now - self.checked_at < HEALTH_CHECK_REUSE_SECONDS and nothing_arrived(self.connection):
+            return not self._read_only()
+        if not super().is_usable() or self._read_only():
+            return False
+        self.checked_at = now
+        return True
+
+    def _read_only(self) -> bool:
+        return self.alias == DEFAULT_DB_ALIAS and server_is_read_only(self.connection)

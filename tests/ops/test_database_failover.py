@@ -5,7 +5,9 @@ with real processes and a real failover)."""
 from __future__ import annotations
 
 import json
+import select
 import socket
+import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -15,6 +17,7 @@ from django.db.utils import load_backend
 from django.test import Client
 
 from scheduler_project.database import database_config, database_url
+from scheduler_project.postgresql.base import HEALTH_CHECK_REUSE_SECONDS
 from tasks.api.health import health_report
 from tasks.db import is_unavailable
 from tasks.models import Run
@@ -114,6 +117,42 @@ def test_a_primary_connection_that_turned_read_only_is_unusable(db, alias, usabl
             # What a fenced primary does (ALTER SYSTEM + reload); a standby reports in_hot_standby.
             cursor.execute("SET default_transaction_read_only = on")
         assert conn.is_usable() is usable
+    finally:
+        conn.close()
+
+
+def test_a_connection_checked_within_a_second_and_quiet_since_needs_no_round_trip(
+    db, monkeypatch
+) -> None:
+    checks: list[str] = []
+    full_check = DjangoWrapper.is_usable
+    monkeypatch.setattr(
+        DjangoWrapper, "is_usable", lambda self: checks.append(self.alias) or full_check(self)
+    )
+    conn = wrapper(database_url(connection.settings_dict))
+    try:
+        conn.ensure_connection()  # a new connection has just answered
+        assert conn.is_usable() and conn.is_usable()
+        assert checks == []
+        conn.checked_at -= HEALTH_CHECK_REUSE_SECONDS
+        assert conn.is_usable() and conn.is_usable()
+        assert checks == ["default"]  # the full check, then a second's grace again
+    finally:
+        conn.close()
+
+
+def test_a_connection_the_server_ended_is_unusable_within_the_second(db) -> None:
+    conn = wrapper(database_url(connection.settings_dict))
+    try:
+        conn.ensure_connection()
+        assert conn.is_usable()
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_terminate_backend(%s)", [conn.connection.info.backend_pid])
+        poller = select.poll()
+        poller.register(conn.connection.fileno(), select.POLLIN)
+        assert poller.poll(2000), "the ended connection never became readable"
+        assert time.monotonic() - conn.checked_at < HEALTH_CHECK_REUSE_SECONDS
+        assert conn.is_usable() is False
     finally:
         conn.close()
 
