@@ -16,6 +16,11 @@ A token's user is read from the database at most once per SCHEDULER_AUTH_USER_CA
 (5 s) in each API process, not on every request: that query was a third of the server time of
 a single task read. So a user deactivated or deleted is refused by every process within that
 many seconds; 0 reads the user on every request.
+
+A token that passed validation is remembered by its exact text until its `exp`: the signature
+check and decoding were about half of the server time of the API's cheapest request. Only the
+same string, signature included, finds the entry, and access tokens have nothing else to
+revoke (simplejwt blacklists refresh tokens); the user is still looked up as above.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ import jwt
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AnonymousUser
+from django.core.signals import setting_changed
 from drf_spectacular.contrib.rest_framework_simplejwt import SimpleJWTScheme
 from rest_framework.exceptions import AuthenticationFailed, NotAuthenticated
 from rest_framework.request import Request
@@ -62,12 +68,33 @@ _users: dict[tuple[str, Any], tuple[float, Any]] = {}
 _USERS_MAX = 10_000  # distinct users held at once; the whole cache is dropped past it
 
 
-def clear_user_cache() -> None:
+# The exact token text -> (its `exp`, epoch seconds; the validated token); per process.
+_tokens: dict[bytes, tuple[float, Any]] = {}
+_TOKENS_MAX = 10_000  # tokens held at once; the whole cache is dropped past it
+
+
+def clear_user_cache(**_: Any) -> None:
     _users.clear()
+    _tokens.clear()
+
+
+setting_changed.connect(clear_user_cache)  # a test's new keys or settings see no stale entry
 
 
 class JWTAuthentication(authentication.JWTAuthentication):
     def get_validated_token(self, raw_token: bytes) -> Any:
+        cached = _tokens.get(raw_token)
+        if cached is not None and time.time() < cached[0]:
+            return cached[1]
+        token = self._validate(raw_token)
+        expires = token.get("exp")
+        if isinstance(expires, int | float) and not isinstance(expires, bool):
+            if len(_tokens) >= _TOKENS_MAX:
+                _tokens.clear()
+            _tokens[raw_token] = (float(expires), token)
+        return token
+
+    def _validate(self, raw_token: bytes) -> Any:
         config = settings.SCHEDULER_EXTERNAL_JWT
         if config is None or _header_algorithm(raw_token).startswith("HS"):
             return super().get_validated_token(raw_token)
