@@ -197,9 +197,9 @@ REST_FRAMEWORK = {
         "tasks.api.renderers.ORJSONRenderer",
         "rest_framework.renderers.BrowsableAPIRenderer",
     ],
-    # JSON nested past the recursion limit is a 400 (tasks.api.parsers), not a 500.
-    # JSON only; views that take an uploaded file add multipart (tasks.api.parsers.UPLOAD_PARSERS).
+    # JSON only (nested too deep: a 400); uploads add multipart (tasks.api.parsers.UPLOAD_PARSERS).
     "DEFAULT_PARSER_CLASSES": ["tasks.api.parsers.JSONParser"],
+    "DEFAULT_CONTENT_NEGOTIATION_CLASS": "tasks.api.negotiation.ContentNegotiation",
     "DEFAULT_THROTTLE_CLASSES": ["tasks.api.throttling.WriteRateThrottle"],
     "DEFAULT_PAGINATION_CLASS": "tasks.api.pagination.Pagination",
     "PAGE_SIZE": 50,
