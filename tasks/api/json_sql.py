@@ -282,7 +282,3 @@ def runs_page_json(
     params: dict[str, Any] = {"owner": owner_id}
     rows = _page_rows(_RUNS_SQL, page, params, Run, counted)
     return [RawJSON(text) for text, _ in rows], (rows[0][1] if rows else None)
-
-
-def json_array(items: list[RawJSON]) -> RawJSON:
-    return RawJSON("[" + ",".join(item.text for item in items) + "]")

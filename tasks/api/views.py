@@ -27,7 +27,6 @@ from tasks import planning
 from tasks.api.bodies import TASK_BODY, UPLOAD_BODY, UPLOAD_NOTE
 from tasks.api.json_sql import (
     iso_json,
-    json_array,
     runs_json,
     runs_page_json,
     task_json,
@@ -101,7 +100,7 @@ class TaskListCreateView(PagedListView):
             page, self.pagination.counted, owner=request_owner(request), now=timezone.now()
         )
         self.pagination.settle(total)
-        return self.get_paginated_response(json_array(tasks))
+        return self.get_paginated_response(tasks)  # each item written into the body as is
 
     @extend_schema(
         request=TASK_BODY,
@@ -254,7 +253,7 @@ class TaskRunListView(PagedListView):
         if not runs and not owned_tasks(request).filter(pk=self.kwargs["pk"]).exists():
             raise Http404("No Task matches the given query.")
         self.pagination.settle(total)
-        return self.get_paginated_response(json_array(runs))
+        return self.get_paginated_response(runs)
 
 
 class RunDetailView(generics.RetrieveAPIView):

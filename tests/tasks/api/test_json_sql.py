@@ -13,7 +13,7 @@ from rest_framework import serializers
 from rest_framework.test import APIClient
 
 from tasks import planning
-from tasks.api.json_sql import iso_json, iso_sql, json_array, runs_json, tasks_json
+from tasks.api.json_sql import iso_json, iso_sql, runs_json, tasks_json
 from tasks.api.renderers import ORJSONRenderer
 from tasks.api.run_serializers import RunSerializer, RunSummarySerializer
 from tasks.ids import idempotency_key, idempotency_key_sql
@@ -69,7 +69,7 @@ def test_runs_read_as_the_serializer_writes_them_in_the_order_asked() -> None:
 
     assert [orjson.loads(raw.text) for raw in found] == [_serialized(waiting), _serialized(done)]
     assert orjson.loads(found[1].text)["idempotency_key"] == done.idempotency_key
-    page = orjson.loads(ORJSONRenderer().render({"results": json_array(found)}))
+    page = orjson.loads(ORJSONRenderer().render({"results": found}))
     assert page["results"][1]["output"] == done.output
 
 
