@@ -23,5 +23,5 @@ EXPOSE 8000
 HEALTHCHECK --interval=30s --timeout=3s CMD curl -fsS http://127.0.0.1:8000/health/live || exit 1
 # Migrations run as a one-off release step: `docker run IMAGE python manage.py migrate`.
 # Workers, timeouts, access log: scheduler_project/gunicorn_conf.py (gthread; WEB_CONCURRENCY
-# sets the worker count, one per core by default, GUNICORN_THREADS the threads of each, 4).
+# sets the worker count, one per core plus one by default, GUNICORN_THREADS the threads of each, 2).
 CMD ["gunicorn", "-c", "scheduler_project/gunicorn_conf.py", "scheduler_project.wsgi"]
