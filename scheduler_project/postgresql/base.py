@@ -16,12 +16,13 @@ for a task's latest runs (the task list page: 5.2x -> 4.6x the floor in `bench a
 docs/operations.md, Tuning). Set per session, not per server: it needs no privilege and passes
 PgBouncer, which refuses the `options` startup parameter unless told to ignore it.
 
-Django's health check is a `SELECT 1` round trip at each request's first query: a fifth of a
-single task read's server time. A connection that passed it within the last second and has
+Django's health check is a `SELECT 1` round trip at each request's first query: about a tenth
+of a single task read's server time. A connection that passed it within the last second and has
 received nothing since is taken as usable without one. A server that ends a connection (restart,
 failover, `pg_terminate_backend`) sends an error or closes the socket, which makes it readable,
-and a readable idle connection gets the full check; so does each connection once a second, so a
-fenced primary is still found within a second where its status comes with no answer.
+and a readable idle connection gets the full check. A primary fenced by a configuration reload
+alone (`default_transaction_read_only`, no restart) reports it only with its next answer, so each
+connection also gets the full check once a second: such a fence is found within a second.
 """
 
 from __future__ import annotations
