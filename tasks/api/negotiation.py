@@ -8,6 +8,7 @@ send a handful of distinct headers, so each process negotiates each combination 
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from rest_framework.negotiation import DefaultContentNegotiation
@@ -21,8 +22,9 @@ _CHOSEN_MAX = 1_000  # combinations held at once; the whole cache is dropped pas
 
 class ContentNegotiation(DefaultContentNegotiation):
     def select_renderer(
-        self, request: Request, renderers: list[BaseRenderer], format_suffix: str | None = None
+        self, request: Request, offered: Iterable[BaseRenderer], format_suffix: str | None = None
     ) -> tuple[BaseRenderer, str]:
+        renderers = list(offered)  # DRF passes a list: the same instances, indexable
         format_ = format_suffix or request.query_params.get(self.settings.URL_FORMAT_OVERRIDE)
         accept = request.META.get("HTTP_ACCEPT", "*/*")
         key = (tuple(type(renderer) for renderer in renderers), format_, accept)
