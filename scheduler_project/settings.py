@@ -131,8 +131,7 @@ STORAGES = storages(os.environ.get("SCHEDULER_STORAGE") or "local", env_secret) 
 # --- Database ---------------------------------------------------------------------------------
 database_url = fallbacks.database_url(configured_database_url, data_dir=data_dir)
 # Several hosts (`h1:5432,h2:5432/db?target_session_attrs=read-write`) fail over by libpq.
-# A read replica for the API's GET requests (scheduler_project/routers.py); every write, and
-# every read by the scheduler, worker and reviewer, stays on the primary.
+# A read replica for the API's GETs (scheduler_project/routers.py); all else uses the primary.
 replica_url = env_secret("DATABASE_REPLICA_URL")
 DATABASES = databases(
     database_url,
@@ -140,6 +139,7 @@ DATABASES = databases(
     conn_max_age=env_int("DATABASE_CONN_MAX_AGE", 60),
     application_name=os.environ.get("SCHEDULER_APPLICATION_NAME", "scheduler"),
     random_page_cost=env_float("DATABASE_RANDOM_PAGE_COST", 0.0),  # the API: 1.1 (wsgi.py)
+    plan_cache_mode=os.environ.get("DATABASE_PLAN_CACHE_MODE", ""),  # API: force_generic_plan
 )
 if replica_url:
     DATABASE_ROUTERS = ["scheduler_project.routers.ReplicaRouter"]
