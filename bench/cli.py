@@ -97,6 +97,10 @@ def parser() -> argparse.ArgumentParser:
     note.add_argument("--keep", action="store_true", help="keep rows and role logs")
     note.add_argument("--json", action="store_true", help="print one JSON object")
 
+    plans = sub.add_parser("plans", help="the API's prepared reads under each plan_cache_mode")
+    plans.add_argument("--repeat", type=int, default=300)
+    plans.add_argument("--keep-db", action="store_true", help="keep the scratch database")
+
     admin = sub.add_parser("admin", help="admin changelists over a million runs")
     admin.add_argument("--runs", type=int, default=1_000_000)
     admin.add_argument("--repeat", type=int, default=5)
@@ -120,6 +124,11 @@ def main(argv: list[str]) -> int:
             from bench import notify
 
             notify.NotifyBench(write=write).handle(**options)
+        elif kind == "plans":
+            from bench import plans
+
+            with scratch.database("plans", keep=options["keep_db"]):
+                plans.measure(repeat=options["repeat"], emit=emit, write=write)
         elif kind == "admin":
             from bench import admin
 

@@ -17,8 +17,8 @@ from django.core.exceptions import ImproperlyConfigured
 
 ENGINE = "scheduler_project.postgresql"
 # PostgreSQL's plan_cache_mode values. The API uses force_generic_plan (scheduler_project/wsgi.py):
-# with `auto` the server planned its prepared reads again on every execution (0 generic plans
-# in 320), a task read's statement taking 0.47-0.54 ms where its generic plan takes 0.13-0.18.
+# with `auto` the server planned most of its prepared reads again on every execution
+# (`python -m bench plans`: a task read 0.56-0.78 ms, against 0.22-0.25 ms generic).
 PLAN_CACHE_MODES = {"", "auto", "force_generic_plan", "force_custom_plan"}
 # Applied unless the URL sets them. libpq's defaults wait for the operating system: a TCP connect
 # to a host that died may hang for minutes, and a connection to it is noticed dead only after

@@ -16,9 +16,8 @@ for a task's latest runs (the task list page: 5.2x -> 4.6x the floor in `bench a
 docs/operations.md, Tuning). Set per session, not per server: it needs no privilege and passes
 PgBouncer, which refuses the `options` startup parameter unless told to ignore it. So is
 `plan_cache_mode` (DATABASES' PLAN_CACHE_MODE; empty leaves the server's): with `auto`,
-PostgreSQL planned the API's prepared reads again on every execution, because their custom plans
-always looked cheaper than the generic one; a generic plan, made once per connection, took a
-task read's statement from about 0.5 ms to 0.15 ms and a list page's from 1.7 to 1.3 ms.
+PostgreSQL planned most of the API's prepared reads again on every execution, because their
+custom plans always looked cheaper than the generic one (`python -m bench plans`).
 
 Django's health check is a `SELECT 1` round trip at each request's first query: about a tenth
 of a single task read's server time. A connection that passed it within the last second and has

@@ -135,3 +135,15 @@ def test_api_against_its_floor_with_a_scheduler_and_a_worker() -> None:
     assert saturated["reads"]["per_second"] > 0 and saturated["reads_x_floor"] > 0
     (load,) = [r for r in lines if r["workload"] == "api"]
     assert load["errors"] == 0 and load["by_endpoint"]["create"]["n"] == 6
+
+
+def test_plans_times_the_apis_reads_under_each_mode() -> None:
+    lines = bench("plans", "--repeat", "8", scratch="plans")
+    by_mode = {r["plan_cache_mode"]: r for r in lines if r["workload"] == "api prepared reads"}
+    assert set(by_mode) == {"auto", "force_generic_plan"}
+    for r in by_mode.values():
+        assert set(r["median_ms"]) == {"task", "list page", "a task's runs", "a run"}
+        assert all(ms > 0 for ms in r["median_ms"].values())
+    generic = by_mode["force_generic_plan"]
+    assert (generic["generic_plans"], generic["custom_plans"]) == (4 * 8, 0)
+    assert by_mode["auto"]["custom_plans"] >= 4 * 5  # each read planned anew at least five times
