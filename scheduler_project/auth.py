@@ -18,7 +18,7 @@ a single task read. So a user deactivated or deleted is refused by every process
 many seconds; 0 reads the user on every request.
 
 A token that passed validation is remembered by its exact text until its `exp`: the signature
-check and decoding were about half of the server time of the API's cheapest request. Only the
+check and decoding were about a quarter of the API's cheapest request served in process. Only the
 same string, signature included, finds the entry, and access tokens have nothing else to
 revoke (simplejwt blacklists refresh tokens); the user is still looked up as above.
 """
