@@ -18,9 +18,10 @@ a single task read. So a user deactivated or deleted is refused by every process
 many seconds; 0 reads the user on every request.
 
 A token that passed validation is remembered by its exact text until its `exp`: the signature
-check and decoding were about a quarter of the API's cheapest request served in process. Only the
-same string, signature included, finds the entry, and access tokens have nothing else to
-revoke (simplejwt blacklists refresh tokens); the user is still looked up as above.
+check and decoding showed in every request's profile, and a client sends the same token for
+minutes. Only the same string, signature included, finds the entry, and access tokens have
+nothing else to revoke (simplejwt blacklists refresh tokens); the user is still looked up as
+above.
 """
 
 from __future__ import annotations

@@ -19,8 +19,8 @@ PgBouncer, which refuses the `options` startup parameter unless told to ignore i
 PostgreSQL planned most of the API's prepared reads again on every execution, because their
 custom plans always looked cheaper than the generic one (`python -m bench plans`).
 
-Django's health check is a `SELECT 1` round trip at each request's first query: about a tenth
-of a single task read's server time. A connection that passed it within the last second and has
+Django's health check is a `SELECT 1` round trip at each request's first query, on top of the
+one statement a task read needs. A connection that passed it within the last second and has
 received nothing since is taken as usable without one. A server that ends a connection (restart,
 failover, `pg_terminate_backend`) sends an error or closes the socket, which makes it readable,
 and a readable idle connection gets the full check. A primary fenced by a configuration reload

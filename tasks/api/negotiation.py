@@ -1,7 +1,7 @@
 """DRF's content negotiation, its answer remembered per (renderers, format, Accept header).
 
-DRF parses the Accept header and matches it against each renderer's media type on every request:
-about a tenth of the API's cheapest request. The answer depends on nothing else, and clients
+DRF parses the Accept header and matches it against each renderer's media type on every request.
+The answer depends on nothing else, and clients
 send a handful of distinct headers, so each process negotiates each combination once. Refusals
 (406, an unknown `?format=`) are not remembered: they raise every time, as DRF's do.
 """
