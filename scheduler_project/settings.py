@@ -205,7 +205,7 @@ REST_FRAMEWORK = {
     "PAGE_SIZE": 50,
     "DEFAULT_FILTER_BACKENDS": [
         "tasks.api.filtering.FilterBackend",
-        "rest_framework.filters.OrderingFilter",
+        "tasks.api.filtering.OrderingFilter",
     ],
     "DEFAULT_SCHEMA_CLASS": "scheduler_project.schema.AutoSchema",
     "EXCEPTION_HANDLER": "tasks.api.errors.exception_handler",

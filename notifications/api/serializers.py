@@ -12,6 +12,7 @@ from rest_framework import serializers
 from notifications import http
 from notifications.models import EVENTS, Channel, Notification
 from notifications.transports.webhook import WHSEC_PREFIX, generate_secret, secret_key
+from tasks.api.strict import ChoiceField, StrictSerializer
 
 # Per kind: the fields a client may send (secrets marked), as API.md lists them.
 KIND_FIELDS = {
@@ -25,7 +26,7 @@ CONFIG_FIELDS = {"address", "url", "secret", "webhook_url", "token", "channel"}
 def validate_notify_channels(entries: list[dict], *, owner: Any) -> list[dict]:
     """Each `notify` entry must name one of `owner`'s channels; ids come back canonical.
 
-    Errors are per entry, aligned with the input list as DRF reports nested lists. Without an
+    Errors are keyed by the entry's index, as DRF reports nested lists. Without an
     owner (no request in the serializer's context) only the id's form is checked; the outbox
     still joins channels on the task's owner, so another user's channel never receives anything.
     """
@@ -44,13 +45,12 @@ def validate_notify_channels(entries: list[dict], *, owner: Any) -> list[dict]:
                 "id", flat=True
             )
         }
-    errors: list[dict] = []
-    for index, channel_id in enumerate(ids):
-        if channel_id is None or (owner is not None and channel_id not in owned):
-            errors.append({"channel": [f"Entry {index}: no channel with this id among yours."]})
-        else:
-            errors.append({})
-    if any(errors):
+    errors = {
+        str(index): {"channel": ["No channel with this id among yours."]}
+        for index, channel_id in enumerate(ids)
+        if channel_id is None or (owner is not None and channel_id not in owned)
+    }
+    if errors:
         raise serializers.ValidationError(errors)
     return [
         {"channel": channel_id, "events": list(dict.fromkeys(entry["events"]))}
@@ -58,10 +58,10 @@ def validate_notify_channels(entries: list[dict], *, owner: Any) -> list[dict]:
     ]
 
 
-class ChannelInputSerializer(serializers.Serializer):
+class ChannelInputSerializer(StrictSerializer):
     """POST (all fields of the kind) and PATCH (partial; kind fixed at creation)."""
 
-    kind = serializers.ChoiceField(choices=Channel.Kind.choices)
+    kind = ChoiceField(choices=Channel.Kind.choices)
     name = serializers.CharField(max_length=200, required=False, allow_blank=True)
     address = serializers.EmailField(max_length=254, required=False)
     url = serializers.URLField(max_length=2000, required=False)
@@ -72,7 +72,7 @@ class ChannelInputSerializer(serializers.Serializer):
     token = serializers.CharField(max_length=512, required=False, write_only=True)
     channel = serializers.CharField(max_length=200, required=False)
     all_tasks_events = serializers.ListField(
-        child=serializers.ChoiceField(choices=EVENTS), required=False, max_length=len(EVENTS)
+        child=ChoiceField(choices=EVENTS), required=False, max_length=len(EVENTS)
     )
 
     def validate_secret(self, value: str | None) -> str | None:

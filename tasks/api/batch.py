@@ -11,12 +11,13 @@ from rest_framework.views import APIView
 from tasks.api.bodies import TaskJSONBody
 from tasks.api.parsers import JSONParser
 from tasks.api.serializers import TaskInputSerializer
+from tasks.api.strict import StrictSerializer
 from tasks.api.views import ERRORS
 from tasks.db import db_now
 from tasks.transitions.creation import MAX_BATCH, create_tasks
 
 
-class BatchInputSerializer(serializers.Serializer):
+class BatchInputSerializer(StrictSerializer):
     tasks = serializers.ListField(
         child=serializers.DictField(), allow_empty=False, max_length=MAX_BATCH
     )

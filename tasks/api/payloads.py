@@ -119,6 +119,12 @@ def _validate_executable(payload: dict) -> dict:
     return {"args": args, "env": _string_map(payload.get("env"), "env")}
 
 
+# The fields each kind's payload takes (a handler's `args` and an http `body` are free-form).
+FIELDS = {
+    "handler": ("name", "args"),
+    "http": ("method", "url", "headers", "body", "timeout", "expect_status"),
+    "executable": ("args", "env"),
+}
 VALIDATORS = {
     "handler": _validate_handler,
     "http": _validate_http,
@@ -135,6 +141,14 @@ def validate_payload(kind: str | None, payload: Any) -> dict:
     validator = VALIDATORS.get(kind or "")
     if validator is None:
         raise serializers.ValidationError({"kind": ["This field is required."]})
+    takes = ", ".join(sorted(FIELDS[kind or ""]))
+    unknown = {
+        str(key): [f"Unknown field; a {kind} payload takes {takes}."]
+        for key in payload
+        if key not in FIELDS[kind or ""]
+    }
+    if unknown:
+        raise serializers.ValidationError({"payload": unknown})
     clean = validator(payload)
     where = _oversized_integer_at(clean)
     if where:

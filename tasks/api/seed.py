@@ -21,6 +21,7 @@ from tasks.api.bodies import TASK_BODY, UPLOAD_NOTE
 from tasks.api.json_sql import tasks_json
 from tasks.api.parsers import UPLOAD_PARSERS
 from tasks.api.serializers import TaskInputSerializer, TaskOutputSerializer
+from tasks.api.strict import ChoiceField, StrictSerializer
 from tasks.api.views import CONFLICT, ERRORS, TaskListCreateView, owned_tasks
 from tasks.db import db_now
 from tasks.models import Task
@@ -53,7 +54,8 @@ def _form_schedule(value: str) -> str:
 
 
 def seed_to_api(data: Any, *, partial: bool) -> dict:
-    """Translate a seed body (dedup_id, cron string schedule, delay, file) into an API.md body."""
+    """Translate a seed body (dedup_id, cron string schedule, delay, file) into the task API's
+    body; any other field is the task API's, and one it does not take is refused there."""
     body = _plain(data)
     if "dedup_id" in body:
         body.setdefault("dedup_key", body.pop("dedup_id"))
@@ -69,8 +71,6 @@ def seed_to_api(data: Any, *, partial: bool) -> dict:
         raise serializers.ValidationError(
             {"kind": ["This field is required (or send the executable as multipart part `file`)."]}
         )
-    for key in ("task_id", "id", "status"):
-        body.pop(key, None)
     return body
 
 
@@ -122,7 +122,8 @@ def _update(request: Request, task: Task, body: dict) -> Task:
 
 
 class SeedTaskView(APIView):
-    """POST/PUT/GET/DELETE /task (seed A)."""
+    """POST/PUT/GET/DELETE /task (seed A). Every seed PUT answers 204, as seed B's
+    `PUT /task/{id}` is written; the task is read back with GET."""
 
     parser_classes = UPLOAD_PARSERS
 
@@ -149,12 +150,13 @@ class SeedTaskView(APIView):
         operation_id="seed_task_update",
         request=TASK_BODY,
         description=UPLOAD_NOTE,
-        responses={200: TaskOutputSerializer, **ERRORS, **CONFLICT},
+        responses={204: None, **ERRORS, **CONFLICT},
     )
     def put(self, request: Request) -> Response:
-        task = _task_from(request, _plain(request.data).get("task_id"))
-        task = _update(request, task, seed_to_api(request.data, partial=True))
-        return Response(seed_representation(request, task))
+        body = _plain(request.data)
+        task = _task_from(request, body.pop("task_id", None))
+        _update(request, task, seed_to_api(body, partial=True))
+        return Response(status=status.HTTP_204_NO_CONTENT)
 
     @extend_schema(
         operation_id="seed_task_retrieve",
@@ -176,27 +178,25 @@ class SeedTaskView(APIView):
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
-class SeedTaskStatusSerializer(serializers.Serializer):
+class SeedTaskStatusSerializer(StrictSerializer):
     task_id = serializers.UUIDField()
-    status = serializers.ChoiceField(choices=["enable", "disable"])
+    status = ChoiceField(choices=["enable", "disable"])
 
 
 class SeedTaskStatusView(APIView):
     """PUT /task/status {"task_id", "status": "enable"|"disable"} (seed A)."""
 
-    @extend_schema(
-        request=SeedTaskStatusSerializer, responses={200: TaskOutputSerializer, **ERRORS}
-    )
+    @extend_schema(request=SeedTaskStatusSerializer, responses={204: None, **ERRORS})
     def put(self, request: Request) -> Response:
         serializer = SeedTaskStatusSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         task = _task_from(request, serializer.validated_data["task_id"])
         now = db_now()
         if serializer.validated_data["status"] == "enable":
-            task = lifecycle.resume_task(task=task, now=now)
+            lifecycle.resume_task(task=task, now=now)
         else:
-            task = lifecycle.pause_task(task=task, now=now)
-        return Response(seed_representation(request, task))
+            lifecycle.pause_task(task=task, now=now)
+        return Response(status=status.HTTP_204_NO_CONTENT)
 
 
 class SeedTaskDetailView(APIView):

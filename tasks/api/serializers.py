@@ -14,6 +14,7 @@ from tasks import schedules
 from tasks.api.payloads import validate_payload
 from tasks.api.resource_fields import ResourcesField
 from tasks.api.run_serializers import RunSummarySerializer
+from tasks.api.strict import ChoiceField, StrictSerializer
 from tasks.models import Task
 
 PRIORITY_NAMES = {"low": 1, "medium": 5, "high": 9}
@@ -21,14 +22,15 @@ MAX_TIMEOUT_SECONDS = 7 * 24 * 3600
 MAX_JSON_DEPTH = 64
 
 
-@extend_schema_field(
-    {
-        "oneOf": [
-            {"type": "integer", "minimum": 0, "maximum": 9},
-            {"type": "string", "enum": list(PRIORITY_NAMES)},
-        ]
-    }
-)
+PRIORITY_SCHEMA = {
+    "oneOf": [
+        {"type": "integer", "minimum": 0, "maximum": 9},
+        {"type": "string", "enum": list(PRIORITY_NAMES)},
+    ]
+}
+
+
+@extend_schema_field(PRIORITY_SCHEMA)
 class PriorityField(serializers.Field):
     """0-9 (9 runs first) or low/medium/high."""
 
@@ -92,7 +94,7 @@ class JSONFormField(serializers.JSONField):
         return super().to_internal_value(data)
 
 
-class RetryBackoffSerializer(serializers.Serializer):
+class RetryBackoffSerializer(StrictSerializer):
     base = serializers.FloatField(min_value=0.0, max_value=86400.0)
     cap = serializers.FloatField(min_value=0.0, max_value=7 * 86400.0)
 
@@ -106,10 +108,10 @@ class RetryBackoffSerializer(serializers.Serializer):
         return attrs
 
 
-class NotifySerializer(serializers.Serializer):
+class NotifySerializer(StrictSerializer):
     channel = serializers.CharField(max_length=64)
     events = serializers.ListField(
-        child=serializers.ChoiceField(
+        child=ChoiceField(
             choices=["succeeded", "failed", "retries_exhausted", "missed", "stuck", "zombie"]
         ),
         allow_empty=False,
@@ -117,12 +119,12 @@ class NotifySerializer(serializers.Serializer):
     )
 
 
-class TaskInputSerializer(serializers.Serializer):
+class TaskInputSerializer(StrictSerializer):
     """What a client sends to create or change a task; `partial=True` for PATCH."""
 
     name = serializers.CharField(max_length=200, required=False, allow_blank=True)
     dedup_key = serializers.CharField(max_length=200, required=False, allow_null=True)
-    kind = serializers.ChoiceField(choices=Task.Kind.choices)
+    kind = ChoiceField(choices=Task.Kind.choices)
     payload = JSONFormField(required=False)
     schedule = JSONFormField(required=False, allow_null=True)
     priority = PriorityField(required=False)
@@ -134,7 +136,7 @@ class TaskInputSerializer(serializers.Serializer):
     # many=True hands max_length on to the ListSerializer; the stubs only know Serializer's.
     notify = NotifySerializer(many=True, required=False, max_length=20)  # type: ignore[call-arg]
     resources = ResourcesField()
-    on_zombie = serializers.ChoiceField(choices=Task.OnZombie.choices, required=False)
+    on_zombie = ChoiceField(choices=Task.OnZombie.choices, required=False)
     file = serializers.FileField(required=False, write_only=True)
 
     def to_internal_value(self, data: Any) -> dict:
@@ -241,7 +243,7 @@ class TaskOutputSerializer(serializers.ModelSerializer):
         ]
 
 
-class PreviewSerializer(serializers.Serializer):
+class PreviewSerializer(StrictSerializer):
     schedule = JSONFormField()
     count = serializers.IntegerField(min_value=1, max_value=100, default=5)
 

@@ -5,10 +5,19 @@ from rest_framework_simplejwt.views import TokenObtainPairView, TokenRefreshView
 
 from tasks.api import views
 from tasks.api.batch import TaskBatchCreateView
+from tasks.api.tokens import TokenObtainPairSerializer, TokenRefreshSerializer
 
 urlpatterns = [
-    path("auth/token", TokenObtainPairView.as_view(), name="token"),
-    path("auth/token/refresh", TokenRefreshView.as_view(), name="token-refresh"),
+    path(
+        "auth/token",
+        TokenObtainPairView.as_view(serializer_class=TokenObtainPairSerializer),
+        name="token",
+    ),
+    path(
+        "auth/token/refresh",
+        TokenRefreshView.as_view(serializer_class=TokenRefreshSerializer),
+        name="token-refresh",
+    ),
     path("tasks", views.TaskListCreateView.as_view(), name="task-list"),
     path("tasks/batch", TaskBatchCreateView.as_view(), name="task-batch"),
     path("tasks/upload", views.TaskUploadView.as_view(), name="task-upload"),

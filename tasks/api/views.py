@@ -25,6 +25,7 @@ from rest_framework.views import APIView
 from scheduler_project.auth import request_owner
 from tasks import planning
 from tasks.api.bodies import TASK_BODY, UPLOAD_BODY, UPLOAD_NOTE
+from tasks.api.filtering import PriorityFilter
 from tasks.api.json_sql import (
     iso_json,
     runs_json,
@@ -75,7 +76,7 @@ class TaskFilter(django_filters.FilterSet):
     name = django_filters.CharFilter(lookup_expr="icontains")
     status = django_filters.ChoiceFilter(choices=Task.Status.choices)
     kind = django_filters.ChoiceFilter(choices=Task.Kind.choices)
-    priority = django_filters.NumberFilter()
+    priority = PriorityFilter()
 
     class Meta:
         model = Task

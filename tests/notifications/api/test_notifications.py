@@ -80,9 +80,10 @@ def test_task_notify_must_name_own_channels(api: APIClient, user) -> None:
     refused = api.patch(url, {"notify": notify}, format="json")
 
     assert refused.status_code == 400
-    errors = refused.json()["notify"]
-    assert errors[0] == {}
-    assert "Entry 1" in errors[1]["channel"][0] and "Entry 2" in errors[2]["channel"][0]
+    # Keyed by the entries' indexes, as every nested list error of the API is.
+    assert refused.json()["notify"] == {
+        str(i): {"channel": ["No channel with this id among yours."]} for i in (1, 2)
+    }
     accepted = api.patch(url, {"notify": notify[:1]}, format="json")
     assert accepted.status_code == 200, accepted.content
     assert accepted.json()["notify"] == [{"channel": str(mine.id), "events": ["succeeded"]}]
@@ -102,7 +103,7 @@ def test_notify_validation_uses_the_request_user_when_given(user) -> None:
     ]}  # fmt: skip
     serializer = TaskInputSerializer(data=body, context={"now": db_now(), "request": request})
     assert not serializer.is_valid()
-    assert "channel" in serializer.errors["notify"][0]
+    assert "channel" in serializer.errors["notify"]["0"]
 
 
 @pytest.fixture

@@ -252,7 +252,7 @@ def test_kind_changed_payload_null_and_half_a_backoff_are_400(
 
 
 @pytest.mark.parametrize(
-    ("query", "field"), [({"priority": "high"}, "priority"), ({"kind": "shell"}, "kind")]
+    ("query", "field"), [({"priority": "urgent"}, "priority"), ({"kind": "shell"}, "kind")]
 )
 def test_bad_list_filter(api: APIClient, query: dict, field: str) -> None:
     response = api.get("/api/v1/tasks", query)
