@@ -64,7 +64,7 @@ def measure(
         owner = bench_owner()
         began = time.monotonic()
         raws = [{"type": "interval", "every": every}] * intervals
-        raws += [{"type": "cron", "expression": cron}] * crons
+        raws += [{"type": "cron", "expression": cron, "allow_every_second": True}] * crons
         created = []
         # One by one, as clients create tasks, each through the API's service, spread over
         # `spread` seconds: first occurrences come due while earlier tasks already run.

@@ -55,7 +55,8 @@ def mixed_schedules(count: int, *, t0: datetime) -> list[dict]:
             start = t0 + timedelta(milliseconds=(i * 37) % 1000)
             raws.append({"type": "interval", "every": INTERVALS[i % 3], "start_at": _iso(start)})
         else:
-            raws.append({"type": "cron", "expression": CRONS[i % len(CRONS)], "start_at": _iso(t0)})
+            cron = {"type": "cron", "expression": CRONS[i % len(CRONS)], "start_at": _iso(t0)}
+            raws.append({**cron, "allow_every_second": True})
     return raws
 
 

@@ -76,6 +76,10 @@ class CronSpec:
         dow = d.weekday() in self.weekdays
         return (dom or dow) if self.day_or else (dom and dow)
 
+    def every_second(self) -> bool:
+        """Whether the seconds field allows every second (`*`, `*/1`, `0-59`)."""
+        return len(self.seconds) == _SECOND[2] - _SECOND[1] + 1
+
     def can_fire(self) -> bool:
         """Whether some date ever matches (every month/day pair recurs on every weekday)."""
         if self.day_or or self.last_day or self.clamp_day:

@@ -153,7 +153,24 @@ class FieldReader:
         if not spec.can_fire():
             self.error("expression", "This expression never fires: no month has that day.")
             return None
+        if spec.every_second() and self.flag("allow_every_second") is not True:
+            # Six stars typed for five make a task that fires 86,400 times a day.
+            self.error(
+                "expression",
+                "This expression fires every second (with 6 fields the first is seconds, "
+                'and it is "*"); if that is meant, add "allow_every_second": true to the '
+                'schedule (or use {"type": "interval", "every": 1}).',
+            )
+            return None
         return text
+
+    def flag(self, field: str) -> bool | None:
+        """A true/false field; None when absent."""
+        value = self.raw.get(field)
+        if value is not None and not isinstance(value, bool):
+            self.error(field, "Must be true or false.")
+            return None
+        return value
 
 
 @cache

@@ -38,7 +38,7 @@ _TYPE_FIELDS: dict[str, tuple[str, ...]] = {
     "daily": ("at",),
     "weekly": ("days", "at"),
     "monthly": ("day", "at"),
-    "cron": ("expression",),
+    "cron": ("expression", "allow_every_second"),
 }
 _COMMON_FIELDS: tuple[str, ...] = ("timezone", "start_at", "end_at", "max_runs", "jitter")
 _COMMON_FIELDS += ("misfire", "misfire_grace", "overlap", "anchor")  # anchor: for round trips
@@ -78,9 +78,8 @@ def normalize(raw: dict | str | None, *, now: datetime) -> dict:
         raise ScheduleError({"type": [f"Unknown schedule type; use one of {', '.join(TYPES)}."]})
     kind = kind.strip().lower()
     allowed = {"type", *_TYPE_FIELDS[kind], *(() if kind == "once" else _COMMON_FIELDS)}
-    errors: dict[str, list[str]] = {
-        str(key): [f"Unknown field for a {kind} schedule."] for key in raw if key not in allowed
-    }
+    message = f"Unknown field; a schedule of type {kind} takes {', '.join(sorted(allowed))}."
+    errors: dict[str, list[str]] = {str(key): [message] for key in raw if key not in allowed}
     v = FieldReader(raw, errors)
     zone = v.zone()
     out = _normalize_once(v, zone, now) if kind == "once" else _normalize_recurring(v, zone, now)
@@ -122,6 +121,8 @@ def _normalize_recurring(v: FieldReader, zone: ZoneInfo, now: datetime) -> dict:
         out["at"] = v.time_of_day()
     if kind == "cron":
         out["expression"] = v.expression()
+        if v.raw.get("allow_every_second") is True:  # kept, so the schedule round-trips
+            out["allow_every_second"] = True
     start, end = v.instant("start_at", zone), v.instant("end_at", zone)
     if start is not None and end is not None and end <= start:
         v.error("end_at", "Must be later than start_at.")
