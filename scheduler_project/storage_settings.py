@@ -34,8 +34,8 @@ def storages(kind: str, secret: Callable[[str], str]) -> dict[str, dict]:
         "endpoint_url": os.environ.get("AWS_S3_ENDPOINT_URL") or None,
         "region_name": os.environ.get("AWS_S3_REGION_NAME") or None,
         "location": os.environ.get("AWS_LOCATION", ""),
-        # Keys carry the content's SHA-256 (tasks/storage.py): writing a key again writes the
-        # same bytes, so no existence check (one round trip per upload) is needed.
+        # Keys are the content's SHA-256 (tasks/storage.py), which skips the write of a key that
+        # exists; two identical uploads at once both write the same bytes under the same key.
         "file_overwrite": True,
         "default_acl": None,
         "querystring_auth": True,

@@ -65,6 +65,8 @@ class Task(models.Model):
     payload = models.JSONField(default=dict, blank=True)
     # Keyed by content hash in the default storage (local or S3): tasks/storage.py.
     executable = ExecutableField(null=True, blank=True)
+    # The executable's file name as uploaded, for display (its key is the content hash).
+    executable_name = models.CharField(max_length=255, blank=True, default="")
     schedule = models.JSONField(default=dict)
     schedule_type = models.CharField(max_length=16, default="once")
     priority = models.SmallIntegerField(default=5)
@@ -87,6 +89,10 @@ class Task(models.Model):
     # The next nominal occurrence not yet materialised as a Run; NULL when none remain.
     next_run_at = models.DateTimeField(null=True, blank=True)
     runs_planned = models.PositiveIntegerField(default=0)
+    # The task's last pause: occurrences whose time fell from paused_at until resumed_at are
+    # recorded skipped when it is resumed (tasks/planning.py), instead of all running at once.
+    paused_at = models.DateTimeField(null=True, blank=True)
+    resumed_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

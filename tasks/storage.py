@@ -1,8 +1,11 @@
 """Uploaded executables in Django's default storage: MEDIA_ROOT, or an S3 bucket every host shares.
 
-An executable's key carries the SHA-256 of its bytes (`executables/<sha256>/<file name>`), so a
-key never names other bytes: a worker on another host keeps what it fetched in its own data
-directory under that hash and fetches each executable once, however many runs use it.
+An executable's key is the SHA-256 of its bytes (`executables/<sha256>`), so a key never names
+other bytes and identical uploads share one object (written once: an upload whose key exists is
+not written again). The name the user uploaded is the task's `executable_name`. A worker on
+another host keeps what it fetched in its own data directory under that hash and fetches each
+executable once, however many runs use it. Keys of older uploads
+(`executables/<sha256>/<file name>`) are read the same way.
 """
 
 from __future__ import annotations
@@ -25,7 +28,8 @@ from django.core.files.storage import default_storage
 from django.db import models
 from django.db.models.fields.files import FieldFile
 
-_HASHED = re.compile(r"^executables/([0-9a-f]{64})/")
+_HASHED = re.compile(r"^executables/([0-9a-f]{64})(?:/|$)")
+NAME_MAX_LENGTH = 255
 STALE_FETCH_SECONDS = 3600  # a fetch still being written after an hour was abandoned
 
 
@@ -35,11 +39,29 @@ class HashedFieldFile(FieldFile):
         digest = hashlib.sha256()
         for chunk in content.chunks():
             digest.update(chunk)
-        super().save(f"{digest.hexdigest()}/{posixpath.basename(name)}", content, save)
+        # The model's field for the name as uploaded (Task.executable_name).
+        setattr(self.instance, f"{self.field.attname}_name", _display_name(name))
+        key = self.field.generate_filename(self.instance, digest.hexdigest())
+        if not self.storage.exists(key):
+            super().save(digest.hexdigest(), content, save)
+            return
+        # The same bytes are stored already: point at them instead of writing a copy (local
+        # storage would write one under an invented name, S3 would write the same bytes again).
+        self.name = key
+        setattr(self.instance, self.field.attname, self.name)
+        self._committed = True
+        if save:
+            self.instance.save()
+
+
+def _display_name(name: str) -> str:
+    base = posixpath.basename(name.replace("\\", "/")) or "executable"
+    return base[-NAME_MAX_LENGTH:]
 
 
 class ExecutableField(models.FileField):
-    """A FileField whose key is `executables/<sha256 of the bytes>/<file name>`."""
+    """A FileField whose key is `executables/<sha256 of the bytes>`; the model has a CharField
+    `<field>_name` for the name the file was uploaded as."""
 
     attr_class = HashedFieldFile
 

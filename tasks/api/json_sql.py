@@ -90,7 +90,7 @@ _TASKS_SQL = f"""
 SELECT json_build_object(
            'id', t.id, 'owner', %(owner_name)s::text, 'name', t.name, 'dedup_key', t.dedup_key,
            'kind', t.kind, 'payload', t.payload,
-           'executable', nullif(regexp_replace(t.executable, '^.*/', ''), ''),
+           'executable', CASE WHEN t.executable <> '' THEN t.executable_name END,
            -- A recurring schedule shows the misfire grace that applies (planning.shown_schedule).
            'schedule', CASE WHEN t.schedule->>'type' = 'once'
                               OR coalesce(t.schedule->'misfire_grace', 'null') <> 'null'

@@ -1,4 +1,4 @@
-"""Executables in object storage (issue 14, item 1), against moto's S3 server on 127.0.0.1.
+"""Executables in object storage, against moto's S3 server on 127.0.0.1.
 
 The API streams an upload to the bucket and keeps no copy; a worker with its own data directory
 fetches it (once per content hash) and runs it.
@@ -89,7 +89,7 @@ def test_upload_goes_to_the_bucket_keyed_by_its_hash(api: APIClient, s3_storage)
     )
 
     assert response.status_code == 201, response.content
-    key = f"executables/{sha}/job.sh"
+    key = f"executables/{sha}"
     assert response.json()["payload_s3_path"] == f"s3://{BUCKET}/{key}"
     assert response.json()["executable"] == "job.sh"
     assert Task.objects.get().executable.name == key
@@ -106,7 +106,52 @@ def test_local_storage_shows_no_s3_path(api: APIClient, settings, tmp_path):
     assert response.status_code == 201, response.content
     assert response.json()["payload_s3_path"] is None
     sha = hashlib.sha256(content).hexdigest()
-    assert (tmp_path / "media" / "executables" / sha / "job.sh").read_bytes() == content
+    assert (tmp_path / "media" / "executables" / sha).read_bytes() == content
+    assert response.json()["executable"] == "job.sh"
+
+
+def test_identical_uploads_share_one_object_under_the_names_uploaded(
+    api: APIClient, settings, tmp_path
+):
+    settings.MEDIA_ROOT = tmp_path / "media"
+    content = b"#!/bin/sh\necho shared\n"
+    sha = hashlib.sha256(content).hexdigest()
+
+    def upload(name: str) -> dict:
+        response = api.post(
+            "/task", {"file": SimpleUploadedFile(name, content)}, format="multipart"
+        )
+        assert response.status_code == 201, response.content
+        return response.json()
+
+    first = upload("job.sh")
+    stored = tmp_path / "media" / "executables" / sha
+    os.utime(stored, (1_000_000, 1_000_000))  # a write would move it
+    names = [first["executable"], upload("job.sh")["executable"], upload("other.sh")["executable"]]
+
+    assert names == ["job.sh", "job.sh", "other.sh"]
+    assert files_under(tmp_path / "media") == [stored]
+    assert stored.stat().st_mtime == 1_000_000
+    assert {t.executable.name for t in Task.objects.all()} == {f"executables/{sha}"}
+    fetched = api.get(f"/api/v1/tasks/{first['id']}").json()
+    assert fetched["executable"] == "job.sh"
+
+
+def test_an_identical_upload_is_not_written_to_the_bucket_again(api: APIClient, s3_storage):
+    content = b"#!/bin/sh\necho once\n"
+    key = f"executables/{hashlib.sha256(content).hexdigest()}"
+    # Stored already, marked: writing the key again would replace the object and drop the mark.
+    bucket(s3_storage).put_object(Key=key, Body=content, Metadata={"first": "yes"})
+    before = {o.key for o in bucket(s3_storage).objects.all()}  # moto's state is per process
+
+    response = api.post(
+        "/task", {"file": SimpleUploadedFile("again.sh", content)}, format="multipart"
+    )
+
+    assert response.status_code == 201, response.content
+    assert response.json()["executable"] == "again.sh"
+    assert {o.key for o in bucket(s3_storage).objects.all()} == before
+    assert bucket(s3_storage).Object(key).metadata == {"first": "yes"}
 
 
 @pytest.mark.processes
@@ -154,7 +199,7 @@ def test_api_and_worker_on_separate_data_directories_share_the_bucket(
 
     assert run.status == "succeeded", (run.error, processes.logs())
     assert run.output.startswith("ran on the worker: one")
-    key = f"executables/{sha}/job.sh"
+    key = f"executables/{sha}"
     assert first["payload_s3_path"] == f"s3://{BUCKET}/{key}"
     assert bucket(s3_endpoint).Object(key).content_length == len(content)
     assert files_under(api_dir) == [], "no copy of the upload is left on the API host"
@@ -181,6 +226,18 @@ def test_worker_cache_refuses_bytes_that_do_not_match_their_key(s3_storage):
         pass
 
     assert list(cache_dir().iterdir()) == []
+
+
+def test_worker_runs_keys_of_either_form(s3_storage):
+    content = b"#!/bin/sh\necho either\n"
+    sha = hashlib.sha256(content).hexdigest()
+    for key in (f"executables/{sha}", f"executables/{sha}/job.sh"):  # now, and before
+        bucket(s3_storage).put_object(Key=key, Body=content)
+
+        with local_executable(key) as path:
+            assert path.read_bytes() == content
+
+    assert [p.name for p in cache_dir().iterdir()] == [sha]
 
 
 def test_worker_cache_drops_the_least_recently_used_past_its_size(s3_storage, settings):

@@ -110,7 +110,7 @@ def test_paused_executable_and_one_time_tasks() -> None:
                        next_run_at=datetime(2026, 5, 4, 4, tzinfo=UTC))  # fmt: skip
 
     assert _read(paused)["next_runs"] == []  # only an active task runs
-    assert _read(binary)["executable"] == binary.executable.name.rsplit("/", 1)[-1]
+    assert _read(binary)["executable"] == "tool.sh"  # as uploaded; the key is the hash
     assert _read(binary)["timeout"] is None
     assert _read(once)["next_runs"] == ["2026-05-04T04:00:00Z"]
     assert _read(once)["runs"] == []
