@@ -3,6 +3,7 @@ them) and reading what is planned: a task's next runs, schedule previews."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from itertools import islice
 from uuid import UUID
@@ -17,6 +18,17 @@ from tasks.models import CLAIMABLE_STATUSES, Run, Task
 # Occurrences planned for one task in one pass; a longer catch-up continues on the next pass.
 MAX_OCCURRENCES_PER_PASS = 1000
 RUN_ALL_CAP = schedules.RUN_ALL_CAP
+MISSED_REASON = "missed: the scheduler planned this occurrence too late (misfire policy)"
+PAUSED_REASON = "paused: the task was paused at this occurrence's time"
+
+
+def _paused_during(task: Task) -> Callable[[datetime], bool]:
+    """Whether an occurrence's time fell while the task was paused (its last pause, from
+    `paused_at` until `resumed_at`): such an occurrence is recorded skipped, never run."""
+    start, end = task.paused_at, task.resumed_at
+    if start is None or end is None or end <= start:
+        return lambda at: False
+    return lambda at: start <= at < end
 
 
 def advance(task: Task, *, now: datetime, horizon: datetime) -> list[Run]:
@@ -42,20 +54,31 @@ def advance(task: Task, *, now: datetime, horizon: datetime) -> list[Run]:
             break
         times.append(at)
 
-    # A one-time task runs however late it is planned; recurring ones follow their misfire policy.
+    # A one-time task runs however late it is planned; recurring ones follow their misfire policy,
+    # except for the occurrences that fell while the task was paused: those are skipped.
     recurring = schedule.get("type") != "once"
-    missed = [at for at in times if recurring and at < now - grace]
+    paused = _paused_during(task) if recurring else lambda at: False
+    missed = [at for at in times if recurring and at < now - grace and not paused(at)]
     room = None if max_runs is None else max_runs - task.runs_planned - len(times)
     runnable_missed = _missed_to_run(
-        schedule, missed, misfire=misfire, following=following, cutoff=now - grace, room=room
+        schedule,
+        missed,
+        misfire=misfire,
+        following=following,
+        cutoff=now - grace,
+        room=room,
+        paused=paused,
     )
     missed_set = set(missed)
     runs = []
     for at in times:
-        status = Run.Status.SCHEDULED
-        if at in missed_set and at not in runnable_missed:
-            status = Run.Status.SKIPPED
-        runs.append(_new_run(task, at, status=status, now=now, grace=grace if recurring else None))
+        status, reason = Run.Status.SCHEDULED, ""
+        if paused(at):
+            status, reason = Run.Status.SKIPPED, PAUSED_REASON
+        elif at in missed_set and at not in runnable_missed:
+            status, reason = Run.Status.SKIPPED, MISSED_REASON
+        grace_ = grace if recurring else None
+        runs.append(_new_run(task, at, status=status, reason=reason, now=now, grace=grace_))
 
     task.runs_planned += len(times)
     task.next_run_at = following if following is not None else _next_after(task, times)
@@ -72,6 +95,7 @@ def _missed_to_run(
     following: datetime | None,
     cutoff: datetime,
     room: int | None,
+    paused: Callable[[datetime], bool],
 ) -> set[datetime]:
     """The missed occurrences of this pass that run: the latest of the whole catch-up.
 
@@ -88,7 +112,7 @@ def _missed_to_run(
         for at in schedules.fire_times(schedule, after=following - timedelta(microseconds=1)):
             if at >= cutoff or later >= limit:
                 break
-            later += 1
+            later += 0 if paused(at) else 1
     keep = cap - later
     return set(missed[-keep:]) if keep > 0 else set()
 
@@ -113,7 +137,7 @@ def shown_schedule(schedule: dict) -> dict:
 
 
 def _new_run(
-    task: Task, at: datetime, *, status: str, now: datetime, grace: timedelta | None
+    task: Task, at: datetime, *, status: str, reason: str, now: datetime, grace: timedelta | None
 ) -> Run:
     key = idempotency_key(task.id, at)
     execute_at = at + timedelta(seconds=schedules.jitter_offset(task.schedule, key=key))
@@ -129,9 +153,7 @@ def _new_run(
         **task.requests,
         status=status,
         finished_at=now if status == Run.Status.SKIPPED else None,
-        error="missed: the scheduler planned this occurrence too late (misfire policy)"
-        if status == Run.Status.SKIPPED
-        else "",
+        error=reason,
     )
 
 

@@ -93,18 +93,22 @@ def pause_task(*, task: Task, now: datetime) -> Task:
             return task
         _unplan(task)
         task.status = Task.Status.PAUSED
-        task.save(update_fields=["status", "next_run_at", "runs_planned", "updated_at"])
+        task.paused_at = now
+        fields = ["status", "next_run_at", "runs_planned", "paused_at", "updated_at"]
+        task.save(update_fields=fields)
     return task
 
 
 def resume_task(*, task: Task, now: datetime) -> Task:
-    """Continue from now; occurrences missed while paused follow the task's misfire policy."""
+    """Continue from now. A recurring task's occurrences whose time fell inside the pause are
+    recorded `skipped` (reason `paused: ...`); those due before it follow the misfire policy."""
     with transaction.atomic():
         task = _lock(task)
         if task.status != Task.Status.PAUSED:
             return task
         task.status = Task.Status.ACTIVE
-        task.save(update_fields=["status", "updated_at"])
+        task.resumed_at = now
+        task.save(update_fields=["status", "resumed_at", "updated_at"])
         plan_now(task, now=now)
         # Paused with nothing left to plan (its last run was in flight): nothing will finish
         # after this to complete the task, so it is completed here when nothing is unfinished.

@@ -104,7 +104,7 @@ def test_each_misfire_policy_after_ten_minutes_without_a_scheduler(processes):
     assert len(late) >= 7 and set(late) == {"succeeded"}
 
 
-def test_pause_stops_new_occurrences_and_resume_follows_the_misfire_policy(processes, settings):
+def test_pause_stops_new_occurrences_and_resume_skips_what_it_covered(processes, settings):
     # The test process resumes (and so plans inline) with the fleet's grace period.
     settings.TASKS_MISFIRE_GRACE_SECONDS = 1.0
     env = process_env(TASKS_MISFIRE_GRACE_SECONDS="1")
@@ -140,12 +140,7 @@ def test_pause_stops_new_occurrences_and_resume_follows_the_misfire_policy(proce
         assert list(history) == fire_times_until(task.schedule, until), "no silent gap"
         missed = [at for at in history if quiet_from < at < resumed_at - timedelta(seconds=1)]
         assert len(missed) >= 3, history
-        got = [history[at] for at in missed]
-        expected = {
-            "run_once": ["skipped"] * (len(missed) - 1) + ["succeeded"],
-            "skip": ["skipped"] * len(missed),
-            "run_all": ["succeeded"] * len(missed),
-        }[policy]
-        assert got == expected, policy
+        # Whatever the misfire policy: what fell inside the pause is skipped, not run at once.
+        assert [history[at] for at in missed] == ["skipped"] * len(missed), policy
         # Resume continues from now: every occurrence after it runs.
         assert {history[at] for at in history if at >= resumed_at} == {"succeeded"}, policy
