@@ -8,6 +8,7 @@ Also the ordering (an unknown term is a 400) and the priority filter (names as i
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 import django_filters
@@ -47,7 +48,9 @@ class OrderingFilter(filters.OrderingFilter):
     """DRF's `?ordering=`, with a term it cannot order by a 400 naming `ordering` and listing
     the terms it can (DRF drops such a term and orders by the default without a word)."""
 
-    def remove_invalid_fields(self, queryset: QuerySet, fields: list, view: Any, request: Any):
+    def remove_invalid_fields(
+        self, queryset: QuerySet, fields: Iterable[str], view: Any, request: Any
+    ) -> list[str]:
         valid = [item[0] for item in self.get_valid_fields(queryset, view, {"request": request})]
         terms = [term for term in fields if term]
         unknown = [term for term in terms if term.removeprefix("-") not in valid]
@@ -72,7 +75,7 @@ class PriorityFormField(forms.Field):
         try:
             return PriorityField().to_internal_value(value)
         except ValidationError as exc:
-            raise forms.ValidationError(exc.detail[0]) from None
+            raise forms.ValidationError(PriorityField.default_error_messages["invalid"]) from exc
 
 
 @extend_schema_field(PRIORITY_SCHEMA)

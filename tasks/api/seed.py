@@ -121,9 +121,9 @@ def _update(request: Request, task: Task, body: dict) -> Task:
     return lifecycle.update_task(task=task, data=serializer.validated_data, now=now)
 
 
+# Every seed PUT answers 204, as seed B writes `PUT /task/{id}`; the task is read back with GET.
 class SeedTaskView(APIView):
-    """POST/PUT/GET/DELETE /task (seed A). Every seed PUT answers 204, as seed B's
-    `PUT /task/{id}` is written; the task is read back with GET."""
+    """POST/PUT/GET/DELETE /task (seed A)."""
 
     parser_classes = UPLOAD_PARSERS
 

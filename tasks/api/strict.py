@@ -18,10 +18,10 @@ def unknown_fields(data: Any, known: Any) -> dict[str, list[str]]:
     return {str(key): [message] for key in data if key not in known}
 
 
+# A serializer that refuses keys it has no writable field for, alongside its other errors (a
+# misspelt optional field would otherwise be dropped without a word). No docstring: the schema
+# would show it as the description of every body without its own.
 class StrictSerializer(serializers.Serializer):
-    """A serializer that refuses keys it has no writable field for, alongside its other errors
-    (a misspelt optional field would otherwise be dropped without a word)."""
-
     def to_internal_value(self, data: Any) -> Any:
         writable = [name for name, field in self.fields.items() if not field.read_only]
         unknown = unknown_fields(data, writable)
