@@ -19,8 +19,8 @@ class TokenRefreshSerializer(StrictSerializer, jwt.TokenRefreshSerializer):
 
 
 class TokenObtainPairSchema(described.TokenObtainPairSerializerExtension):
-    target_class = TokenObtainPairSerializer
+    target_class = "tasks.api.tokens.TokenObtainPairSerializer"
 
 
 class TokenRefreshSchema(described.TokenRefreshSerializerExtension):
-    target_class = TokenRefreshSerializer
+    target_class = "tasks.api.tokens.TokenRefreshSerializer"
