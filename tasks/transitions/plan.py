@@ -43,7 +43,7 @@ def plan_task(task: Task, *, now: datetime, horizon: datetime) -> PlanResult:
         return PlanResult()
     runs = planning.advance(task, now=now, horizon=horizon)
     Run.objects.bulk_create(runs, ignore_conflicts=True)
-    # Outbox (issue 5): `missed` per occurrence recorded missed, in the planning transaction.
+    # The outbox: a `missed` event per occurrence recorded missed, in the planning transaction.
     enqueue(None, events=[(r.id, task.id, 0, "missed") for r in runs if _missed(r)])
     task.save(update_fields=["next_run_at", "runs_planned", "updated_at"])
     skipped = sum(1 for r in runs if r.status == Run.Status.SKIPPED)
@@ -104,7 +104,7 @@ def _store_plans(planned: list[tuple[Task, list[Run]]]) -> PlanResult:
     runs = [run for _, task_runs in planned for run in task_runs]
     # A long catch-up may plan up to MAX_OCCURRENCES_PER_PASS per task: bounded statements.
     Run.objects.bulk_create(runs, ignore_conflicts=True, batch_size=2000)
-    # Outbox (issue 5): `missed` per occurrence recorded missed, in the planning transaction.
+    # The outbox: a `missed` event per occurrence recorded missed, in the planning transaction.
     skipped = [r for r in runs if r.status == Run.Status.SKIPPED]
     enqueue(None, events=[(r.id, r.task_id, 0, "missed") for r in skipped if _missed(r)])
     with connection.cursor() as cursor:
