@@ -4,6 +4,14 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip -q --disable-pip-version-check
 PYTEST_ARGS ?=
+RUN_ARGS ?=
+# What the SQL-semantics run covers (CI runs it on PostgreSQL 16 too): every read the API serves,
+# the claim, planning.
+SQL_TESTS := tests/tasks/api tests/notifications/api tests/security/test_isolation.py \
+	tests/tasks/test_capacity_claim.py tests/tasks/test_claim_ahead.py \
+	tests/tasks/test_misfire_claim.py tests/tasks/test_reliability.py tests/tasks/test_services.py \
+	tests/tasks/test_planning.py tests/tasks/test_recurring_planning.py \
+	tests/tasks/test_recurring_api.py tests/ops/test_database_failover.py
 
 .DEFAULT_GOAL := help
 
@@ -25,10 +33,13 @@ run: $(VENV)/.runtime ## run API + scheduler + worker + reviewer (embedded Postg
 	$(PY) manage.py migrate --no-input
 	$(PY) manage.py ensureadmin
 	$(PY) manage.py collectstatic --no-input -v 0
-	$(PY) manage.py runall
+	$(PY) manage.py runall $(RUN_ARGS)
 
 test: $(VENV)/.dev ## run the test suite (DATABASE_URL, or the embedded PostgreSQL when unset)
 	$(PY) -m pytest -m "not chaos and not fuzz" $(PYTEST_ARGS)
+
+test-sql: $(VENV)/.dev ## the SQL-semantics tests (API reads, claim, planning) alone
+	$(PY) -m pytest -m "not chaos and not fuzz" $(PYTEST_ARGS) $(SQL_TESTS)
 
 test-chaos: $(VENV)/.dev ## kill workers, restart PostgreSQL and fail it over under load
 	$(PY) -m pytest -m chaos $(PYTEST_ARGS)
@@ -49,4 +60,4 @@ fmt: $(VENV)/.dev ## format and auto-fix
 bench: $(VENV)/.dev ## the benchmark set (docs/benchmarks.md)
 	$(PY) -m bench all
 
-.PHONY: help install run test test-chaos test-fuzz lint fmt bench
+.PHONY: help install run test test-sql test-chaos test-fuzz lint fmt bench

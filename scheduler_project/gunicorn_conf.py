@@ -4,6 +4,9 @@ scheduler_project.wsgi` (the Dockerfile's CMD). Command-line flags override any 
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
+from typing import Any
 
 bind = os.environ.get("GUNICORN_BIND", "0.0.0.0:8000")
 # gthread: one worker process per core plus one, 2 threads each (WEB_CONCURRENCY and
@@ -23,3 +26,19 @@ graceful_timeout = 20
 max_requests = 10000
 max_requests_jitter = 1000
 accesslog = "-"
+
+# Request metrics are counted per worker process; /metrics sums them only in prometheus_client's
+# multiprocess mode. Without a directory set (`manage.py runall`, a bare `gunicorn -c` of this
+# file) the master makes a private one at start, which its workers inherit, and removes it at exit.
+_own_multiproc_dir: list[str] = []
+
+
+def on_starting(server: Any) -> None:
+    if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        _own_multiproc_dir.append(tempfile.mkdtemp(prefix="scheduler-prometheus-"))
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = _own_multiproc_dir[0]
+
+
+def on_exit(server: Any) -> None:
+    for path in _own_multiproc_dir:
+        shutil.rmtree(path, ignore_errors=True)

@@ -30,7 +30,7 @@ def secret_key(key: str, *, testing: bool, database_url: str, key_file: Path) ->
 
 
 def database_url(url: str, *, data_dir: Path) -> str:
-    """DATABASE_URL; unset means the embedded PostgreSQL (pgserver) in SCHEDULER_DATA_DIR."""
+    """DATABASE_URL; unset means the embedded PostgreSQL (embedded_db.py) in SCHEDULER_DATA_DIR."""
     if url:
         return url
     from scheduler_project.embedded_db import ensure_embedded_database

@@ -18,6 +18,7 @@ from django.conf import settings as django_settings
 from rest_framework.test import APIClient
 from rest_framework_simplejwt.tokens import AccessToken, RefreshToken
 
+from tests.conftest import free_port
 from tests.factories import UserFactory
 
 pytestmark = pytest.mark.django_db
@@ -233,6 +234,7 @@ def test_idp_token_verified_with_a_jwks_url(anon, user, idp_key, settings, jwks_
 
 
 def test_unreachable_jwks_is_a_401_not_a_500(anon, user, idp_key, settings) -> None:
-    settings.SCHEDULER_EXTERNAL_JWT = external_settings(JWK_URL="http://127.0.0.1:9/jwks.json")
+    dead = free_port()  # closed again: nothing listens there
+    settings.SCHEDULER_EXTERNAL_JWT = external_settings(JWK_URL=f"http://127.0.0.1:{dead}/jwks")
 
     assert get_tasks(anon, idp_token(idp_key, sub=user.username)).status_code == 401

@@ -8,11 +8,15 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
+from django.conf import settings
 from django.core.management.base import BaseCommand
 
 logger = logging.getLogger(__name__)
+
+GUNICORN_CONF = Path(settings.BASE_DIR) / "scheduler_project" / "gunicorn_conf.py"
 
 
 class Command(BaseCommand):
@@ -21,18 +25,22 @@ class Command(BaseCommand):
     def add_arguments(self, parser: Any) -> None:
         parser.add_argument("--bind", default="127.0.0.1:8000", help="API address")
         parser.add_argument("--concurrency", type=int, default=4, help="worker slots")
-        parser.add_argument("--api-workers", type=int, default=2, help="gunicorn workers")
+        parser.add_argument(
+            "--api-workers", type=int, help="gunicorn workers (default: gunicorn_conf.py's)"
+        )
         parser.add_argument("--no-api", action="store_true", help="background roles only")
 
     def handle(self, *args: Any, **options: Any) -> None:
         manage = [sys.executable, os.path.abspath(sys.argv[0])]
         roles: dict[str, list[str]] = {}
         if not options["no_api"]:
-            roles["api"] = [
-                sys.executable, "-m", "gunicorn", "scheduler_project.wsgi",
-                "--bind", options["bind"], "--workers", str(options["api_workers"]),
-                "--timeout", "30", "--graceful-timeout", "10", "--access-logfile", "-",
-            ]  # fmt: skip
+            # The production settings (gthread workers, multiprocess request metrics, timeouts),
+            # on this address.
+            api = [sys.executable, "-m", "gunicorn", "-c", str(GUNICORN_CONF)]
+            api += ["--bind", options["bind"]]
+            if options["api_workers"]:
+                api += ["--workers", str(options["api_workers"])]
+            roles["api"] = [*api, "scheduler_project.wsgi"]
         roles["scheduler"] = [*manage, "runscheduler"]
         roles["worker"] = [*manage, "runworker", "--concurrency", str(options["concurrency"])]
         roles["reviewer"] = [*manage, "runreviewer"]
@@ -51,8 +59,14 @@ class Command(BaseCommand):
                 f"API on http://{options['bind']}/  (docs: /api/docs/, admin: /admin/)"
             )
         restarts: dict[str, float] = {}
+        parent = os.getppid()
         while not stopping:
             time.sleep(0.5)
+            if os.getppid() != parent:
+                # Whatever started us is gone (`make run` killed alone): stop like on SIGTERM
+                # rather than live on, reparented to init, holding the port and the database.
+                logger.warning("parent process %d exited; stopping every role", parent)
+                break
             for name, child in list(children.items()):
                 if child.poll() is not None and not stopping:
                     # A crashed role is restarted, at most once every 5 seconds.

@@ -7,6 +7,7 @@ import gc
 import logging
 import os
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -68,7 +69,12 @@ class Command(BaseCommand):
                     options["cpu"] or "unlimited", options["memory"] or "unlimited")  # fmt: skip
         worker.serve(stop, once=options["once"])
         logger.info("worker %s stopped after %d runs", worker.name, worker.finished_count)
-        stuck = [t for t in threading.enumerate() if t.name.startswith("executor") and t.is_alive()]
+        # The pool was shut down without waiting: its idle threads are waking up to exit now.
+        executors = [t for t in threading.enumerate() if t.name.startswith("executor")]
+        deadline = time.monotonic() + 2.0
+        for thread in executors:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        stuck = [t for t in executors if t.is_alive()]
         if stuck:
             # A handler past the grace period cannot be interrupted, and its run is already
             # released to another worker: end the process now rather than wait for the thread,
