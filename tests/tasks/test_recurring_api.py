@@ -100,7 +100,7 @@ def test_resume_after_a_long_pause_follows_the_misfire_policy(
     # Ten minutes pass while paused: the stored schedule is moved back instead of waiting.
     stored = Task.objects.get(pk=task["id"])
     stored.schedule["anchor"] = (utc(stored.schedule["anchor"]) - timedelta(minutes=10)).isoformat()
-    stored.next_run_at -= timedelta(minutes=10)
+    stored.next_unplanned_at -= timedelta(minutes=10)
     stored.save()
 
     resumed = api.post(f"/api/v1/tasks/{task['id']}/resume").json()

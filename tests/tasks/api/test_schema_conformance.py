@@ -44,9 +44,15 @@ def rows(user, settings, tmp_path) -> dict:
     settings.MEDIA_ROOT = tmp_path / "media"
     settings.SCHEDULER_WRITE_RATE = ""
     every_minute = schedules.normalize({"type": "interval", "every": 60}, now=NOW)
-    recurring = TaskFactory(owner=user, schedule=every_minute, schedule_type="interval",
-                            next_run_at=NOW + timedelta(minutes=1), timeout=2.5, dedup_key="k",
-                            notify=[{"channel": "c", "events": ["failed"]}])  # fmt: skip
+    recurring = TaskFactory(
+        owner=user,
+        schedule=every_minute,
+        schedule_type="interval",
+        next_unplanned_at=NOW + timedelta(minutes=1),
+        timeout=2.5,
+        dedup_key="k",
+        notify=[{"channel": "c", "events": ["failed"]}],
+    )
     binary = TaskFactory(owner=user, kind="executable", payload={"args": ["-v"]}, status="paused")
     binary.executable.save("tool.sh", ContentFile(b"#!/bin/sh\n"), save=True)
     plain = TaskFactory(owner=user)
