@@ -11,6 +11,7 @@ worker. Its *last run* is its latest begun run, by `scheduled_at`.
 from __future__ import annotations
 
 from datetime import datetime
+from uuid import UUID
 
 from django.db.models import Case, F, OuterRef, Q, QuerySet, Subquery, When
 from django.db.models.functions import Least
@@ -27,7 +28,7 @@ def upcoming(now: datetime) -> Q:
     return Q(status__in=CLAIMABLE_STATUSES, attempt=0, scheduled_at__gte=now)
 
 
-def recent_runs(task_id: object, *, now: datetime, count: int = RECENT_RUNS) -> QuerySet[Run]:
+def recent_runs(task_id: UUID, *, now: datetime, count: int = RECENT_RUNS) -> QuerySet[Run]:
     """The task's history at `now`, newest first, `count` of it: by the (task, scheduled_at)
     index read backwards, past only the few runs planned ahead."""
     history = Run.objects.filter(task_id=task_id).exclude(upcoming(now))
