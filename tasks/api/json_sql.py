@@ -58,54 +58,67 @@ def iso_json(times: list[datetime]) -> str:
     return orjson.dumps([at.astimezone(UTC) for at in times], option=orjson.OPT_UTC_Z).decode()
 
 
-# A task's `runs` (RunSummarySerializer): its latest 20 runs that are not among its next_runs
-# (tasks/history.py: begun, or due and waiting for a worker), newest first, by the (task_id,
-# scheduled_at) unique index read backwards: 20 index entries per task however long its history
-# is, past only the few planned ahead (a window over the whole history would read it all). A
-# page carries 1,000 of them. A finished run's JSON is kept on the run by the database
-# (tasks/sql/run_summary.sql); the others are written by the same function as they are read.
-# string_agg states its order: PostgreSQL does not promise the subquery's to an aggregate (16
-# and later presort an aggregate's input by its own ORDER BY, and took these oldest first).
-# `last_run` is the first begun one (`nth_begun` counts them in the scan's order, no sort);
-# only when all 20 wait for a worker is it looked for further back (`_LAST_RUN_SQL`).
+# A task's `runs` (RunSummarySerializer) are its latest 20 runs that are not among its next_runs
+# (tasks/history.py: begun, or due and waiting for a worker), newest first; its occurrences
+# planned ahead (not begun, due at `now` or later: `upcoming`) are listed first in next_runs,
+# with their ids in next_runs_detail. Both come from one backward scan of the (task_id,
+# scheduled_at) unique index over the task's newest 25 runs, however long its history is (a
+# window over the whole history would read it all); a page carries 50 of these scans. Only a
+# task with more than 5 runs ahead needs more: the history (`_HISTORY_SQL`) when fewer than 20
+# of the 25 are history, the runs ahead (`_AHEAD_SQL`) when none of the 25 is past `now`. (A
+# probe of its own for each task's runs ahead was a quarter of the tasks' part of the statement;
+# numbering the rows with window functions cost more than the scan.)
+# A finished run's JSON is kept on the run by the database (tasks/sql/run_summary.sql); the
+# others are written by the same function as they are read. Every aggregate states its order:
+# PostgreSQL does not promise the subquery's to an aggregate (16 and later presort an
+# aggregate's input by its own ORDER BY, and took a task's runs oldest first). All of them state
+# the same one, which 16 and later read as the scan gives it, without a sort. `last_run` is the
+# first begun one, looked for further back only when the 25 hold none; the runs ahead come
+# newest first (next_runs sorts them).
+_SCANNED = RECENT_RUNS + NEXT_RUNS
+_UPCOMING = "(status = ANY(%(claimable)s) AND attempt = 0 AND scheduled_at >= %(now)s)"
+_SUMMARY = """coalesce(summary, tasks_run_summary(id, scheduled_at, status, attempt, started_at,
+                                                  finished_at))"""
+
 _RECENT_RUNS_SQL = f"""
-SELECT coalesce('[' || string_agg(
-           coalesce(r.summary, tasks_run_summary(r.id, r.scheduled_at, r.status, r.attempt,
-                                                 r.started_at, r.finished_at)), ','
-           ORDER BY r.scheduled_at DESC)
-           || ']', '[]') AS runs,
-       min(json_build_object('id', r.id, 'status', r.status,
-                             'scheduled_at', {iso_sql("r.scheduled_at")},
-                             'finished_at', {iso_sql("r.finished_at")})::text)
-           FILTER (WHERE r.begun AND r.nth_begun = 1) AS last_run,
-       count(*) AS shown
-  FROM (SELECT id, scheduled_at, status, attempt, started_at, finished_at, summary,
-               attempt > 0 OR finished_at IS NOT NULL AS begun,
-               count(*) FILTER (WHERE attempt > 0 OR finished_at IS NOT NULL)
-                   OVER (ORDER BY scheduled_at DESC ROWS UNBOUNDED PRECEDING) AS nth_begun
+SELECT '[' || coalesce(array_to_string((array_agg(r.shown ORDER BY r.scheduled_at DESC)
+                                        FILTER (WHERE r.shown IS NOT NULL))[:{RECENT_RUNS}],
+                                       ','), '') || ']' AS runs,
+       count(r.shown) AS shown,
+       array_agg(r.scheduled_at ORDER BY r.scheduled_at DESC) FILTER (WHERE r.shown IS NULL)
+           AS ahead_times,
+       array_agg(r.id ORDER BY r.scheduled_at DESC) FILTER (WHERE r.shown IS NULL) AS ahead_ids,
+       count(*) < {_SCANNED} AS whole,
+       count(*) < {_SCANNED} OR bool_or(r.scheduled_at < %(now)s) AS sees_ahead
+  FROM (SELECT id, scheduled_at, CASE WHEN NOT {_UPCOMING} THEN {_SUMMARY} END AS shown
           FROM tasks_run
          WHERE task_id = t.id
-           AND NOT (status = ANY(%(claimable)s) AND attempt = 0 AND scheduled_at >= %(now)s)
-         ORDER BY scheduled_at DESC LIMIT {RECENT_RUNS}) AS r"""
+         ORDER BY scheduled_at DESC LIMIT {_SCANNED}) AS r"""
+
+_HISTORY_SQL = f"""(
+SELECT '[' || coalesce(string_agg(r.shown, ',' ORDER BY r.scheduled_at DESC), '') || ']'
+  FROM (SELECT scheduled_at, {_SUMMARY} AS shown
+          FROM tasks_run
+         WHERE task_id = t.id AND NOT {_UPCOMING}
+         ORDER BY scheduled_at DESC LIMIT {RECENT_RUNS}) AS r)"""
 
 _LAST_RUN_SQL = f"""(
-SELECT json_build_object('id', r.id, 'status', r.status,
-                         'scheduled_at', {iso_sql("r.scheduled_at")},
-                         'finished_at', {iso_sql("r.finished_at")})::text
-  FROM tasks_run r
- WHERE r.task_id = t.id AND (r.attempt > 0 OR r.finished_at IS NOT NULL)
- ORDER BY r.scheduled_at DESC LIMIT 1)"""
+SELECT {_SUMMARY}
+  FROM tasks_run
+ WHERE task_id = t.id AND (attempt > 0 OR finished_at IS NOT NULL)
+ ORDER BY task_id DESC, scheduled_at DESC LIMIT 1)"""
 
-# An active task's occurrences planned but not begun, due at `now` or later, earliest first
-# (next_runs lists them first, with their ids in next_runs_detail): the same index read forward
-# from `now`, a few entries.
-_PENDING_SQL = f"""
+# The earliest runs ahead of an active task the scan did not see past: the index read forward
+# from `now`. Its conditions on `t` and `recent` are one-time filters: other tasks read nothing.
+# Ordered as the (task_id, scheduled_at) index is: by `scheduled_at` alone, the planner took
+# run_scheduled_at_idx and read every task's runs ahead for each task.
+_AHEAD_SQL = f"""
 SELECT array_agg(p.scheduled_at ORDER BY p.scheduled_at) AS times,
        array_agg(p.id ORDER BY p.scheduled_at) AS ids
   FROM (SELECT id, scheduled_at FROM tasks_run
-         WHERE task_id = t.id AND t.status = 'active' AND status = ANY(%(claimable)s)
-           AND attempt = 0 AND scheduled_at >= %(now)s
-         ORDER BY scheduled_at LIMIT {NEXT_RUNS}) AS p"""
+         WHERE task_id = t.id AND t.status = 'active' AND NOT recent.sees_ahead
+           AND {_UPCOMING}
+         ORDER BY task_id, scheduled_at LIMIT {NEXT_RUNS}) AS p"""
 
 # TaskOutputSerializer's fields in its order, in two parts: what is computed in Python
 # (`last_run` from the runs read here, `next_run_at`, `next_runs`, `next_runs_detail`) goes
@@ -126,17 +139,20 @@ SELECT json_build_object(
                                               'cap', t.retry_backoff_cap),
            'timeout', t.timeout, 'notify', t.notify, 'resources', t.resources,
            'on_zombie', t.on_zombie, 'status', t.status)::text,
-       '{{"runs":' || recent.runs || ',"created_at":"' || {iso_sql("t.created_at")}
+       '{{"runs":'
+           || CASE WHEN recent.whole OR recent.shown >= {RECENT_RUNS} THEN recent.runs
+                   ELSE {_HISTORY_SQL} END
+           || ',"created_at":"' || {iso_sql("t.created_at")}
            || '","updated_at":"' || {iso_sql("t.updated_at")} || '"}}',
        t.status, t.schedule::text, t.next_unplanned_at::text, t.runs_planned,
-       pending.times, pending.ids,
-       CASE WHEN recent.last_run IS NOT NULL OR recent.shown < {RECENT_RUNS} THEN recent.last_run
-            ELSE {_LAST_RUN_SQL} END,
+       CASE WHEN recent.sees_ahead THEN recent.ahead_times ELSE ahead.times END,
+       CASE WHEN recent.sees_ahead THEN recent.ahead_ids ELSE ahead.ids END,
+       {_LAST_RUN_SQL},
        {{total}}
   FROM {{page}}
   JOIN tasks_task t ON t.id = page.id
  CROSS JOIN LATERAL ({_RECENT_RUNS_SQL}) AS recent
- CROSS JOIN LATERAL ({_PENDING_SQL}) AS pending
+ CROSS JOIN LATERAL ({_AHEAD_SQL}) AS ahead
  WHERE t.owner_id = %(owner)s
  ORDER BY page.position
 """

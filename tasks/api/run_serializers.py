@@ -20,13 +20,10 @@ class RunSummarySerializer(serializers.ModelSerializer):
         fields = ["id", "scheduled_at", "status", "attempt", "started_at", "finished_at"]
 
 
-class LastRunSerializer(serializers.ModelSerializer):
+class LastRunSerializer(RunSummarySerializer):
     """A task's `last_run`: its latest run, by `scheduled_at`, that has begun (started at least
-    once, or ended without starting: skipped, cancelled); null when none has."""
-
-    class Meta:
-        model = Run
-        fields = ["id", "status", "scheduled_at", "finished_at"]
+    once, or ended without starting: skipped, cancelled), as its `runs` show a run; null when
+    none has."""
 
 
 class NextRunSerializer(serializers.Serializer):

@@ -72,8 +72,10 @@ def test_every_field_of_a_recurring_task() -> None:
         "status": "active",
         "last_run": {
             "id": str(done.pk),
-            "status": "succeeded",
             "scheduled_at": "2026-05-04T03:02:01Z",
+            "status": "succeeded",
+            "attempt": 1,
+            "started_at": "2026-05-04T03:02:01Z",
             "finished_at": "2026-05-04T03:02:02Z",
         },
         # The next fire time: the planned run, not the planner's cursor (03:04:01).
