@@ -92,6 +92,8 @@ def test_reads_match_the_schema(schema, user, rows) -> None:
                path_parameters={"id": str(task.pk)})  # fmt: skip
     for run in rows["runs"]:
         _check(schema, user, "GET", "/api/v1/runs/{id}", 200, path_parameters={"id": str(run.pk)})
+    runs = _check(schema, user, "GET", "/api/v1/runs", 200, query={"status": "failed"})
+    assert [run["id"] for run in runs["results"]] == [str(rows["runs"][0].pk)]
 
 
 def test_writes_that_return_a_task_or_a_run_match_the_schema(schema, user, rows) -> None:
