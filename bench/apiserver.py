@@ -151,7 +151,7 @@ def seed(*, username: str, tasks: int, runs_per_task: int) -> Seeded:
         owner,
         tasks,
         raw_schedule={"type": "interval", "every": 3600, "start_at": "2025-01-01T00:00:00Z"},
-        next_run_at=datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
+        next_unplanned_at=datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
         + timedelta(hours=1),
         runs_planned=runs_per_task,
     )

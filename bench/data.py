@@ -32,11 +32,11 @@ def uuid7_sql(ts: str) -> str:
 TASKS_SQL = """
 INSERT INTO tasks_task (id, owner_id, name, kind, payload, schedule, schedule_type, priority,
                         status, max_attempts, retry_backoff_base, retry_backoff_cap, notify,
-                        next_run_at, runs_planned, created_at, updated_at)
+                        next_unplanned_at, runs_planned, created_at, updated_at)
 SELECT UUID_TASK, %(owner)s,
        %(prefix)s || g.i, 'handler', '{"name": "bench", "args": {}}', %(schedule)s::jsonb,
        %(schedule_type)s, (g.i %% 10), 'active', 5, 2.0, 600.0, '[]',
-       %(next_run_at)s, %(runs_planned)s,
+       %(next_unplanned_at)s, %(runs_planned)s,
        %(created)s::timestamptz + g.i * interval '1 ms', %(created)s
   FROM generate_series(1, %(count)s) AS g(i)
 RETURNING id
@@ -77,12 +77,12 @@ SELECT runs.id, a.number, 'bench-history', runs.started_at, runs.finished_at,
 
 
 # `count` one-time tasks due now and their runs, as creation.create_tasks stores them:
-# the task already planned (runs_planned 1, next_run_at NULL), its run `scheduled`.
+# the task already planned (runs_planned 1, next_unplanned_at NULL), its run `scheduled`.
 DUE_SQL = """
 WITH t AS (
     INSERT INTO tasks_task (id, owner_id, name, kind, payload, schedule, schedule_type, priority,
                             status, max_attempts, retry_backoff_base, retry_backoff_cap, notify,
-                            next_run_at, runs_planned, created_at, updated_at)
+                            next_unplanned_at, runs_planned, created_at, updated_at)
     SELECT UUID_NOW, %(owner)s, 'due', 'handler', '{"name": "bench", "args": {}}',
            %(schedule)s::jsonb, 'once', 5, 'active', 5, 2.0, 600.0, '[]', NULL, 1, now(), now()
       FROM generate_series(1, %(count)s)
@@ -117,7 +117,7 @@ def insert_tasks(
     count: int,
     *,
     raw_schedule: dict,
-    next_run_at: datetime | None,
+    next_unplanned_at: datetime | None,
     prefix: str = "bench ",
     runs_planned: int = 0,
 ) -> list[UUID]:
@@ -132,7 +132,7 @@ def insert_tasks(
                 "prefix": prefix,
                 "schedule": json.dumps(schedule),
                 "schedule_type": schedule["type"],
-                "next_run_at": next_run_at,
+                "next_unplanned_at": next_unplanned_at,
                 "runs_planned": runs_planned,
                 "created": now - timedelta(days=400),
                 "count": count,

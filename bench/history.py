@@ -125,7 +125,7 @@ def measure(*, database_url: str, rows: int, n: int, workers: int, repeat: int,
 
     owner = data.owner_id("history")
     data.insert_tasks(owner, HISTORY_TASKS, raw_schedule={"type": "interval", "every": 60},
-                      next_run_at=None, prefix="history ")  # fmt: skip
+                      next_unplanned_at=None, prefix="history ")  # fmt: skip
 
     def progress(done: int, seconds: float) -> None:
         if done % 1_000_000 < 250_000 or done == rows:

@@ -73,7 +73,7 @@ def create_tasks(raws: list[dict], *, now: datetime) -> list[Task]:
                 payload={"name": "bench", "args": {}},
                 schedule=schedule,
                 schedule_type=schedule["type"],
-                next_run_at=next(iter(schedules.fire_times(schedule, after=None))),
+                next_unplanned_at=next(iter(schedules.fire_times(schedule, after=None))),
             )
         )
     return Task.objects.bulk_create(tasks)

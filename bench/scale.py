@@ -3,7 +3,7 @@
 Half the tasks are minute-level crons (`*/1` ... `*/15 * * * *`), half intervals of 60-300 s with
 start times spread over their period. No worker runs: planned runs simply wait. Every few seconds
 the harness samples how many occurrences have been materialised and the scheduler's lag, `now -
-min(next_run_at)` over active tasks: positive means an occurrence is due and still unplanned.
+min(next_unplanned_at)` over active tasks: positive means an occurrence is due and still unplanned.
 It must stay flat (bounded), not grow.
 """
 
@@ -72,7 +72,7 @@ def create(count: int, *, batch: int = 5000) -> float:
                     owner=owner, name=f"scale {i}", kind="handler",
                     payload={"name": "bench", "args": {}}, schedule=schedule,
                     schedule_type=schedule["type"], priority=i % 10,
-                    next_run_at=next(iter(schedules.fire_times(schedule, after=None))),
+                    next_unplanned_at=next(iter(schedules.fire_times(schedule, after=None))),
                 )
             )  # fmt: skip
         Task.objects.bulk_create(tasks)
@@ -86,8 +86,8 @@ def _sample() -> tuple[int, int, float | None]:
         cursor.execute(
             "SELECT (SELECT count(*) FROM tasks_run),"
             " (SELECT count(*) FROM tasks_run WHERE status = 'skipped'),"
-            " (SELECT extract(epoch FROM clock_timestamp() - min(next_run_at))::float8"
-            "    FROM tasks_task WHERE status = 'active' AND next_run_at IS NOT NULL)"
+            " (SELECT extract(epoch FROM clock_timestamp() - min(next_unplanned_at))::float8"
+            "    FROM tasks_task WHERE status = 'active' AND next_unplanned_at IS NOT NULL)"
         )
         return cursor.fetchone()
 

@@ -147,7 +147,7 @@ def run_api_memory(*, database_url: str, api_runs: int, requests: int,
     owner = data.owner_id(username)
     started = time.monotonic()
     (task_id,) = data.insert_tasks(owner, 1, raw_schedule={"type": "interval", "every": 60},
-                                   next_run_at=None, prefix="memory ")  # fmt: skip
+                                   next_unplanned_at=None, prefix="memory ")  # fmt: skip
     data.insert_history(owner, api_runs, span=timedelta(seconds=api_runs * 60))
     data.vacuum_analyze()
     seed_seconds = time.monotonic() - started

@@ -23,7 +23,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
-from tasks import planning
+from tasks import history, planning
 from tasks.admin_forms import SCHEDULE_FIELDS, TaskAdminForm, schedule_help
 from tasks.admin_lists import (
     EstimatedCountPaginator,
@@ -69,10 +69,14 @@ class RunInline(admin.TabularInline):
     max_num = 0
     show_change_link = True
 
-    def get_queryset(self, request: HttpRequest) -> QuerySet[Run]:
-        # Only the most recent runs: a recurring task may have millions.
+    def runs_of(self, request: HttpRequest, task: Task | None) -> QuerySet[Run]:
+        """The task's latest runs as its API `runs` lists them (tasks/history.py): a recurring
+        task may have millions, and the planned ones ahead are its next fire times."""
         queryset = super().get_queryset(request)
-        ids = list(queryset.order_by("-scheduled_at").values_list("id", flat=True)[:20])
+        if task is None or task.pk is None:
+            return queryset.none()
+        recent = history.recent_runs(task.pk, now=timezone.now())
+        ids = list(recent.values_list("id", flat=True))
         return queryset.filter(id__in=ids)
 
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
@@ -89,7 +93,7 @@ class RunInline(admin.TabularInline):
 @admin.register(Task)
 class TaskAdmin(admin.ModelAdmin):
     list_display = ["__str__", "owner", "kind", "schedule_type", "priority", "status"]
-    list_display += ["next_run_at", "runs_link"]
+    list_display += ["next_run", "last_run", "runs_link"]
     list_filter = ["status", "kind", OwnerFilter, PriorityFilter, ScheduleTypeFilter]
     list_select_related = ["owner"]
     search_fields = ["name", "dedup_key", "=owner__username"]
@@ -99,18 +103,52 @@ class TaskAdmin(admin.ModelAdmin):
     actions = ["pause", "resume", "run_now", "skip_next", "cancel"]
     form = TaskAdminForm
     raw_id_fields = ["owner"]
-    readonly_fields = ["status", "next_fire_times", "next_run_at", "created_at", "updated_at"]
+    readonly_fields = ["status", "next_fire_times", "next_run", "last_run", "created_at"]
+    readonly_fields += ["updated_at"]
     fieldsets = [
         (None, {"fields": ["owner", "name", "dedup_key", "kind", "payload", "executable_file"]}),
         ("Schedule", {"fields": list(SCHEDULE_FIELDS), "description": schedule_help()}),
         ("Next fire times", {"fields": ["next_fire_times"]}),
         ("Running", {"fields": ["priority", "max_attempts", "backoff_base", "backoff_cap"]}),
         (None, {"fields": ["timeout", "resources", "on_zombie", "notify"]}),
-        ("State", {"fields": ["status", "next_run_at", "created_at", "updated_at"]}),
+        ("State", {"fields": ["status", "next_run", "last_run", "created_at", "updated_at"]}),
     ]
 
     class Media:
         js = ["tasks/admin_schedule.js"]  # shows the fields of the chosen schedule type only
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Task]:
+        # Two index probes per task shown (a page of the list, or the one task's page).
+        return (
+            super()
+            .get_queryset(request)
+            .annotate(
+                next_run_at=history.next_run_at(timezone.now()),
+                last_run_status=history.last_run("status"),
+                last_run_scheduled_at=history.last_run("scheduled_at"),
+            )
+        )
+
+    def get_formset_kwargs(
+        self, request: HttpRequest, obj: Any, inline: Any, prefix: str
+    ) -> dict[str, Any]:
+        kwargs = super().get_formset_kwargs(request, obj, inline, prefix)
+        if isinstance(inline, RunInline):  # this task's own runs, whatever other tasks do
+            kwargs["queryset"] = inline.runs_of(request, obj)
+        return kwargs
+
+    @admin.display(description="next run at", ordering="next_run_at")
+    def next_run(self, task: Task) -> Any:
+        """The next fire time (the API's `next_run_at`), not the planner's cursor."""
+        return getattr(task, "next_run_at", None)
+
+    @admin.display(description="last run")
+    def last_run(self, task: Task) -> str:
+        status = getattr(task, "last_run_status", None)
+        if status is None:
+            return "-"
+        at = task.last_run_scheduled_at.astimezone(UTC)  # type: ignore[attr-defined]
+        return f"{status} ({at:%Y-%m-%d %H:%M:%S} UTC)"
 
     def get_changeform_initial_data(self, request: HttpRequest) -> dict[str, Any]:
         return {"owner": request.user.pk, **super().get_changeform_initial_data(request)}

@@ -25,6 +25,10 @@ TERMINAL_STATUSES = ("succeeded", "failed", "cancelled", "skipped")
 CLAIMABLE_STATUSES = ("scheduled", "waiting_for_resource")
 
 
+# A task that has ended: nothing left to plan or to run (tasks/sql/complete.sql).
+ENDED = ("completed", "failed")
+
+
 # A task's retry policy when its request sets none, read from settings each time a row is built
 # (not frozen into the migration), so a deployment changes it without a schema change.
 def default_max_attempts() -> int:
@@ -49,6 +53,8 @@ class Task(models.Model):
         ACTIVE = "active"
         PAUSED = "paused"
         COMPLETED = "completed"
+        # Ended like `completed`, but its latest run that ran ended `failed` (dead-lettered).
+        FAILED = "failed"
         CANCELLED = "cancelled"
 
     class OnZombie(models.TextChoices):
@@ -86,8 +92,9 @@ class Task(models.Model):
     on_zombie = models.CharField(
         max_length=8, choices=OnZombie.choices, default=OnZombie.NOTIFY, db_default="notify"
     )
-    # The next nominal occurrence not yet materialised as a Run; NULL when none remain.
-    next_run_at = models.DateTimeField(null=True, blank=True)
+    # The planner's cursor: the next nominal occurrence not yet materialised as a Run; NULL when
+    # none remain. Not the task's next run (the API's `next_run_at` is its `next_runs[0]`).
+    next_unplanned_at = models.DateTimeField(null=True, blank=True)
     runs_planned = models.PositiveIntegerField(default=0)
     # The task's last pause: occurrences whose time fell from paused_at until resumed_at are
     # recorded skipped when it is resumed (tasks/planning.py), instead of all running at once.
@@ -114,7 +121,7 @@ class Task(models.Model):
                 condition=Q(kind__in=["http", "executable", "handler"]), name="task_kind_valid"
             ),
             models.CheckConstraint(
-                condition=Q(status__in=["active", "paused", "completed", "cancelled"]),
+                condition=Q(status__in=["active", "paused", "completed", "failed", "cancelled"]),
                 name="task_status_valid",
             ),
             models.CheckConstraint(
@@ -124,8 +131,8 @@ class Task(models.Model):
         indexes = [
             # The scheduler's claim: active tasks whose next occurrence is inside the look-ahead.
             models.Index(
-                fields=["next_run_at"],
-                condition=Q(status="active", next_run_at__isnull=False),
+                fields=["next_unplanned_at"],
+                condition=Q(status="active", next_unplanned_at__isnull=False),
                 name="task_due_idx",
             ),
             models.Index(fields=["owner", "-created_at"], name="task_owner_created_idx"),

@@ -33,10 +33,10 @@ def _paused_during(task: Task) -> Callable[[datetime], bool]:
 
 def advance(task: Task, *, now: datetime, horizon: datetime) -> list[Run]:
     """The runs (unsaved) of the task's occurrences up to `horizon`, applying the misfire policy;
-    advances `task.next_run_at` and `task.runs_planned` in memory. Pure apart from reading
+    advances `task.next_unplanned_at` and `task.runs_planned` in memory. Pure apart from reading
     settings, so bulk creation can plan many new tasks and insert them in two statements.
     """
-    if task.next_run_at is None or task.next_run_at > horizon:
+    if task.next_unplanned_at is None or task.next_unplanned_at > horizon:
         return []
     schedule = task.schedule
     max_runs = schedule.get("max_runs")
@@ -44,7 +44,9 @@ def advance(task: Task, *, now: datetime, horizon: datetime) -> list[Run]:
     grace = timedelta(seconds=grace_seconds(schedule))
 
     times: list[datetime] = []
-    upcoming = schedules.fire_times(schedule, after=task.next_run_at - timedelta(microseconds=1))
+    upcoming = schedules.fire_times(
+        schedule, after=task.next_unplanned_at - timedelta(microseconds=1)
+    )
     following: datetime | None = None
     for at in upcoming:
         if at > horizon or len(times) >= MAX_OCCURRENCES_PER_PASS:
@@ -81,9 +83,9 @@ def advance(task: Task, *, now: datetime, horizon: datetime) -> list[Run]:
         runs.append(_new_run(task, at, status=status, reason=reason, now=now, grace=grace_))
 
     task.runs_planned += len(times)
-    task.next_run_at = following if following is not None else _next_after(task, times)
+    task.next_unplanned_at = following if following is not None else _next_after(task, times)
     if max_runs is not None and task.runs_planned >= max_runs:
-        task.next_run_at = None
+        task.next_unplanned_at = None
     return runs
 
 
@@ -118,7 +120,7 @@ def _missed_to_run(
 
 
 def _next_after(task: Task, times: list[datetime]) -> datetime | None:
-    after = times[-1] if times else task.next_run_at
+    after = times[-1] if times else task.next_unplanned_at
     if after is None:
         return None
     return next(iter(schedules.fire_times(task.schedule, after=after)), None)
@@ -160,9 +162,9 @@ def _new_run(
 def next_planning_at() -> datetime | None:
     """When the earliest active task's next occurrence enters the look-ahead window."""
     first = (
-        Task.objects.filter(status=Task.Status.ACTIVE, next_run_at__isnull=False)
-        .order_by("next_run_at")
-        .values_list("next_run_at", flat=True)
+        Task.objects.filter(status=Task.Status.ACTIVE, next_unplanned_at__isnull=False)
+        .order_by("next_unplanned_at")
+        .values_list("next_unplanned_at", flat=True)
         .first()
     )
     if first is None:
@@ -174,8 +176,8 @@ def next_runs(task: Task, *, now: datetime, count: int = 5) -> list[datetime]:
     """The task's next `count` fire times, as its `next_runs` shows them.
 
     Occurrences already planned but not started, due at `now` or later, come first: the
-    look-ahead plans them before they are due, and `next_run_at` is only the first occurrence
-    not planned yet. Then the schedule's fire times from `next_run_at`, by the same
+    look-ahead plans them before they are due, and `next_unplanned_at` is only the first occurrence
+    not planned yet. Then the schedule's fire times from `next_unplanned_at`, by the same
     `fire_times` the scheduler plans with, within what max_runs leaves. A skipped occurrence is
     not listed: it will not run.
     """
@@ -185,20 +187,20 @@ def next_runs(task: Task, *, now: datetime, count: int = 5) -> list[datetime]:
     if prefetched is None:
         prefetched = pending_times([task.pk], now=now, count=count)[task.pk]
     upcoming: tuple[datetime, ...] = ()
-    if task.next_run_at is not None:
-        upcoming = upcoming_times(task.schedule, task.next_run_at, task.runs_planned, count)
+    if task.next_unplanned_at is not None:
+        upcoming = upcoming_times(task.schedule, task.next_unplanned_at, task.runs_planned, count)
     return merge_next_runs(prefetched, upcoming, now=now, count=count)
 
 
 def upcoming_times(
-    schedule: dict, next_run_at: datetime, runs_planned: int, count: int
+    schedule: dict, next_unplanned_at: datetime, runs_planned: int, count: int
 ) -> tuple[datetime, ...]:
-    """The schedule's first `count` fire times from `next_run_at` (the first occurrence not
+    """The schedule's first `count` fire times from `next_unplanned_at` (the first occurrence not
     planned yet), by the same `fire_times` the scheduler plans with, within what max_runs
     leaves. They depend on nothing else, not even the clock."""
     max_runs = schedule.get("max_runs")
     left = count if max_runs is None else max(0, min(count, max_runs - runs_planned))
-    after = next_run_at - timedelta(microseconds=1)
+    after = next_unplanned_at - timedelta(microseconds=1)
     return tuple(islice(schedules.fire_times(schedule, after=after), left))
 
 

@@ -20,7 +20,9 @@ from rest_framework import filters
 from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
 
+from tasks import history
 from tasks.api.serializers import PRIORITY_SCHEMA, PriorityField
+from tasks.models import Run
 
 
 class FilterBackend(DjangoFilterBackend):
@@ -83,3 +85,17 @@ class PriorityFilter(django_filters.Filter):
     """`?priority=` with the values the task body accepts (`high` is 9)."""
 
     field_class = PriorityFormField
+
+
+def last_run_status_filter() -> django_filters.ChoiceFilter:
+    """A task list's `last_run_status`: the status of each task's `last_run` (its latest begun
+    run, tasks/history.py), one index probe per task of the owner's list, only when asked."""
+
+    def by_last_run(queryset: QuerySet, name: str, value: str) -> QuerySet:
+        return queryset.alias(last_run_status=history.last_run("status")).filter(
+            last_run_status=value
+        )
+
+    return django_filters.ChoiceFilter(
+        choices=Run.Status.choices, method=by_last_run, help_text="status of the task's last_run"
+    )

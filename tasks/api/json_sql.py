@@ -9,8 +9,9 @@ shape in the OpenAPI schema; tests hold every served response to that schema
 (tests/tasks/api/test_schema_conformance.py) and these statements to DRF's formats
 (tests/tasks/api/test_json_sql.py).
 
-Only a task's `next_runs` is computed in Python: the schedule's fire times come from the same
-code the scheduler plans with (tasks/schedules.py), and are written into the task's JSON text.
+Only a task's next fire times (`next_run_at`, `next_runs`, `next_runs_detail`) are computed in
+Python: the schedule's fire times come from the same code the scheduler plans with
+(tasks/schedules.py), and are written into the task's JSON text.
 """
 
 from __future__ import annotations
@@ -27,14 +28,14 @@ from django.core.exceptions import EmptyResultSet
 from django.db import router
 from django.db.models import Model, QuerySet
 
-from tasks import planning
+from tasks import history, planning
 from tasks.api.renderers import RawJSON
 from tasks.db import prepared_cursor
 from tasks.ids import idempotency_key_sql
 from tasks.models import CLAIMABLE_STATUSES, Run, Task
 
 Ids = Sequence[UUID] | QuerySet
-RECENT_RUNS = 20  # a task's `runs` (API.md: the most recent 20)
+RECENT_RUNS = history.RECENT_RUNS  # a task's `runs`: its latest 20 begun runs
 NEXT_RUNS = 5  # a task's `next_runs` (API.md: up to the next 5 fire times)
 
 
@@ -57,35 +58,71 @@ def iso_json(times: list[datetime]) -> str:
     return orjson.dumps([at.astimezone(UTC) for at in times], option=orjson.OPT_UTC_Z).decode()
 
 
-# A task's latest runs (RunSummarySerializer), by the (task_id, scheduled_at) unique index: 20
-# index entries per task however long its history is (a window function would read them all).
-# A page carries 1,000 of them. A finished run's JSON is kept on the run by the database
-# (tasks/sql/run_summary.sql); the others are written by the same function as they are read.
-# string_agg takes the rows in the order the subquery's LIMIT gives them (newest first): an
-# ORDER BY of its own sorted them again, for a sixteenth of the statement's time.
-# The same 20 rows give the occurrences planned but not started (next_runs lists them first):
-# they are the task's latest, so when fewer than 20 of its runs lie ahead, all of them are
-# among these; only a task with 20 or more ahead needs a probe of its own (`_PENDING_SQL`).
-# A probe for each of a page's 50 tasks was a quarter of the tasks' part of the statement.
+# A task's `runs` (RunSummarySerializer) are its latest 20 runs that are not among its next_runs
+# (tasks/history.py: begun, or due and waiting for a worker), newest first; its occurrences
+# planned ahead (not begun, due at `now` or later: `upcoming`) are listed first in next_runs,
+# with their ids in next_runs_detail. Both come from one backward scan of the (task_id,
+# scheduled_at) unique index over the task's newest 25 runs, however long its history is (a
+# window over the whole history would read it all); a page carries 50 of these scans. Only a
+# task with more than 5 runs ahead needs more: the history (`_HISTORY_SQL`) when fewer than 20
+# of the 25 are history, the runs ahead (`_AHEAD_SQL`) when none of the 25 is past `now`. (A
+# probe of its own for each task's runs ahead was a quarter of the tasks' part of the statement;
+# numbering the rows with window functions cost more than the scan.)
+# A finished run's JSON is kept on the run by the database (tasks/sql/run_summary.sql); the
+# others are written by the same function as they are read. Every aggregate states its order:
+# PostgreSQL does not promise the subquery's to an aggregate (16 and later presort an
+# aggregate's input by its own ORDER BY, and took a task's runs oldest first). All of them state
+# the same one, which 16 and later read as the scan gives it, without a sort. `last_run` is the
+# first begun one, looked for further back only when the 25 hold none; the runs ahead come
+# newest first (next_runs sorts them).
+_SCANNED = RECENT_RUNS + NEXT_RUNS
+_UPCOMING = "(status = ANY(%(claimable)s) AND attempt = 0 AND scheduled_at >= %(now)s)"
+_SUMMARY = """coalesce(summary, tasks_run_summary(id, scheduled_at, status, attempt, started_at,
+                                                  finished_at))"""
+
 _RECENT_RUNS_SQL = f"""
-SELECT coalesce('[' || string_agg(
-           coalesce(r.summary, tasks_run_summary(r.id, r.scheduled_at, r.status, r.attempt,
-                                                 r.started_at, r.finished_at)), ',')
-           || ']', '[]') AS runs,
-       (array_agg(r.scheduled_at ORDER BY r.scheduled_at)
-            FILTER (WHERE r.status = ANY(%(claimable)s) AND r.attempt = 0
-                          AND r.scheduled_at >= %(now)s))[:{NEXT_RUNS}] AS pending,
-       count(*) FILTER (WHERE r.scheduled_at >= %(now)s) AS ahead
-  FROM (SELECT id, scheduled_at, status, attempt, started_at, finished_at, summary FROM tasks_run
-         WHERE task_id = t.id ORDER BY scheduled_at DESC LIMIT {RECENT_RUNS}) AS r"""
+SELECT '[' || coalesce(array_to_string((array_agg(r.shown ORDER BY r.scheduled_at DESC)
+                                        FILTER (WHERE r.shown IS NOT NULL))[:{RECENT_RUNS}],
+                                       ','), '') || ']' AS runs,
+       count(r.shown) AS shown,
+       array_agg(r.scheduled_at ORDER BY r.scheduled_at DESC) FILTER (WHERE r.shown IS NULL)
+           AS ahead_times,
+       array_agg(r.id ORDER BY r.scheduled_at DESC) FILTER (WHERE r.shown IS NULL) AS ahead_ids,
+       count(*) < {_SCANNED} AS whole,
+       count(*) < {_SCANNED} OR bool_or(r.scheduled_at < %(now)s) AS sees_ahead
+  FROM (SELECT id, scheduled_at, CASE WHEN NOT {_UPCOMING} THEN {_SUMMARY} END AS shown
+          FROM tasks_run
+         WHERE task_id = t.id
+         ORDER BY scheduled_at DESC LIMIT {_SCANNED}) AS r"""
 
-_PENDING_SQL = f"""ARRAY(
-SELECT scheduled_at FROM tasks_run
- WHERE task_id = t.id AND status = ANY(%(claimable)s) AND attempt = 0 AND scheduled_at >= %(now)s
- ORDER BY scheduled_at LIMIT {NEXT_RUNS})"""
+_HISTORY_SQL = f"""(
+SELECT '[' || coalesce(string_agg(r.shown, ',' ORDER BY r.scheduled_at DESC), '') || ']'
+  FROM (SELECT scheduled_at, {_SUMMARY} AS shown
+          FROM tasks_run
+         WHERE task_id = t.id AND NOT {_UPCOMING}
+         ORDER BY scheduled_at DESC LIMIT {RECENT_RUNS}) AS r)"""
 
-# TaskOutputSerializer's fields in its order, in two parts: `next_runs` goes between them. The
-# last columns are what next_runs needs: the occurrences planned but not started come first.
+_LAST_RUN_SQL = f"""(
+SELECT {_SUMMARY}
+  FROM tasks_run
+ WHERE task_id = t.id AND (attempt > 0 OR finished_at IS NOT NULL)
+ ORDER BY task_id DESC, scheduled_at DESC LIMIT 1)"""
+
+# The earliest runs ahead of an active task the scan did not see past: the index read forward
+# from `now`. Its conditions on `t` and `recent` are one-time filters: other tasks read nothing.
+# Ordered as the (task_id, scheduled_at) index is: by `scheduled_at` alone, the planner took
+# run_scheduled_at_idx and read every task's runs ahead for each task.
+_AHEAD_SQL = f"""
+SELECT array_agg(p.scheduled_at ORDER BY p.scheduled_at) AS times,
+       array_agg(p.id ORDER BY p.scheduled_at) AS ids
+  FROM (SELECT id, scheduled_at FROM tasks_run
+         WHERE task_id = t.id AND t.status = 'active' AND NOT recent.sees_ahead
+           AND {_UPCOMING}
+         ORDER BY task_id, scheduled_at LIMIT {NEXT_RUNS}) AS p"""
+
+# TaskOutputSerializer's fields in its order, in two parts: what is computed in Python
+# (`last_run` from the runs read here, `next_run_at`, `next_runs`, `next_runs_detail`) goes
+# between them. The last columns are what those need.
 _TASKS_SQL = f"""
 SELECT json_build_object(
            'id', t.id, 'owner', %(owner_name)s::text, 'name', t.name, 'dedup_key', t.dedup_key,
@@ -101,35 +138,48 @@ SELECT json_build_object(
            'retry_backoff', json_build_object('base', t.retry_backoff_base,
                                               'cap', t.retry_backoff_cap),
            'timeout', t.timeout, 'notify', t.notify, 'resources', t.resources,
-           'on_zombie', t.on_zombie, 'status', t.status,
-           'next_run_at', {iso_sql("t.next_run_at")})::text,
-       '{{"runs":' || recent.runs || ',"created_at":"' || {iso_sql("t.created_at")}
+           'on_zombie', t.on_zombie, 'status', t.status)::text,
+       '{{"runs":'
+           || CASE WHEN recent.whole OR recent.shown >= {RECENT_RUNS} THEN recent.runs
+                   ELSE {_HISTORY_SQL} END
+           || ',"created_at":"' || {iso_sql("t.created_at")}
            || '","updated_at":"' || {iso_sql("t.updated_at")} || '"}}',
-       t.status, t.schedule::text, t.next_run_at::text, t.runs_planned,
-       CASE WHEN t.status <> 'active' THEN NULL
-            WHEN recent.ahead < {RECENT_RUNS} THEN recent.pending
-            ELSE {_PENDING_SQL} END,
+       t.status, t.schedule::text, t.next_unplanned_at::text, t.runs_planned,
+       CASE WHEN recent.sees_ahead THEN recent.ahead_times ELSE ahead.times END,
+       CASE WHEN recent.sees_ahead THEN recent.ahead_ids ELSE ahead.ids END,
+       {_LAST_RUN_SQL},
        {{total}}
   FROM {{page}}
   JOIN tasks_task t ON t.id = page.id
  CROSS JOIN LATERAL ({_RECENT_RUNS_SQL}) AS recent
+ CROSS JOIN LATERAL ({_AHEAD_SQL}) AS ahead
  WHERE t.owner_id = %(owner)s
  ORDER BY page.position
 """
 
 
+def _next_json(times: Sequence[datetime], ids: dict[datetime, UUID]) -> str:
+    """`next_run_at`, `next_runs` and `next_runs_detail` as the members of the task's JSON:
+    the fire times, the first of them, and each with its run's id once it is planned."""
+    utc = [at.astimezone(UTC) for at in times]
+    detail = [{"scheduled_at": at, "run_id": ids.get(at)} for at in utc]
+    first = orjson.dumps(utc[0] if utc else None, option=orjson.OPT_UTC_Z).decode()
+    shown = orjson.dumps(utc, option=orjson.OPT_UTC_Z).decode()
+    listed = orjson.dumps(detail, option=orjson.OPT_UTC_Z).decode()
+    return f'"next_run_at": {first}, "next_runs": {shown}, "next_runs_detail": {listed}'
+
+
 @functools.lru_cache(maxsize=8192)
-def _upcoming(
-    schedule: str, next_run_at: str, runs_planned: int
-) -> tuple[tuple[datetime, ...], str]:
-    """A task's upcoming fire times (planning.upcoming_times) and their JSON, by its schedule
-    and next_run_at as PostgreSQL writes them (jsonb and timestamptz as text: canonical). They
-    change only when the task is planned or edited, and tasks are read far more often than
+def _upcoming(schedule: str, cursor: str, runs_planned: int) -> tuple[tuple[datetime, ...], str]:
+    """A task's upcoming fire times (planning.upcoming_times) and their members of its JSON (as
+    `_next_json` writes them with nothing planned), by its schedule and planner's cursor
+    (`next_unplanned_at`) as PostgreSQL writes them (jsonb and timestamptz as text: canonical).
+    They change only when the task is planned or edited, and tasks are read far more often than
     either: a list page read again computes none of its 50 tasks' times (they were a tenth of
     the page's time), and parses neither a schedule nor a time."""
-    start = datetime.fromisoformat(next_run_at)
+    start = datetime.fromisoformat(cursor)
     times = planning.upcoming_times(orjson.loads(schedule), start, runs_planned, NEXT_RUNS)
-    return times, iso_json(list(times))
+    return times, _next_json(times, {})
 
 
 def _named(sql: str, values: Sequence[Any], prefix: str, params: dict[str, Any]) -> str:
@@ -214,17 +264,21 @@ def tasks_page_json(
     return _tasks(_page_rows(_TASKS_SQL, page, params, Task, counted), now)
 
 
+_NOTHING_NEXT = _next_json((), {})
+
+
 def _tasks(rows: list[tuple], now: datetime) -> tuple[list[RawJSON], int | None]:
     found = []
-    for head, tail, status, schedule, next_run_at, runs_planned, pending, _ in rows:
+    for head, tail, status, schedule, cursor, runs_planned, times, ids, last_run, _ in rows:
         upcoming: tuple[datetime, ...] = ()
-        shown = "[]"
-        if status == Task.Status.ACTIVE and next_run_at is not None:
-            upcoming, shown = _upcoming(schedule, next_run_at, runs_planned)
-        if status == Task.Status.ACTIVE and pending:  # planned, not started: first
-            times = planning.merge_next_runs(pending, upcoming, now=now, count=NEXT_RUNS)
-            shown = iso_json(times)
-        found.append(RawJSON(f'{head[:-1]}, "next_runs" : {shown}, {tail[1:]}'))
+        shown = _NOTHING_NEXT
+        if status == Task.Status.ACTIVE and cursor is not None:
+            upcoming, shown = _upcoming(schedule, cursor, runs_planned)
+        if status == Task.Status.ACTIVE and times:  # planned, not begun: first
+            merged = planning.merge_next_runs(times, upcoming, now=now, count=NEXT_RUNS)
+            shown = _next_json(merged, dict(zip(times, ids, strict=True)))
+        last = last_run or "null"
+        found.append(RawJSON(f'{head[:-1]}, "last_run": {last}, {shown}, {tail[1:]}'))
     return found, (rows[0][-1] if rows else None)
 
 

@@ -12,11 +12,29 @@ from tasks.models import Attempt, Run
 
 
 class RunSummarySerializer(serializers.ModelSerializer):
-    """One of a task's `runs` (its most recent 20)."""
+    """One of a task's `runs`: its latest 20 runs that are not among its `next_runs` (begun, or
+    due and waiting for a worker), newest first."""
 
     class Meta:
         model = Run
         fields = ["id", "scheduled_at", "status", "attempt", "started_at", "finished_at"]
+
+
+class LastRunSerializer(RunSummarySerializer):
+    """A task's `last_run`: its latest run, by `scheduled_at`, that has begun (started at least
+    once, or ended without starting: skipped, cancelled), as its `runs` show a run; null when
+    none has."""
+
+
+class NextRunSerializer(serializers.Serializer):
+    """One of a task's `next_runs_detail`: a next fire time and its run once it is planned."""
+
+    scheduled_at = serializers.DateTimeField()
+    run_id = serializers.UUIDField(
+        allow_null=True,
+        help_text="The planned run of this occurrence (GET /api/v1/runs/{id}); null while it "
+        "is not planned yet (the scheduler plans a look-ahead window ahead of time).",
+    )
 
 
 class AttemptSerializer(serializers.ModelSerializer):

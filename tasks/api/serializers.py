@@ -13,7 +13,7 @@ from rest_framework import serializers
 from tasks import schedules
 from tasks.api.payloads import validate_payload
 from tasks.api.resource_fields import ResourcesField
-from tasks.api.run_serializers import RunSummarySerializer
+from tasks.api.run_serializers import LastRunSerializer, NextRunSerializer, RunSummarySerializer
 from tasks.api.strict import ChoiceField, StrictSerializer
 from tasks.models import Task
 
@@ -211,7 +211,12 @@ class TaskOutputSerializer(serializers.ModelSerializer):
 
     owner = serializers.CharField(read_only=True)
     retry_backoff = RetryBackoffSerializer(read_only=True)
+    last_run = LastRunSerializer(read_only=True, allow_null=True)
+    next_run_at = serializers.DateTimeField(
+        read_only=True, allow_null=True, help_text="The next fire time: `next_runs[0]`, or null."
+    )
     next_runs = serializers.ListField(child=serializers.DateTimeField(), read_only=True)
+    next_runs_detail = NextRunSerializer(many=True, read_only=True)
     runs = RunSummarySerializer(many=True, read_only=True)
     executable = serializers.CharField(read_only=True, allow_null=True)
     resources = ResourcesField(read_only=True)
@@ -235,8 +240,10 @@ class TaskOutputSerializer(serializers.ModelSerializer):
             "resources",
             "on_zombie",
             "status",
+            "last_run",
             "next_run_at",
             "next_runs",
+            "next_runs_detail",
             "runs",
             "created_at",
             "updated_at",

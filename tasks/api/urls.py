@@ -23,6 +23,7 @@ urlpatterns = [
     path("tasks/upload", views.TaskUploadView.as_view(), name="task-upload"),
     path("tasks/<uuid:pk>", views.TaskDetailView.as_view(), name="task-detail"),
     path("tasks/<uuid:pk>/runs", views.TaskRunListView.as_view(), name="task-runs"),
+    path("runs", views.RunListView.as_view(), name="run-list"),
     path("runs/<uuid:pk>", views.RunDetailView.as_view(), name="run-detail"),
     path("schedules/preview", views.SchedulePreviewView.as_view(), name="schedule-preview"),
 ]

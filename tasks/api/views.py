@@ -23,7 +23,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from scheduler_project.auth import request_owner
-from tasks import planning
+from tasks import history, planning
+from tasks.api import filtering
 from tasks.api.bodies import TASK_BODY, UPLOAD_BODY, UPLOAD_NOTE
 from tasks.api.filtering import PriorityFilter
 from tasks.api.json_sql import (
@@ -77,10 +78,11 @@ class TaskFilter(django_filters.FilterSet):
     status = django_filters.ChoiceFilter(choices=Task.Status.choices)
     kind = django_filters.ChoiceFilter(choices=Task.Kind.choices)
     priority = PriorityFilter()
+    last_run_status = filtering.last_run_status_filter()
 
     class Meta:
         model = Task
-        fields = ["name", "status", "kind", "priority"]
+        fields = ["name", "status", "kind", "priority", "last_run_status"]
 
 
 class TaskListCreateView(PagedListView):
@@ -91,14 +93,18 @@ class TaskListCreateView(PagedListView):
     ordering = ["-created_at"]
 
     def get_queryset(self) -> QuerySet[Task]:
-        return owned_tasks(self.request)
+        # `next_run_at` (the next fire time) is no column: an alias, computed only when the
+        # list is ordered by it (two index probes per task of the owner's filtered list).
+        self.now = getattr(self, "now", None) or timezone.now()
+        return owned_tasks(self.request).alias(next_run_at=history.next_run_at(self.now))
 
     def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         # Filtered and ordered by the ORM; the page selected, counted and written by PostgreSQL.
+        self.now = timezone.now()
         ids = self.filter_queryset(self.get_queryset()).values_list("id", flat=True)
         page = self.pagination.page_query(ids, request)  # selected and counted by the JSON's
         tasks, total = tasks_page_json(  # statement, in one round trip
-            page, self.pagination.counted, owner=request_owner(request), now=timezone.now()
+            page, self.pagination.counted, owner=request_owner(request), now=self.now
         )
         self.pagination.settle(total)
         return self.get_paginated_response(tasks)  # each item written into the body as is
@@ -253,6 +259,51 @@ class TaskRunListView(PagedListView):
         )
         if not runs and not owned_tasks(request).filter(pk=self.kwargs["pk"]).exists():
             raise Http404("No Task matches the given query.")
+        self.pagination.settle(total)
+        return self.get_paginated_response(runs)
+
+
+class OwnRunFilter(django_filters.FilterSet):
+    status = django_filters.ChoiceFilter(choices=Run.Status.choices)
+    task = django_filters.UUIDFilter(field_name="task_id", help_text="One task's runs.")
+    scheduled_after = django_filters.IsoDateTimeFilter(
+        field_name="scheduled_at", lookup_expr="gte", help_text="scheduled_at at or after"
+    )
+    scheduled_before = django_filters.IsoDateTimeFilter(
+        field_name="scheduled_at", lookup_expr="lt", help_text="scheduled_at before"
+    )
+
+    class Meta:
+        model = Run
+        fields = ["status", "task", "scheduled_after", "scheduled_before"]
+
+
+@extend_schema_view(
+    get=extend_schema(
+        summary="List the caller's runs across tasks",
+        description="Paginated as the task list is, newest occurrence first by default.",
+        responses={200: RunSerializer(many=True), 400: ERRORS[400], 401: ERRORS[401]},
+    )
+)
+class RunListView(PagedListView):
+    """GET /runs: the caller's runs of every task, by run_owner_scheduled_idx."""
+
+    serializer_class = RunSerializer  # the schema; the page itself is built by json_sql.runs_json
+    filterset_class = OwnRunFilter
+    ordering_fields = ["scheduled_at", "finished_at"]
+    ordering = ["-scheduled_at"]
+
+    def get_queryset(self) -> QuerySet[Run]:
+        if getattr(self, "swagger_fake_view", False):
+            return Run.objects.none()
+        return Run.objects.filter(owner=request_owner(self.request))
+
+    def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        ids = self.filter_queryset(self.get_queryset()).values_list("id", flat=True)
+        page = self.pagination.page_query(ids, request)  # selected and counted by the JSON's
+        runs, total = runs_page_json(
+            page, self.pagination.counted, owner_id=request_owner(request).pk
+        )
         self.pagination.settle(total)
         return self.get_paginated_response(runs)
 

@@ -133,9 +133,20 @@ missed AS (
 ), missed_completed AS (
     -- The task's last occurrence was missed: nothing is left to finish it (as in planning).
     -- EXISTS (uncorrelated) is a one-time filter: with nothing missed, no task is read.
-    UPDATE tasks_task t SET status = 'completed', updated_at = clock_timestamp()
+    -- `failed` when its last run failed (complete.sql); the snapshot shows the missed runs
+    -- still scheduled, hence their own status here.
+    UPDATE tasks_task t
+       SET status = CASE WHEN (SELECT CASE WHEN o.id IN (SELECT id FROM missed) THEN 'skipped'
+                                           ELSE o.status END
+                                 FROM tasks_run o
+                                WHERE o.task_id = t.id
+                                  AND (o.attempt > 0 OR o.finished_at IS NOT NULL
+                                       OR o.id IN (SELECT id FROM missed))
+                                ORDER BY o.scheduled_at DESC LIMIT 1) = 'failed'
+                         THEN 'failed' ELSE 'completed' END,
+           updated_at = clock_timestamp()
      WHERE EXISTS (SELECT FROM missed) AND t.id IN (SELECT task_id FROM missed)
-       AND t.status = 'active' AND t.next_run_at IS NULL
+       AND t.status = 'active' AND t.next_unplanned_at IS NULL
        AND NOT EXISTS (
            SELECT 1 FROM tasks_run o
             WHERE o.task_id = t.id AND o.status IN ('scheduled', 'running', 'waiting_for_resource')
@@ -200,11 +211,19 @@ v AS (
       FROM v JOIN done ON done.id = v.id
     RETURNING run_id
 ), completed AS (
-    -- A task whose last occurrence just finished is complete: nothing left to plan or to run.
-    -- The snapshot still shows this batch's runs as running, hence the exclusion.
-    UPDATE tasks_task t SET status = 'completed', updated_at = clock_timestamp()
+    -- A task whose last occurrence just finished has ended: nothing left to plan or to run;
+    -- `failed` when its last run failed (complete.sql). The snapshot still shows this batch's
+    -- runs as running (begun: attempt > 0), hence their status from `done` and the exclusion.
+    UPDATE tasks_task t
+       SET status = CASE WHEN (SELECT coalesce(d.status, o.status)
+                                 FROM tasks_run o LEFT JOIN done d ON d.id = o.id
+                                WHERE o.task_id = t.id
+                                  AND (o.attempt > 0 OR o.finished_at IS NOT NULL)
+                                ORDER BY o.scheduled_at DESC LIMIT 1) = 'failed'
+                         THEN 'failed' ELSE 'completed' END,
+           updated_at = clock_timestamp()
      WHERE t.id IN (SELECT task_id FROM done WHERE status = ANY(%(terminal)s))
-       AND t.status = 'active' AND t.next_run_at IS NULL
+       AND t.status = 'active' AND t.next_unplanned_at IS NULL
        AND NOT EXISTS (
            SELECT 1 FROM tasks_run o
             WHERE o.task_id = t.id AND o.status IN ('scheduled', 'running', 'waiting_for_resource')

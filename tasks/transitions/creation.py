@@ -78,7 +78,7 @@ def create_task(*, owner: Any, data: dict, now: datetime) -> tuple[Task, bool]:
     task = Task(owner=owner, dedup_key=dedup_key or None, schedule=schedule)
     task.schedule_type = schedule["type"]
     apply_fields(task, data)
-    task.next_run_at = first_fire_at(schedule, now=now)
+    task.next_unplanned_at = first_fire_at(schedule, now=now)
     try:
         with transaction.atomic():
             task.save()
@@ -119,7 +119,7 @@ def create_tasks(*, owner: Any, items: list[dict], now: datetime) -> list[Task]:
             if field in item:
                 setattr(task, field, item[field])
         task.set_requests()
-        task.next_run_at = first_fire_at(task.schedule, now=now)
+        task.next_unplanned_at = first_fire_at(task.schedule, now=now)
         runs.extend(planning.advance(task, now=now, horizon=horizon))
         if key:
             seen[key] = task

@@ -14,7 +14,7 @@ from django.db import transaction
 from tasks import schedules
 from tasks.db import RUN_DUE_CHANNEL, TASK_CHANGED_CHANNEL, notify
 from tasks.exceptions import Conflict
-from tasks.models import CLAIMABLE_STATUSES, Run, Task
+from tasks.models import CLAIMABLE_STATUSES, ENDED, Run, Task
 from tasks.transitions.completion import complete_finished_tasks
 from tasks.transitions.creation import apply_fields, first_fire_at, plan_now
 from tasks.transitions.run_actions import cancel_running
@@ -33,7 +33,7 @@ def _unplan(task: Task) -> None:
     """Withdraw occurrences planned but not started, so they can be planned again later.
 
     An extra run-now run is withdrawn too, but it is no occurrence of the schedule: it never
-    counted against runs_planned (max_runs) and must not become next_run_at.
+    counted against runs_planned (max_runs) and must not become next_unplanned_at.
     """
     # Locked first (workers claim with SKIP LOCKED), so what is counted is what is deleted.
     withdrawn = list(_unstarted_runs(task).select_for_update().values_list("pk", "scheduled_at"))
@@ -43,8 +43,10 @@ def _unplan(task: Task) -> None:
     occurrences = [at for _, at in withdrawn if _is_occurrence(task.schedule, at)]
     task.runs_planned = max(0, task.runs_planned - len(occurrences))
     earliest = min(occurrences, default=None)
-    if earliest is not None and (task.next_run_at is None or earliest < task.next_run_at):
-        task.next_run_at = earliest
+    if earliest is not None and (
+        task.next_unplanned_at is None or earliest < task.next_unplanned_at
+    ):
+        task.next_unplanned_at = earliest
 
 
 def _is_occurrence(schedule: dict, at: datetime) -> bool:
@@ -69,8 +71,8 @@ def update_task(*, task: Task, data: dict, now: datetime) -> Task:
             _unplan(task)
             task.schedule = data["schedule"]
             task.schedule_type = task.schedule["type"]
-            task.next_run_at = first_fire_at(task.schedule, now=now)
-            if task.status == Task.Status.COMPLETED:
+            task.next_unplanned_at = first_fire_at(task.schedule, now=now)
+            if task.status in ENDED:
                 task.status = Task.Status.ACTIVE
         task.save()
         _unstarted_runs(task).update(priority=task.priority, max_attempts=task.max_attempts)
@@ -94,7 +96,7 @@ def pause_task(*, task: Task, now: datetime) -> Task:
         _unplan(task)
         task.status = Task.Status.PAUSED
         task.paused_at = now
-        fields = ["status", "next_run_at", "runs_planned", "paused_at", "updated_at"]
+        fields = ["status", "next_unplanned_at", "runs_planned", "paused_at", "updated_at"]
         task.save(update_fields=fields)
     return task
 
@@ -130,13 +132,13 @@ def cancel_task(*, task: Task, force: bool, now: datetime) -> Task:
         for run in running:
             cancel_running(run=run, now=now, reason="task cancelled")
         task.status = Task.Status.CANCELLED
-        task.next_run_at = None
-        task.save(update_fields=["status", "next_run_at", "updated_at"])
+        task.next_unplanned_at = None
+        task.save(update_fields=["status", "next_unplanned_at", "updated_at"])
     return task
 
 
 def run_now(*, task: Task, now: datetime) -> Run:
-    """One extra run now; the cadence (next_run_at, max_runs count) is unchanged."""
+    """One extra run now; the cadence (next_unplanned_at, max_runs count) is unchanged."""
     with transaction.atomic():
         task = _lock(task)
         if task.status == Task.Status.CANCELLED:
@@ -173,13 +175,13 @@ def skip_next(*, task: Task, now: datetime) -> Run:
                 _complete_if_done(task)
                 run.refresh_from_db()
                 return run
-        if task.status != Task.Status.ACTIVE or task.next_run_at is None:
+        if task.status != Task.Status.ACTIVE or task.next_unplanned_at is None:
             raise Conflict("the task has no next occurrence to skip")
         run = Run.objects.create(
             task=task,
             owner_id=task.owner_id,
-            scheduled_at=task.next_run_at,
-            execute_at=task.next_run_at,
+            scheduled_at=task.next_unplanned_at,
+            execute_at=task.next_unplanned_at,
             priority=task.priority,
             max_attempts=task.max_attempts,
             **task.requests,
@@ -188,12 +190,12 @@ def skip_next(*, task: Task, now: datetime) -> Run:
             error="skipped on request",
         )
         task.runs_planned += 1
-        following = schedules.fire_times(task.schedule, after=task.next_run_at)
-        task.next_run_at = next(iter(following), None)
+        following = schedules.fire_times(task.schedule, after=task.next_unplanned_at)
+        task.next_unplanned_at = next(iter(following), None)
         max_runs = task.schedule.get("max_runs")
         if max_runs is not None and task.runs_planned >= max_runs:
-            task.next_run_at = None
-        task.save(update_fields=["next_run_at", "runs_planned", "updated_at"])
+            task.next_unplanned_at = None
+        task.save(update_fields=["next_unplanned_at", "runs_planned", "updated_at"])
         _complete_if_done(task)
         notify(TASK_CHANGED_CHANNEL)
     return run

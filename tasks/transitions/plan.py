@@ -33,23 +33,23 @@ class PlanResult:
 
 
 def plan_task(task: Task, *, now: datetime, horizon: datetime) -> PlanResult:
-    """Materialise the task's occurrences due up to `horizon` and advance `next_run_at`.
+    """Materialise the task's occurrences due up to `horizon` and advance `next_unplanned_at`.
 
     Call inside a transaction holding the task's row lock. Runs are inserted with conflicts
     ignored on (task, scheduled_at), so a second scheduler planning the same occurrence, or a
     retry of this pass after a crash, creates nothing twice.
     """
-    if task.next_run_at is None or task.next_run_at > horizon:
+    if task.next_unplanned_at is None or task.next_unplanned_at > horizon:
         return PlanResult()
     runs = planning.advance(task, now=now, horizon=horizon)
     Run.objects.bulk_create(runs, ignore_conflicts=True)
     # The outbox: a `missed` event per occurrence recorded missed, in the planning transaction.
     enqueue(None, events=[(r.id, task.id, 0, "missed") for r in runs if _missed(r)])
-    task.save(update_fields=["next_run_at", "runs_planned", "updated_at"])
+    task.save(update_fields=["next_unplanned_at", "runs_planned", "updated_at"])
     skipped = sum(1 for r in runs if r.status == Run.Status.SKIPPED)
     if len(runs) > skipped:
         notify(RUN_DUE_CHANNEL)
-    elif task.next_run_at is None:
+    elif task.next_unplanned_at is None:
         # The last occurrences were missed and skipped: no worker will finish a run to
         # complete the task, so it is completed here (if no earlier run is still unfinished).
         complete_finished_tasks(task_ids=[task.pk])
@@ -67,15 +67,15 @@ def plan_due_tasks(*, now: datetime, batch: int = 500) -> PlanResult:
     Any number of schedulers may run this at once: each task row is planned by exactly one of
     them per pass, and the unique (task, scheduled_at) key makes a replayed pass harmless.
     A pass costs a fixed handful of statements however many tasks it plans: one INSERT of every
-    task's runs, one UPDATE of every task's next_run_at, one NOTIFY. (With 100,000 tasks,
+    task's runs, one UPDATE of every task's next_unplanned_at, one NOTIFY. (With 100,000 tasks,
     statements and savepoints per task were three quarters of the scheduler's time.)
     """
     horizon = now + timedelta(seconds=settings.TASKS_LOOKAHEAD_SECONDS)
     with transaction.atomic():
         due = list(
             Task.objects.select_for_update(skip_locked=True)
-            .filter(status=Task.Status.ACTIVE, next_run_at__lte=horizon)
-            .order_by("next_run_at")[:batch]
+            .filter(status=Task.Status.ACTIVE, next_unplanned_at__lte=horizon)
+            .order_by("next_unplanned_at")[:batch]
         )
         planned: list[tuple[Task, list[Run]]] = []
         failed: list[Task] = []
@@ -85,14 +85,14 @@ def plan_due_tasks(*, now: datetime, batch: int = 500) -> PlanResult:
                 planned.append((task, planning.advance(task, now=now, horizon=horizon)))
             except Exception:
                 # A schedule this code cannot evaluate would fail every pass and, first in
-                # next_run_at order, hold up every task behind it. It is pushed back instead
+                # next_unplanned_at order, hold up every task behind it. It is pushed back instead
                 # of retried in a hot loop; a PATCH of its schedule replans it from now.
                 logger.exception("planning task=%s failed; next attempt at %s", task.pk,
                                  now + timedelta(seconds=PLAN_RETRY_SECONDS))  # fmt: skip
                 failed.append(task)
         if failed:
             Task.objects.filter(pk__in=[t.pk for t in failed]).update(
-                next_run_at=now + timedelta(seconds=PLAN_RETRY_SECONDS)
+                next_unplanned_at=now + timedelta(seconds=PLAN_RETRY_SECONDS)
             )
         return _store_plans(planned)
 
@@ -113,7 +113,7 @@ def _store_plans(planned: list[tuple[Task, list[Run]]]) -> PlanResult:
             {
                 "updated_at": timezone.now(),
                 "ids": [task.pk for task, _ in planned],
-                "next": [task.next_run_at for task, _ in planned],
+                "next": [task.next_unplanned_at for task, _ in planned],
                 "planned": [task.runs_planned for task, _ in planned],
             },
         )
@@ -124,7 +124,7 @@ def _store_plans(planned: list[tuple[Task, list[Run]]]) -> PlanResult:
     ended = [
         task.pk
         for task, task_runs in planned
-        if task.next_run_at is None and all(r.status == Run.Status.SKIPPED for r in task_runs)
+        if task.next_unplanned_at is None and all(r.status == Run.Status.SKIPPED for r in task_runs)
     ]
     if ended:
         complete_finished_tasks(task_ids=ended)

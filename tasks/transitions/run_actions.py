@@ -9,7 +9,7 @@ from django.db import transaction
 
 from tasks.db import RUN_CANCEL_CHANNEL, RUN_DUE_CHANNEL, notify
 from tasks.exceptions import Conflict
-from tasks.models import CLAIMABLE_STATUSES, Attempt, Run, Task
+from tasks.models import CLAIMABLE_STATUSES, ENDED, Attempt, Run, Task
 from tasks.transitions.completion import complete_finished_tasks
 
 
@@ -97,7 +97,7 @@ def retry_run(*, run: Run, now: datetime) -> Run:
                 "wait_reason",
             ]
         )
-        if task.status == Task.Status.COMPLETED:
+        if task.status in ENDED:  # the run is unfinished again: the task has not ended
             Task.objects.filter(pk=task.pk).update(status=Task.Status.ACTIVE)
         notify(RUN_DUE_CHANNEL)
     return run

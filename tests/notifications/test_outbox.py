@@ -181,7 +181,7 @@ def test_misfire_skipped_occurrences_are_missed(user) -> None:
         now=start,
     )
     task = subscribed_task(
-        channel, ["missed"], schedule=schedule, schedule_type="interval", next_run_at=start
+        channel, ["missed"], schedule=schedule, schedule_type="interval", next_unplanned_at=start
     )
 
     result = plan.plan_task(task, now=now, horizon=now + timedelta(seconds=30))

@@ -71,7 +71,7 @@ def test_task_changelist_filters_and_search(staff):
 
 def test_task_actions_call_the_services(staff):
     task = TaskFactory(schedule={"type": "interval", "every": 3600}, schedule_type="interval",
-                       next_run_at=timezone.now() + timedelta(hours=1))  # fmt: skip
+                       next_unplanned_at=timezone.now() + timedelta(hours=1))  # fmt: skip
     url = reverse("admin:tasks_task_changelist")
     for action, status in (("pause", "paused"), ("resume", "active"), ("cancel", "cancelled")):
         response = staff.post(url, {"action": action, "_selected_action": [task.pk]})

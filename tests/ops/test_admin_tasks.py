@@ -58,7 +58,7 @@ def test_add_a_cron_task_through_the_services(staff, admin_user) -> None:
     assert task.resources == {"cpu": "500m", "memory": "256Mi"}
     assert (task.cpu_millis, task.memory_bytes) == (500, 256 * 2**20)
     assert task.on_zombie == "notify", "the default when the form says nothing"
-    assert task.next_run_at is not None and task.next_run_at.astimezone().second == 0
+    assert task.next_unplanned_at is not None and task.next_unplanned_at.astimezone().second == 0
 
     page = staff.get(reverse("admin:tasks_task_change", args=[task.pk])).content.decode()
     fire_times = re.findall(r"<li>(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC) \(", page)

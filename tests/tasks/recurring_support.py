@@ -20,8 +20,8 @@ def iso(at: datetime) -> str:
 def recurring_task(owner: Any, raw: dict, *, now: datetime, **fields: Any) -> Task:
     """A task stored as the API stores it, with nothing planned: the schedulers plan all of it.
 
-    `next_run_at` is the schedule's first fire time, even a past one, which is how a task looks
-    to a scheduler that comes back after an outage.
+    `next_unplanned_at` is the schedule's first fire time, even a past one, which is how a task
+    looks to a scheduler that comes back after an outage.
     """
     schedule = schedules.normalize(raw, now=now)
     values = {
@@ -30,7 +30,7 @@ def recurring_task(owner: Any, raw: dict, *, now: datetime, **fields: Any) -> Ta
         "payload": {"name": "record", "args": {}},
         "schedule": schedule,
         "schedule_type": schedule["type"],
-        "next_run_at": next(iter(schedules.fire_times(schedule, after=None)), None),
+        "next_unplanned_at": next(iter(schedules.fire_times(schedule, after=None)), None),
     }
     return Task.objects.create(**(values | fields))
 

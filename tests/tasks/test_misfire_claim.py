@@ -113,7 +113,7 @@ def test_retries_and_one_time_tasks_are_never_missed() -> None:
 
 def test_a_task_whose_last_occurrence_is_missed_completes() -> None:
     task = planned_on_time("skip", max_runs=10)
-    assert Task.objects.get(pk=task.pk).next_run_at is None
+    assert Task.objects.get(pk=task.pk).next_unplanned_at is None
 
     assert claim_all() == []
 

@@ -45,7 +45,7 @@ def test_each_misfire_policy_after_ten_minutes_without_a_scheduler(processes):
     owner = UserFactory()
     now = db_now()
     # The tasks were defined 10 min 15 s ago and no scheduler has run since: their first
-    # occurrence is that old (as if next_run_at had fallen behind during an outage).
+    # occurrence is that old (as if next_unplanned_at had fallen behind during an outage).
     began = now.replace(microsecond=0) - timedelta(minutes=10, seconds=15)
     tasks = {
         policy: recurring_task(

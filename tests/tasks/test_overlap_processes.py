@@ -157,6 +157,6 @@ def test_max_runs_and_end_at_complete_the_task(processes):
         runs = Run.objects.filter(task=task)
         assert list(runs.values_list("status", flat=True)) == ["succeeded"] * 3
         task.refresh_from_db()
-        assert task.next_run_at is None
+        assert task.next_unplanned_at is None
     time.sleep(2)
     assert Run.objects.filter(task=by_count).count() == 3, "nothing after max_runs"

@@ -55,7 +55,7 @@ def late_minutely(
 ) -> tuple[Task, datetime]:
     """An every-60-s task whose first occurrence (T0 + 1 min) lies `minutes_late` in the past."""
     task = make_task(owner, {"type": "interval", "every": 60, "misfire": misfire})
-    assert task.next_run_at == T0 + MINUTE
+    assert task.next_unplanned_at == T0 + MINUTE
     assert not Run.objects.filter(task=task).exists()
     return task, T0 + MINUTE + minutes_late * MINUTE
 
@@ -64,7 +64,7 @@ def test_only_occurrences_inside_the_lookahead_are_planned(owner: AbstractBaseUs
     task = make_task(owner, {"type": "interval", "every": 10})
 
     assert runs_by_status(task) == {"scheduled": [T0 + timedelta(seconds=s) for s in (10, 20, 30)]}
-    assert task.next_run_at == T0 + timedelta(seconds=40)
+    assert task.next_unplanned_at == T0 + timedelta(seconds=40)
     assert task.runs_planned == 3
 
 
@@ -89,7 +89,7 @@ def test_replayed_pass_on_a_stale_row_creates_no_duplicate(owner: AbstractBaseUs
     assert count == 4
     assert Run.objects.filter(task=task).count() == count
     task.refresh_from_db()
-    assert task.next_run_at == now + MINUTE
+    assert task.next_unplanned_at == now + MINUTE
 
 
 def test_replayed_pass_with_skipped_occurrences(owner: AbstractBaseUser) -> None:
@@ -172,14 +172,14 @@ def test_a_late_one_time_task_runs_anyway(owner: AbstractBaseUser) -> None:
 
     assert runs_by_status(task) == {"scheduled": [run_at]}
     task.refresh_from_db()
-    assert task.next_run_at is None
+    assert task.next_unplanned_at is None
 
 
 def test_max_runs_stops_planning(owner: AbstractBaseUser) -> None:
     task = make_task(owner, {"type": "interval", "every": 10, "max_runs": 2})
 
     assert len(runs_by_status(task)["scheduled"]) == 2
-    assert task.next_run_at is None
+    assert task.next_unplanned_at is None
     assert plan(task, T0 + timedelta(minutes=5)).planned == 0
 
 
@@ -225,4 +225,4 @@ def test_task_whose_last_occurrences_are_skipped_completes(owner: AbstractBaseUs
 
     assert runs_by_status(task) == {"skipped": [T0 + i * MINUTE for i in (1, 2, 3)]}
     task.refresh_from_db()
-    assert (task.next_run_at, task.status) == (None, "completed")
+    assert (task.next_unplanned_at, task.status) == (None, "completed")

@@ -98,7 +98,7 @@ def test_resume_after_a_long_pause_skips_what_the_pause_covered(
     # Ten minutes pass while paused: the stored times are moved back instead of waiting.
     stored = Task.objects.get(pk=task["id"])
     stored.schedule["anchor"] = (utc(stored.schedule["anchor"]) - timedelta(minutes=10)).isoformat()
-    stored.next_run_at -= timedelta(minutes=10)
+    stored.next_unplanned_at -= timedelta(minutes=10)
     stored.paused_at -= timedelta(minutes=10)
     stored.save()
 

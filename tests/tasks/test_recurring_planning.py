@@ -95,7 +95,7 @@ def test_run_once_under_max_runs_counts_only_occurrences_that_will_exist(owner) 
     # max_runs ends the schedule inside the first pass: its last occurrence is the latest missed.
     assert runs["scheduled"] == [T0 + planning.MAX_OCCURRENCES_PER_PASS * MINUTE]
     task.refresh_from_db()
-    assert task.next_run_at is None
+    assert task.next_unplanned_at is None
 
 
 def test_a_task_whose_planning_fails_is_pushed_back_and_the_rest_planned(owner, caplog) -> None:
@@ -109,7 +109,7 @@ def test_a_task_whose_planning_fails_is_pushed_back_and_the_rest_planned(owner, 
 
     assert Run.objects.filter(task=good).exists()
     bad.refresh_from_db()
-    assert bad.next_run_at == now + timedelta(seconds=PLAN_RETRY_SECONDS)
+    assert bad.next_unplanned_at == now + timedelta(seconds=PLAN_RETRY_SECONDS)
     assert f"planning task={bad.pk} failed" in caplog.text
 
 
@@ -125,7 +125,7 @@ def test_jitter_is_keyed_by_the_runs_idempotency_key(owner) -> None:
 
 def test_next_runs_lists_planned_occurrences_first(owner) -> None:
     task = make_task(owner, {"type": "interval", "every": 10})
-    assert task.next_run_at == T0 + 40 * SECOND  # 10, 20 and 30 s are planned already
+    assert task.next_unplanned_at == T0 + 40 * SECOND  # 10, 20 and 30 s are planned already
 
     times = planning.next_runs(task, now=T0, count=5)
 
@@ -207,17 +207,17 @@ def test_scheduler_sleeps_until_half_a_lookahead_before_the_earliest_occurrence(
     now = db_now()
     Task.objects.create(
         owner=owner, kind="handler", schedule={"type": "interval", "every": 60},
-        next_run_at=now + timedelta(seconds=30 + 16),
+        next_unplanned_at=now + timedelta(seconds=30 + 16),
     )  # fmt: skip
     scheduler = Scheduler()
 
     # Due for planning (30 s ahead) in 16 s; planned 15 s later, still 15 s before it is due.
     assert scheduler.sleep_seconds() == 2.0  # capped at the heartbeat interval
 
-    Task.objects.update(next_run_at=now + timedelta(seconds=30 - 14))
+    Task.objects.update(next_unplanned_at=now + timedelta(seconds=30 - 14))
     assert 0.5 < scheduler.sleep_seconds() <= 1.0
 
-    Task.objects.update(next_run_at=now)  # e.g. locked by another scheduler planning it
+    Task.objects.update(next_unplanned_at=now)  # e.g. locked by another scheduler planning it
     assert scheduler.sleep_seconds() == MIN_PAUSE_SECONDS
 
 

@@ -40,7 +40,7 @@ def test_create_task_plans_a_due_run(owner: AbstractBaseUser) -> None:
     assert created
     run = Run.objects.get(task=task)
     assert (run.scheduled_at, run.status, run.owner_id) == (T0, "scheduled", owner.pk)
-    assert task.next_run_at is None
+    assert task.next_unplanned_at is None
 
 
 def test_create_task_with_a_repeated_dedup_key(owner: AbstractBaseUser) -> None:
@@ -129,7 +129,7 @@ def test_pause_and_resume_replan_missed_occurrences_by_policy(owner: AbstractBas
     assert Run.objects.filter(task=task).count() == 3
 
     task = lifecycle.pause_task(task=task, now=T0)
-    assert (task.status, task.next_run_at, task.runs_planned) == (
+    assert (task.status, task.next_unplanned_at, task.runs_planned) == (
         "paused",
         T0 + timedelta(seconds=10),
         0,
@@ -176,7 +176,7 @@ def test_run_now_keeps_the_cadence(owner: AbstractBaseUser) -> None:
 
     assert (run.scheduled_at, run.status) == (T0 + timedelta(seconds=5), "scheduled")
     task.refresh_from_db()
-    assert (task.next_run_at, task.runs_planned) == (T0 + timedelta(hours=1), 0)
+    assert (task.next_unplanned_at, task.runs_planned) == (T0 + timedelta(hours=1), 0)
 
 
 def test_skip_next_respects_max_runs(owner: AbstractBaseUser) -> None:
@@ -187,13 +187,13 @@ def test_skip_next_respects_max_runs(owner: AbstractBaseUser) -> None:
 
     assert (run.status, run.scheduled_at) == ("skipped", T0 + timedelta(hours=1))
     task.refresh_from_db()
-    assert (task.next_run_at, task.status) == (None, "completed")
+    assert (task.next_unplanned_at, task.status) == (None, "completed")
     with pytest.raises(Conflict):
         lifecycle.skip_next(task=task, now=T0)
 
 
 def test_cancel_run_of_a_scheduled_run(owner: AbstractBaseUser) -> None:
-    run = RunFactory(task=TaskFactory(owner=owner, next_run_at=T0))
+    run = RunFactory(task=TaskFactory(owner=owner, next_unplanned_at=T0))
 
     run = run_actions.cancel_run(run=run, now=T0)
 

@@ -96,10 +96,10 @@ class Command(BaseCommand):
             queryset = queryset.filter(name__icontains=options["name"])
         rows = [
             (t.id, t.name, t.owner.get_username(), t.kind, t.schedule_type, t.priority, t.status,
-             t.next_run_at)
+             t.next_unplanned_at)
             for t in queryset[: options["limit"]]
         ]  # fmt: skip
-        headers = ["id", "name", "owner", "kind", "schedule", "prio", "status", "next run"]
+        headers = ["id", "name", "owner", "kind", "schedule", "prio", "status", "unplanned from"]
         self.stdout.write(table(headers, rows))
 
     def do_runs(self, options: dict[str, Any]) -> None:
@@ -127,7 +127,7 @@ class Command(BaseCommand):
                 ("id", task.id), ("name", task.name), ("owner", task.owner.get_username()),
                 ("kind", task.kind), ("payload", json.dumps(task.payload)),
                 ("schedule", json.dumps(task.schedule)), ("priority", task.priority),
-                ("status", task.status), ("next run", task.next_run_at),
+                ("status", task.status), ("unplanned from", task.next_unplanned_at),
                 ("max attempts", task.max_attempts), ("timeout", task.timeout),
                 ("created", task.created_at), ("updated", task.updated_at),
             ])

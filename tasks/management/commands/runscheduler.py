@@ -14,7 +14,7 @@ from tasks.transitions.plan import plan_due_tasks
 logger = logging.getLogger(__name__)
 
 # Shortest pause after an idle pass (seconds). A task another scheduler is planning right now
-# still shows its old next_run_at until that transaction commits: without a floor, every other
+# still shows its old next_unplanned_at until that transaction commits: without a floor, every other
 # scheduler would spin on it meanwhile.
 MIN_PAUSE_SECONDS = 0.05
 

@@ -12,7 +12,7 @@ from django.db import connection
 from rest_framework import serializers
 from rest_framework.test import APIClient
 
-from tasks import planning
+from tasks import history, planning
 from tasks.api.json_sql import iso_json, iso_sql, runs_json, tasks_json
 from tasks.api.renderers import ORJSONRenderer
 from tasks.api.run_serializers import RunSerializer, RunSummarySerializer
@@ -117,7 +117,7 @@ def test_datetimes_and_idempotency_keys_are_written_as_python_writes_them() -> N
     assert orjson.loads(iso_json(TIMES)) == [drf.to_representation(at) for at in TIMES]
 
 
-def test_a_tasks_runs_are_its_latest_twenty_as_summaries() -> None:
+def test_a_tasks_runs_are_its_latest_twenty_begun_runs_as_summaries() -> None:
     task, other = TaskFactory(), TaskFactory(owner=UserFactory())
     base = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
     for i in range(25):
@@ -136,21 +136,22 @@ def test_a_tasks_runs_are_its_latest_twenty_as_summaries() -> None:
     (found,) = tasks_json([task.pk, other.pk], owner=task.owner, now=base)
 
     runs = orjson.loads(found.text)["runs"]
-    latest = Run.objects.filter(task=task).order_by("-scheduled_at")[:20]
+    latest = Run.objects.filter(task=task, attempt=1).order_by("-scheduled_at")[:20]
     assert runs == RunSummarySerializer(latest, many=True).data
-    assert runs[0]["started_at"] is None  # the newest two are not started
-    assert runs[-1]["scheduled_at"] == "2026-03-01T12:05:00Z"
+    assert runs[0]["scheduled_at"] == "2026-03-01T12:22:00.001234Z"  # newest two: not begun
+    assert runs[-1]["scheduled_at"] == "2026-03-01T12:03:00Z"
 
 
 @pytest.mark.parametrize("ahead", [0, 3, 19, 20, 25])
 def test_next_runs_list_the_planned_occurrences_first_however_many_lie_ahead(ahead) -> None:
-    """The planned occurrences come from the task's latest 20 runs when fewer than 20 lie
-    ahead, and from a probe of their own otherwise; both agree with planning.next_runs."""
+    """The planned occurrences and the history come from the task's newest 25 runs when those
+    reach back past `now`, and from probes of their own otherwise; the times agree with
+    planning.next_runs, the history with tasks/history.py."""
     now = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
     task = TaskFactory(
         schedule={"type": "interval", "every": 60, "start_at": "2026-01-01T00:00:00Z"},
         schedule_type="interval",
-        next_run_at=now + timedelta(hours=1),
+        next_unplanned_at=now + timedelta(hours=1),
         runs_planned=100,
     )
     for i in range(1, 8):  # history behind `now`, and one retry ahead (not a planned one)
@@ -165,6 +166,11 @@ def test_next_runs_list_the_planned_occurrences_first_however_many_lie_ahead(ahe
 
     expected = planning.next_runs(Task.objects.get(pk=task.pk), now=now, count=5)
     drf = serializers.DateTimeField()
-    assert orjson.loads(found.text)["next_runs"] == [drf.to_representation(t) for t in expected]
+    body = orjson.loads(found.text)
+    assert body["next_runs"] == [drf.to_representation(t) for t in expected]
+    # The history beside them, however many lie ahead: the retry first (begun), then the past.
+    recent = history.recent_runs(task.pk, now=now)
+    assert body["runs"] == RunSummarySerializer(recent, many=True).data
+    assert len(body["runs"]) == 8 and body["last_run"] == body["runs"][0]
     if ahead:
         assert expected[0] == now + timedelta(minutes=2)

@@ -28,7 +28,7 @@ def _recurring_task(owner, i: int):
         name=f"task {i}",
         schedule={"type": "interval", "every": 60, "start_at": start.isoformat()},
         schedule_type="interval",
-        next_run_at=start + timedelta(minutes=1),
+        next_unplanned_at=start + timedelta(minutes=1),
         runs_planned=2,
     )
     done = RunFactory(

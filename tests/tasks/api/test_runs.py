@@ -78,7 +78,7 @@ def test_run_detail_has_attempts_and_idempotency_key(api: APIClient, user) -> No
 
 
 def test_cancel_a_scheduled_run(api: APIClient, user) -> None:
-    task = TaskFactory(owner=user, schedule_type="interval", next_run_at=BASE)
+    task = TaskFactory(owner=user, schedule_type="interval", next_unplanned_at=BASE)
     run = RunFactory(task=task)
 
     response = api.post(f"/api/v1/runs/{run.id}/cancel")
@@ -93,7 +93,7 @@ def test_cancel_a_scheduled_run(api: APIClient, user) -> None:
 
 
 def test_cancelling_the_last_run_completes_the_task(api: APIClient, user) -> None:
-    task = TaskFactory(owner=user, next_run_at=None)
+    task = TaskFactory(owner=user, next_unplanned_at=None)
     run = RunFactory(task=task)
 
     api.post(f"/api/v1/runs/{run.id}/cancel")

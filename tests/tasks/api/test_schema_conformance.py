@@ -44,9 +44,15 @@ def rows(user, settings, tmp_path) -> dict:
     settings.MEDIA_ROOT = tmp_path / "media"
     settings.SCHEDULER_WRITE_RATE = ""
     every_minute = schedules.normalize({"type": "interval", "every": 60}, now=NOW)
-    recurring = TaskFactory(owner=user, schedule=every_minute, schedule_type="interval",
-                            next_run_at=NOW + timedelta(minutes=1), timeout=2.5, dedup_key="k",
-                            notify=[{"channel": "c", "events": ["failed"]}])  # fmt: skip
+    recurring = TaskFactory(
+        owner=user,
+        schedule=every_minute,
+        schedule_type="interval",
+        next_unplanned_at=NOW + timedelta(minutes=1),
+        timeout=2.5,
+        dedup_key="k",
+        notify=[{"channel": "c", "events": ["failed"]}],
+    )
     binary = TaskFactory(owner=user, kind="executable", payload={"args": ["-v"]}, status="paused")
     binary.executable.save("tool.sh", ContentFile(b"#!/bin/sh\n"), save=True)
     plain = TaskFactory(owner=user)
@@ -86,6 +92,8 @@ def test_reads_match_the_schema(schema, user, rows) -> None:
                path_parameters={"id": str(task.pk)})  # fmt: skip
     for run in rows["runs"]:
         _check(schema, user, "GET", "/api/v1/runs/{id}", 200, path_parameters={"id": str(run.pk)})
+    runs = _check(schema, user, "GET", "/api/v1/runs", 200, query={"status": "failed"})
+    assert [run["id"] for run in runs["results"]] == [str(rows["runs"][0].pk)]
 
 
 def test_writes_that_return_a_task_or_a_run_match_the_schema(schema, user, rows) -> None:

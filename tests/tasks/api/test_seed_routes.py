@@ -36,7 +36,9 @@ def test_post_with_empty_schedule_and_delay(api: APIClient) -> None:
     assert response.status_code == 201
     task = Task.objects.get(pk=response.json()["task_id"])
     assert task.schedule_type == "once"
-    assert before + timedelta(seconds=115) < task.next_run_at < before + timedelta(seconds=125)
+    assert (
+        before + timedelta(seconds=115) < task.next_unplanned_at < before + timedelta(seconds=125)
+    )
     assert not Run.objects.filter(task=task).exists()
 
 

@@ -32,7 +32,7 @@ def test_pause_withdraws_unstarted_runs_and_resume_plans_them_again(
     assert paused.json()["status"] == "paused"
     assert paused.json()["next_runs"] == []
     assert statuses(task["id"]) == []
-    assert Task.objects.get(pk=task["id"]).next_run_at == scheduled_at
+    assert Task.objects.get(pk=task["id"]).next_unplanned_at == scheduled_at
 
     resumed = api.post(f"/api/v1/tasks/{task['id']}/resume")
 
@@ -56,7 +56,7 @@ def test_pause_of_a_recurring_task_withdraws_every_planned_run(
 
 
 def test_pause_keeps_finished_runs(api: APIClient, user) -> None:
-    task = TaskFactory(owner=user, next_run_at=None)
+    task = TaskFactory(owner=user, next_unplanned_at=None)
     done = finished_run(task, "succeeded")
 
     api.post(f"/api/v1/tasks/{task.id}/pause")
@@ -85,7 +85,7 @@ def test_delete_cancels_the_task_and_its_scheduled_runs(api: APIClient, create: 
 
     assert response.status_code == 204
     stored = Task.objects.get(pk=task["id"])
-    assert (stored.status, stored.next_run_at) == ("cancelled", None)
+    assert (stored.status, stored.next_unplanned_at) == ("cancelled", None)
     assert set(statuses(task["id"])) == {"cancelled"}
     assert api.get(f"/api/v1/tasks/{task['id']}").json()["next_runs"] == []
 
@@ -127,7 +127,7 @@ def test_run_now_adds_a_run_and_keeps_the_cadence(api: APIClient, create: Callab
     run = response.json()
     assert (run["task"], run["status"], run["attempt"]) == (task["id"], "scheduled", 0)
     stored = Task.objects.get(pk=task["id"])
-    assert stored.next_run_at == datetime.fromisoformat(task["next_run_at"])
+    assert stored.next_unplanned_at == datetime.fromisoformat(task["next_run_at"])
     assert stored.runs_planned == 0
     assert api.get(f"/api/v1/tasks/{task['id']}").json()["next_runs"] == task["next_runs"]
 
@@ -163,7 +163,7 @@ def test_skip_next_records_an_unplanned_occurrence(api: APIClient, create: Calla
     assert response.status_code == 200
     assert datetime.fromisoformat(response.json()["scheduled_at"]) == first
     assert response.json()["status"] == "skipped"
-    assert Task.objects.get(pk=task["id"]).next_run_at == first + timedelta(hours=1)
+    assert Task.objects.get(pk=task["id"]).next_unplanned_at == first + timedelta(hours=1)
 
 
 def test_skip_next_of_the_last_occurrence_completes_the_task(

@@ -34,7 +34,7 @@ def test_every_field_of_a_recurring_task() -> None:
         payload={"name": "noop", "args": {"x": [1, None, "caf\u00e9"]}},
         schedule={"type": "interval", "every": 60, "start_at": "2026-05-04T03:02:01Z"},
         schedule_type="interval",
-        next_run_at=AT + timedelta(minutes=2),
+        next_unplanned_at=AT + timedelta(minutes=2),
         runs_planned=2,
         timeout=12.5,
         priority=9,
@@ -70,8 +70,17 @@ def test_every_field_of_a_recurring_task() -> None:
         "resources": {"cpu": "500m", "memory": "256Mi"},
         "on_zombie": "cancel",
         "status": "active",
-        "next_run_at": "2026-05-04T03:04:01Z",
-        # The planned run first, then the schedule's fire times from next_run_at.
+        "last_run": {
+            "id": str(done.pk),
+            "scheduled_at": "2026-05-04T03:02:01Z",
+            "status": "succeeded",
+            "attempt": 1,
+            "started_at": "2026-05-04T03:02:01Z",
+            "finished_at": "2026-05-04T03:02:02Z",
+        },
+        # The next fire time: the planned run, not the planner's cursor (03:04:01).
+        "next_run_at": "2026-05-04T03:03:01Z",
+        # The planned run first, then the schedule's fire times from the cursor.
         "next_runs": [
             "2026-05-04T03:03:01Z",
             "2026-05-04T03:04:01Z",
@@ -79,15 +88,15 @@ def test_every_field_of_a_recurring_task() -> None:
             "2026-05-04T03:06:01Z",
             "2026-05-04T03:07:01Z",
         ],
+        "next_runs_detail": [
+            {"scheduled_at": "2026-05-04T03:03:01Z", "run_id": str(planned.pk)},
+            {"scheduled_at": "2026-05-04T03:04:01Z", "run_id": None},
+            {"scheduled_at": "2026-05-04T03:05:01Z", "run_id": None},
+            {"scheduled_at": "2026-05-04T03:06:01Z", "run_id": None},
+            {"scheduled_at": "2026-05-04T03:07:01Z", "run_id": None},
+        ],
+        # Begun runs only: the planned one is among next_runs.
         "runs": [
-            {
-                "id": str(planned.pk),
-                "scheduled_at": "2026-05-04T03:03:01Z",
-                "status": "scheduled",
-                "attempt": 0,
-                "started_at": None,
-                "finished_at": None,
-            },
             {
                 "id": str(done.pk),
                 "scheduled_at": "2026-05-04T03:02:01Z",
@@ -103,14 +112,16 @@ def test_every_field_of_a_recurring_task() -> None:
 
 
 def test_paused_executable_and_one_time_tasks() -> None:
-    paused = TaskFactory(status="paused", next_run_at=AT + timedelta(hours=1))
+    paused = TaskFactory(status="paused", next_unplanned_at=AT + timedelta(hours=1))
     binary = TaskFactory(kind="executable", payload={"args": ["-v"]})
     binary.executable.save("tool.sh", ContentFile(b"#!/bin/sh\n"), save=True)
     once = TaskFactory(schedule={"type": "once", "run_at": "2026-05-04T04:00:00Z"},
-                       next_run_at=datetime(2026, 5, 4, 4, tzinfo=UTC))  # fmt: skip
+                       next_unplanned_at=datetime(2026, 5, 4, 4, tzinfo=UTC))  # fmt: skip
 
     assert _read(paused)["next_runs"] == []  # only an active task runs
     assert _read(binary)["executable"] == "tool.sh"  # as uploaded; the key is the hash
+    assert (_read(paused)["next_run_at"], _read(paused)["next_runs_detail"]) == (None, [])
+    assert _read(paused)["last_run"] is None
     assert _read(binary)["timeout"] is None
     assert _read(once)["next_runs"] == ["2026-05-04T04:00:00Z"]
     assert _read(once)["runs"] == []

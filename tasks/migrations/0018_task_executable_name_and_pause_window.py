@@ -27,7 +27,7 @@ def keep_every_second_crons(apps, schema_editor):
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("tasks", "0016_run_requests_idx"),
+        ("tasks", "0017_task_failed_status_and_plan_cursor"),
     ]
 
     operations = [

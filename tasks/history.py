@@ -1,0 +1,53 @@
+"""What a task has done and will do next, as the ORM reads it: the admin, the list filters and
+the list's ordering. The API's JSON reads the same definitions in SQL (tasks/api/json_sql.py).
+
+A task's runs split in two at a time `now`. Its *next runs* are the occurrences planned but not
+begun, due at `now` or later: claimable, never attempted. Every other run is in its *history*
+(`runs`, newest occurrence first): those that have begun (started at least once, a pending
+retry too, or ended without starting: skipped, cancelled) and those due but still waiting for a
+worker. Its *last run* is its latest begun run, by `scheduled_at`.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from uuid import UUID
+
+from django.db.models import Case, F, OuterRef, Q, QuerySet, Subquery, When
+from django.db.models.functions import Least
+
+from tasks.models import CLAIMABLE_STATUSES, Run, Task
+
+RECENT_RUNS = 20  # a task's `runs` in the API, and its runs on its admin page
+
+BEGUN = Q(attempt__gt=0) | Q(finished_at__isnull=False)
+
+
+def upcoming(now: datetime) -> Q:
+    """Runs that are next runs at `now`: planned, not begun, not due yet."""
+    return Q(status__in=CLAIMABLE_STATUSES, attempt=0, scheduled_at__gte=now)
+
+
+def recent_runs(task_id: UUID, *, now: datetime, count: int = RECENT_RUNS) -> QuerySet[Run]:
+    """The task's history at `now`, newest first, `count` of it: by the (task, scheduled_at)
+    index read backwards, past only the few runs planned ahead."""
+    history = Run.objects.filter(task_id=task_id).exclude(upcoming(now))
+    return history.order_by("-scheduled_at")[:count]
+
+
+def last_run(field: str) -> Subquery:
+    """`field` of each task's (OuterRef "pk") latest begun run, for annotate() or alias()."""
+    latest = Run.objects.filter(BEGUN, task_id=OuterRef("pk")).order_by("-scheduled_at")
+    return Subquery(latest.values(field)[:1])
+
+
+def next_run_at(now: datetime) -> Case:
+    """Each active task's next fire time, `next_runs[0]` as planning.next_runs computes it: its
+    earliest occurrence planned but not begun (due at `now` or later), or else the planner's
+    cursor, the first occurrence not planned yet. NULL for a task that is not active."""
+    pending = Run.objects.filter(upcoming(now), task_id=OuterRef("pk")).order_by("scheduled_at")
+    earliest = Subquery(pending.values("scheduled_at")[:1])
+    return Case(
+        When(status=Task.Status.ACTIVE, then=Least(earliest, F("next_unplanned_at"))),
+        default=None,
+    )
