@@ -181,7 +181,7 @@ def test_notify_errors_have_one_shape(api: APIClient, user) -> None:
 def test_status_filter_error_lists_the_choices(api: APIClient) -> None:
     messages = refused(api.get("/api/v1/tasks", {"status": "done"}), "status")
 
-    assert "active, paused, completed, cancelled" in messages[0]
+    assert "active, paused, completed, failed, cancelled" in messages[0]
 
 
 def test_priority_filter_takes_the_names_the_body_takes(api: APIClient, create) -> None:
