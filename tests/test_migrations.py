@@ -129,3 +129,15 @@ def test_an_edit_of_a_sql_file_without_a_migration_is_found(edit, changed) -> No
     kind, prefix = changed
     assert found
     assert [key for key in found if key[0] == kind and key[1].startswith(prefix)] == found
+
+
+def test_no_migration_reads_a_file_or_the_live_sql() -> None:
+    # What a migration applies is in the migration: no file read, no statement from the
+    # loader of the apps' live `.sql` files.
+    reads = re.compile(r"\bopen\(|read_text|read_bytes|importlib|tasks\.sql\b|queries\(")
+    offenders = [
+        str(path.relative_to(ROOT))
+        for path in sorted(ROOT.glob("*/migrations/*.py"))
+        if reads.search(path.read_text(encoding="utf-8"))
+    ]
+    assert offenders == []
