@@ -53,6 +53,11 @@ def loop_error_counter(*, role: str, process: str) -> Callable[[Exception], None
         if is_unavailable(exc):
             return
         with connection.cursor() as cursor:
-            cursor.execute(SQL["count_loop_error"], {"role": role, "shard": shard_of(process)})
+            count_loop_error(cursor, role=role, process=process)
 
     return count
+
+
+def count_loop_error(cursor: Any, *, role: str, process: str) -> None:
+    """One more failed pass of `role`'s loop, in its own statement (any DB-API cursor)."""
+    cursor.execute(SQL["count_loop_error"], {"role": role, "shard": shard_of(process)})
