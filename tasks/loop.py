@@ -10,6 +10,8 @@ from collections.abc import Callable
 
 from django.db import close_old_connections
 
+from tasks.db import is_unavailable
+
 logger = logging.getLogger(__name__)
 
 
@@ -59,10 +61,11 @@ def run_loop(
 
     An exception in a pass is logged with its traceback, handed to `on_error` (the roles count
     it for /metrics), and the loop goes on after a pause that doubles while passes keep failing
-    (`error_pause`): one bad row, a bug met by one pass or a database restart never kills the
-    process nor spins it in a hot loop. Stale connections are closed before a pass, at most
-    every `hygiene_seconds` (with CONN_HEALTH_CHECKS each check costs a round trip on the next
-    query). `after_sleep` runs after each idle wait, before the next pass.
+    (`error_pause`; not for a database that is down): one bad row, a bug met by one pass or a
+    database restart never kills the process nor spins it in a hot loop. Stale connections are
+    closed before a pass, at most every `hygiene_seconds` (with CONN_HEALTH_CHECKS each check
+    costs a round trip on the next query). `after_sleep` runs after each idle wait, before the
+    next pass.
     """
     wake = wake or threading.Event()
     hygiene_at = 0.0
@@ -76,8 +79,10 @@ def run_loop(
             busy = run_once()
             failures = 0
         except Exception as exc:
-            failures += 1
-            pause = error_pause(failures)
+            # A database that is down is tried again at the first pause, so that the process
+            # carries on as soon as it is back; other errors that keep coming back off.
+            failures = 0 if is_unavailable(exc) else failures + 1
+            pause = error_pause(max(failures, 1))
             logger.exception("pass failed; next pass in %.0f s", pause)
             close_old_connections()
             if on_error is not None:

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import itertools
 import threading
+import time
+
+from django.db import OperationalError
 
 from tasks.loop import ERROR_PAUSES, error_pause, run_loop
 
@@ -68,3 +72,18 @@ def test_once_runs_a_single_pass() -> None:
     run_loop(lambda: calls.append(1) or True, stop=threading.Event(),
              sleep_seconds=lambda: 0.0, once=True)  # fmt: skip
     assert calls == [1]
+
+
+def test_a_database_that_is_down_is_tried_again_at_the_first_pause() -> None:
+    stop, started = threading.Event(), []
+
+    def run_once() -> bool:
+        started.append(time.monotonic())
+        if len(started) <= 3:
+            raise OperationalError("connection refused")
+        stop.set()
+        return False
+
+    run_loop(run_once, stop=stop, sleep_seconds=lambda: 0.0)
+    pauses = [b - a for a, b in itertools.pairwise(started)]
+    assert all(pause < ERROR_PAUSES[0] * 1.5 for pause in pauses), pauses
