@@ -1,12 +1,16 @@
-"""Cumulative run counters for /metrics: one upsert per batch of recorded outcomes or rescues."""
+"""Cumulative counters for /metrics: one upsert per batch of recorded outcomes or rescues, and
+one per failed pass of a role's loop."""
 
 from __future__ import annotations
 
 import zlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 from uuid import UUID
 
+from django.db import connection
+
+from tasks.db import is_unavailable
 from tasks.sql import queries
 
 # Each process writes its own shard, so workers recording at once rarely wait on one row; the
@@ -38,3 +42,22 @@ def count_events(cursor: Any, *, process: str, events: Iterable[tuple[UUID, str,
             "outcomes": [outcome for _, _, outcome in rows],
         },
     )
+
+
+def loop_error_counter(*, role: str, process: str) -> Callable[[Exception], None]:
+    """The loop's `on_error` for a role process: counts each failed pass, except those of a
+    database that is down or not the primary (the database is the one to tell: /health and
+    `scheduler_database_up` do, and the count could not be written anyway)."""
+
+    def count(exc: Exception) -> None:
+        if is_unavailable(exc):
+            return
+        with connection.cursor() as cursor:
+            count_loop_error(cursor, role=role, process=process)
+
+    return count
+
+
+def count_loop_error(cursor: Any, *, role: str, process: str) -> None:
+    """One more failed pass of `role`'s loop, in its own statement (any DB-API cursor)."""
+    cursor.execute(SQL["count_loop_error"], {"role": role, "shard": shard_of(process)})

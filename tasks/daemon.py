@@ -11,6 +11,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand
 from django.db import connection
 
+from tasks.counters import loop_error_counter
 from tasks.db import Listener
 from tasks.loop import install_stop_signals, run_loop
 from tasks.processes import beat, mark_stopped, process_name
@@ -44,6 +45,7 @@ class DaemonCommand(BaseCommand):
                 sleep_seconds=self.sleep_seconds,
                 wake=self.wake,
                 once=options["once"],
+                on_error=loop_error_counter(role=self.role, process=self.name),
             )
         finally:
             if listener:

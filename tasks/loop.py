@@ -1,4 +1,4 @@
-"""The shared daemon loop: signals, prompt shutdown, DB hygiene, --once, per-unit error handling."""
+"""The shared daemon loop: signals, prompt shutdown, DB hygiene, --once, surviving a failed pass."""
 
 from __future__ import annotations
 
@@ -9,6 +9,8 @@ import time
 from collections.abc import Callable
 
 from django.db import close_old_connections
+
+from tasks.db import is_unavailable
 
 logger = logging.getLogger(__name__)
 
@@ -26,6 +28,24 @@ def install_stop_signals(stop: threading.Event) -> None:
     signal.signal(signal.SIGINT, handler)
 
 
+# The pause after a failed pass, doubling from the first to the last while passes keep failing.
+ERROR_PAUSES = (1.0, 30.0)
+
+
+def error_pause(failures: int) -> float:
+    """Seconds to wait after the `failures`-th failed pass in a row."""
+    first, last = ERROR_PAUSES
+    return min(last, first * 2 ** min(failures - 1, 16))
+
+
+def _report(on_error: Callable[[Exception], None], exc: Exception) -> None:
+    try:
+        on_error(exc)
+    except Exception as failure:  # e.g. the database is what failed: the log has the error
+        logger.warning("could not count the failed pass: %s", failure)
+        close_old_connections()
+
+
 def run_loop(
     run_once: Callable[[], bool],
     *,
@@ -35,19 +55,21 @@ def run_loop(
     once: bool = False,
     hygiene_seconds: float = 0.0,
     after_sleep: Callable[[], None] | None = None,
-    retry_errors: bool = True,
+    on_error: Callable[[Exception], None] | None = None,
 ) -> None:
     """Call `run_once` until stopped; it returns True when it did work (go again at once).
 
-    Exceptions are logged per unit and the loop carries on after a short pause, so one bad row
-    or a database restart never kills the process nor spins it in a hot loop; with
-    `retry_errors=False` they end the loop instead (the caller's state may be inconsistent).
-    Stale connections are closed before a pass, at most every `hygiene_seconds` (with
-    CONN_HEALTH_CHECKS each check costs a round trip on the next query). `after_sleep` runs
-    after each idle wait, before the next pass.
+    An exception in a pass is logged with its traceback, handed to `on_error` (the roles count
+    it for /metrics), and the loop goes on after a pause that doubles while passes keep failing
+    (`error_pause`; not for a database that is down): one bad row, a bug met by one pass or a
+    database restart never kills the process nor spins it in a hot loop. Stale connections are
+    closed before a pass, at most every `hygiene_seconds` (with CONN_HEALTH_CHECKS each check
+    costs a round trip on the next query). `after_sleep` runs after each idle wait, before the
+    next pass.
     """
     wake = wake or threading.Event()
     hygiene_at = 0.0
+    failures = 0  # passes failed in a row
     while not stop.is_set():
         wake.clear()
         if time.monotonic() >= hygiene_at:
@@ -55,13 +77,18 @@ def run_loop(
             hygiene_at = time.monotonic() + hygiene_seconds
         try:
             busy = run_once()
-        except Exception:
-            if not retry_errors:
-                raise
-            logger.exception("pass failed; retrying shortly")
+            failures = 0
+        except Exception as exc:
+            # A database that is down is tried again at the first pause, so that the process
+            # carries on as soon as it is back; other errors that keep coming back off.
+            failures = 0 if is_unavailable(exc) else failures + 1
+            pause = error_pause(max(failures, 1))
+            logger.exception("pass failed; next pass in %.0f s", pause)
             close_old_connections()
+            if on_error is not None:
+                _report(on_error, exc)
             busy = False
-            stop.wait(1.0)
+            stop.wait(pause)
         if once:
             return
         if not busy:

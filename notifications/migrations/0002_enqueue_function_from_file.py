@@ -1,14 +1,67 @@
-# notifications_enqueue now lives in notifications/sql/functions.sql. This migration applies that
-# file's text (CREATE OR REPLACE FUNCTION, the same function 0001 created); a later change to the
-# function is an edit of the file plus a new migration like this one.
+# notifications_enqueue again (CREATE OR REPLACE, the function 0001 created), as the outbox's
+# statement was moved into notifications/sql/functions.sql. The text below is this migration's
+# own, frozen: that file holds the current definition, and a change there comes with a new
+# migration that applies the new text.
 
 from django.db import migrations
 
-from tasks.sql import queries
-
-
-def function_sql():
-    return queries("notifications", "functions.sql")["notifications_enqueue"]
+ENQUEUE_FUNCTION = """
+-- The outbox's enqueue statement (notifications.outbox.enqueue) as a PL/pgSQL function: its
+-- plan is cached per connection, so the worker's hot path does not re-plan a five-CTE statement
+-- on every batch (about 0.3 ms a call instead of 1 ms, nearly all of it planning). Subscribers
+-- are the channels a task's `notify` names for the event (compared as text, so a malformed id
+-- matches nothing instead of failing the caller's transaction) and the owner's channels listing
+-- the event in `all_tasks_events`; a channel must belong to the task's owner. A NULL attempt
+-- means the run's current one. Ids are version-7 UUIDs like tasks.ids.uuid7.
+CREATE OR REPLACE FUNCTION notifications_enqueue(
+    p_runs uuid[], p_tasks uuid[], p_attempts integer[], p_events text[],
+    p_window double precision, p_channel text
+) RETURNS integer LANGUAGE plpgsql AS $$
+DECLARE
+    inserted integer;
+    queued_at timestamptz := clock_timestamp();
+BEGIN
+    WITH e AS (
+        SELECT * FROM unnest(p_runs, p_tasks, p_attempts, p_events)
+               AS e(run_id, task_id, attempt, event)
+    ), ev AS (
+        SELECT e.run_id, e.task_id, coalesce(e.attempt, r.attempt) AS attempt, e.event,
+               t.owner_id,
+               CASE WHEN jsonb_typeof(t.notify) = 'array' THEN t.notify ELSE '[]'::jsonb END
+                   AS notify
+          FROM e JOIN tasks_run r ON r.id = e.run_id JOIN tasks_task t ON t.id = e.task_id
+    ), wanted AS (
+        SELECT ev.run_id, ev.task_id, ev.attempt, ev.event, ev.owner_id,
+               lower(s.value ->> 'channel') AS channel
+          FROM ev CROSS JOIN LATERAL jsonb_array_elements(ev.notify) AS s(value)
+         WHERE jsonb_typeof(s.value) = 'object' AND s.value -> 'events' ? ev.event
+        UNION
+        SELECT ev.run_id, ev.task_id, ev.attempt, ev.event, ev.owner_id, c.id::text
+          FROM ev JOIN notifications_channel c
+            ON c.owner_id = ev.owner_id AND c.all_tasks_events <> '{}'
+           AND ev.event = ANY(c.all_tasks_events)
+    ), ins AS (
+        INSERT INTO notifications_notification
+               (id, channel_id, run_id, task_id, attempt, event, status, attempts,
+                next_attempt_at, retry_until, last_error, created_at)
+        SELECT encode(set_bit(set_bit(overlay(uuid_send(gen_random_uuid()) PLACING
+                   substring(int8send((extract(epoch FROM clock_timestamp()) * 1000)::bigint)
+                   FROM 3) FROM 1 FOR 6), 52, 1), 53, 1), 'hex')::uuid,
+               c.id, w.run_id, w.task_id, w.attempt, w.event, 'pending', 0, queued_at,
+               queued_at + make_interval(secs => p_window), '', queued_at
+          FROM wanted w JOIN notifications_channel c
+            ON c.owner_id = w.owner_id AND c.id::text = w.channel
+        ON CONFLICT (run_id, attempt, event, channel_id) DO NOTHING
+        RETURNING 1
+    )
+    SELECT count(*) INTO inserted FROM ins;
+    IF inserted > 0 THEN
+        PERFORM pg_notify(p_channel, '');
+    END IF;
+    RETURN inserted;
+END
+$$;
+"""
 
 
 class Migration(migrations.Migration):
@@ -17,5 +70,5 @@ class Migration(migrations.Migration):
     ]
 
     operations = [
-        migrations.RunSQL(function_sql(), reverse_sql=migrations.RunSQL.noop),
+        migrations.RunSQL(ENQUEUE_FUNCTION, reverse_sql=migrations.RunSQL.noop),
     ]

@@ -1,5 +1,6 @@
--- PL/pgSQL functions, applied by migrations that read this file (CREATE OR REPLACE): to change
--- one, edit it here and add a migration like 0002_enqueue_function_from_file.
+-- PL/pgSQL functions: the current definitions; each migration that installs one carries its own
+-- copy. To change one, edit it here and add a migration that applies the new text
+-- (docs/architecture.md, "Schema changes").
 
 -- name: notifications_enqueue
 -- The outbox's enqueue statement (notifications.outbox.enqueue) as a PL/pgSQL function: its

@@ -129,11 +129,24 @@ def counter_metrics(cursor: Any) -> Iterator[Metric]:
         "Attempts recorded, by task kind and outcome (`rescued`: taken back from a dead worker).",
         labels=["kind", "outcome"],
     )
+    loop_errors = CounterMetricFamily(
+        "scheduler_loop_errors",
+        "Passes of a role's loop that failed with an unexpected error (logged with its "
+        "traceback; the process paused, then went on), by role.",
+        labels=["role"],
+    )
+    by_role = dict.fromkeys(ROLES, 0)
     for metric, kind, outcome, value in _label_rows(cursor, _COUNTERS_SQL):
-        family = finished if metric == "finished" else attempts
-        family.add_metric([kind, outcome], value)
+        if metric == "loop_error":
+            by_role[kind] = by_role.get(kind, 0) + value
+        else:
+            family = finished if metric == "finished" else attempts
+            family.add_metric([kind, outcome], value)
+    for role, value in sorted(by_role.items()):
+        loop_errors.add_metric([role], value)
     yield finished
     yield attempts
+    yield loop_errors
 
 
 def lateness_metrics(cursor: Any) -> Iterator[Metric]:

@@ -10,3 +10,10 @@ SELECT c.metric, t.kind, c.outcome, %(shard)s, count(*)
  ORDER BY c.metric, t.kind, c.outcome
 ON CONFLICT (metric, kind, outcome, shard)
 DO UPDATE SET value = tasks_runcounter.value + EXCLUDED.value
+
+-- name: count_loop_error
+-- One unexpected error in a pass of a role's loop (scheduler_loop_errors_total), in its own
+-- transaction: the pass that failed was rolled back.
+INSERT INTO tasks_runcounter (metric, kind, outcome, shard, value)
+VALUES ('loop_error', %(role)s, '', %(shard)s, 1)
+ON CONFLICT (metric, kind, outcome, shard) DO UPDATE SET value = tasks_runcounter.value + 1

@@ -3,8 +3,9 @@
 -- 3,000 times on every read was about half of that page's time (docs/benchmarks.md, issue 18).
 -- A run's summary changes only when it finishes (or is retried and finishes again), so it is
 -- written then, once, by a trigger that no statement can forget: NULL while the run is not
--- finished (those few are formatted as they are read). Applied by migrations that read this
--- file (CREATE OR REPLACE): to change one, edit it here and add a migration like 0014.
+-- finished (those few are formatted as they are read). These are the current definitions; each
+-- migration that installs them carries its own copy. To change one, edit it here and add a
+-- migration that applies the new text (docs/architecture.md, "Schema changes").
 
 -- The summary's JSON text: RunSummarySerializer's fields in its order, each time written as
 -- DRF's DateTimeField writes it (tasks/api/json_sql.py iso_sql: ISO 8601 in UTC, microseconds

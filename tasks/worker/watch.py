@@ -14,6 +14,7 @@ from uuid import UUID
 import psycopg
 from django.conf import settings
 
+from tasks.counters import count_loop_error
 from tasks.db import RUN_CANCEL_CHANNEL, RUN_DUE_CHANNEL, connect
 from tasks.processes import beat, mark_stopped
 from tasks.transitions import claim, zombie
@@ -114,6 +115,20 @@ class Watch(threading.Thread):
                 self.conn = None
                 self._give_up_if_cut_off()
                 self.stopping.wait(0.5)
+            except Exception:
+                # A bug met by one pass must not end the thread: heartbeats would stop while
+                # the worker runs on, and the reviewer would hand its runs to another worker.
+                logger.exception("watch pass failed; retrying shortly")
+                self._count_failed_pass()
+                self._give_up_if_cut_off()
+                self.stopping.wait(1.0)
+
+    def _count_failed_pass(self) -> None:
+        try:
+            if self.conn is not None and not self.conn.closed:
+                count_loop_error(self.conn.cursor(), role="worker", process=self.process)
+        except psycopg.Error as exc:
+            logger.warning("could not count the failed watch pass: %s", exc)
 
     def _beat(self) -> None:
         mark = self.runs.claim_mark()

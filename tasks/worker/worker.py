@@ -21,6 +21,7 @@ from django.conf import settings
 from django.db import DatabaseError, close_old_connections, connection
 
 from notifications.delivery import start_delivery_thread
+from tasks.counters import loop_error_counter
 from tasks.loop import run_loop
 from tasks.processes import process_name
 from tasks.transitions import claim, overlap
@@ -104,9 +105,10 @@ class Worker:
                 # At most once a second: database errors close the connection right away anyway.
                 hygiene_seconds=1.0,
                 after_sleep=self._coalesce,
-                # An unexpected error ends the process, as it always has: what it held goes
-                # stale (heartbeats renew only the runs it knows) and the reviewer rescues it.
-                retry_errors=False,
+                # An unexpected error in a pass is logged and counted, and the loop goes on.
+                # Runs the pass had taken out of `inflight` and `pending` (claimed, or finished
+                # and not recorded) are no longer heartbeated: the reviewer rescues them.
+                on_error=loop_error_counter(role="worker", process=self.name),
             )
             if once:
                 self._drain(grace=settings.TASKS_DEFAULT_TIMEOUT_SECONDS, release_waiting=False)

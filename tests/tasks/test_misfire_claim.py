@@ -6,9 +6,13 @@ claims them until long after their grace period, as after a worker outage.
 
 from __future__ import annotations
 
+import threading
+import time
+from collections.abc import Callable
 from datetime import timedelta
 
 import pytest
+from django.db import connection, transaction
 
 from tasks import planning
 from tasks.db import db_now
@@ -134,3 +138,94 @@ def test_a_grace_of_its_own_is_validated_and_shown(api) -> None:
     assert default.json()["schedule"]["misfire_grace"] == 60  # TASKS_MISFIRE_GRACE_SECONDS
     run = Run.objects.filter(task_id=created.json()["id"]).first()
     assert run.missed_after - run.execute_at == timedelta(seconds=7)
+
+
+def last_two_occurrences_one_running() -> tuple[Task, claim.Outcome]:
+    """A task's last two occurrences: the first running under worker w1 (its finish to record),
+    the second late past its grace (a claim skips it as missed)."""
+    task = planned_on_time("skip", max_runs=2)
+    first = Run.objects.filter(task=task).order_by("scheduled_at").first()
+    started = db_now()
+    Run.objects.filter(pk=first.pk).update(
+        status="running", attempt=1, worker="w1", started_at=started, heartbeat_at=started
+    )
+    finish = claim.Outcome(
+        run_id=first.pk,
+        attempt=1,
+        status="succeeded",
+        attempt_outcome="succeeded",
+        started_at=started,
+    )
+    return task, finish
+
+
+def test_a_task_completes_when_its_last_occurrence_is_missed_as_another_run_finishes() -> None:
+    # One cycle statement records the first run's finish and skips the second as missed: each
+    # part of the statement sees the other's run unfinished, yet the task must complete.
+    task, finish = last_two_occurrences_one_running()
+
+    recorded, claimed = claim.record_and_claim(
+        worker="w1", outcomes=[finish], limit=1, prefetch_seconds=0.5, owner_cap=0
+    )
+
+    assert [run_id for run_id, _, _ in recorded] == [finish.run_id] and list(claimed) == []
+    assert statuses(task) == ["succeeded", "skipped"]
+    assert Task.objects.get(pk=task.pk).status == "completed"
+
+
+def _waits_for_a_lock(thread: threading.Thread) -> bool:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND wait_event_type = 'Lock'"
+        )
+        return cursor.fetchone()[0] > 0 or not thread.is_alive()
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("first", ["finish", "miss"])
+def test_a_task_completes_when_two_workers_end_its_last_runs_at_once(first: str) -> None:
+    # Worker w1 records the first run's finish while worker w2's claim skips the second as
+    # missed, in two transactions open at once: neither sees the other's run ended.
+    task, finish = last_two_occurrences_one_running()
+    steps = {
+        "finish": lambda: claim.record_outcomes(worker="w1", outcomes=[finish]),
+        "miss": lambda: claim.claim_runs(worker="w2", limit=1, prefetch_seconds=0.5, owner_cap=0),
+    }
+    done, commit, errors = threading.Event(), threading.Event(), []
+
+    def open_transaction(step: Callable[[], object]) -> None:
+        try:
+            with transaction.atomic():
+                step()
+                done.set()
+                assert commit.wait(30)
+        except Exception as exc:  # reported by the test's thread
+            errors.append(exc)
+        finally:
+            done.set()
+            connection.close()
+
+    def then(step: Callable[[], object]) -> None:
+        try:
+            step()
+        except Exception as exc:
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    held = threading.Thread(target=open_transaction, args=(steps[first],))
+    held.start()
+    assert done.wait(30)
+    second = threading.Thread(target=then, args=(steps["miss" if first == "finish" else "finish"],))
+    second.start()
+    deadline = time.monotonic() + 30
+    while not _waits_for_a_lock(second) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    commit.set()
+    held.join(30)
+    second.join(30)
+
+    assert errors == []
+    assert statuses(task) == ["succeeded", "skipped"]
+    assert Task.objects.get(pk=task.pk).status == "completed"
