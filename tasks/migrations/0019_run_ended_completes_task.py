@@ -9,10 +9,16 @@ COMPLETE_TASK_FUNCTION = """
 CREATE OR REPLACE FUNCTION tasks_run_complete_task() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     PERFORM 1 FROM tasks_task
-      WHERE id = NEW.task_id AND status = 'active' AND next_run_at IS NULL FOR UPDATE;
+      WHERE id = NEW.task_id AND status = 'active' AND next_unplanned_at IS NULL FOR UPDATE;
     IF FOUND THEN
-        UPDATE tasks_task t SET status = 'completed', updated_at = clock_timestamp()
-         WHERE t.id = NEW.task_id AND t.status = 'active' AND t.next_run_at IS NULL
+        UPDATE tasks_task t
+           SET status = CASE WHEN (SELECT r.status FROM tasks_run r
+                                    WHERE r.task_id = t.id
+                                      AND (r.attempt > 0 OR r.finished_at IS NOT NULL)
+                                    ORDER BY r.scheduled_at DESC LIMIT 1) = 'failed'
+                             THEN 'failed' ELSE 'completed' END,
+               updated_at = clock_timestamp()
+         WHERE t.id = NEW.task_id AND t.status = 'active' AND t.next_unplanned_at IS NULL
            AND NOT EXISTS (SELECT 1 FROM tasks_run r WHERE r.task_id = t.id
                               AND r.status IN ('scheduled', 'running', 'waiting_for_resource'));
     END IF;
@@ -37,7 +43,7 @@ DROP FUNCTION IF EXISTS tasks_run_complete_task();
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("tasks", "0016_run_requests_idx"),
+        ("tasks", "0018_task_executable_name_and_pause_window"),
     ]
 
     operations = [
