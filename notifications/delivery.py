@@ -11,8 +11,8 @@ from django.conf import settings
 from django.db import close_old_connections, connection
 
 from notifications import services
-from notifications.outbox import NOTIFICATION_CHANNEL
 from tasks.db import Listener, db_now
+from tasks.outbox import NOTIFICATION_CHANNEL
 
 logger = logging.getLogger(__name__)
 

@@ -73,7 +73,7 @@ class Channel(models.Model):
 
 class Notification(models.Model):
     """One (run, attempt, event, channel): inserted in the transaction that records the run's
-    outcome (notifications.outbox), then delivered at least once by notifications.services."""
+    outcome (tasks.outbox), then delivered at least once by notifications.services."""
 
     class Status(models.TextChoices):
         PENDING = "pending"

@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from typing import Any
 from uuid import UUID
 
-from tasks.sql import queries
+from scheduler_project.sql import queries
 
 # Each process writes its own shard, so workers recording at once rarely wait on one row; the
 # table stays tiny (shards x metrics x kinds x outcomes) and /metrics sums the shards.

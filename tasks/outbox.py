@@ -16,7 +16,7 @@ from uuid import UUID
 from django.conf import settings
 from django.db import connection
 
-from tasks.sql import queries
+from scheduler_project.sql import queries
 
 NOTIFICATION_CHANNEL = "scheduler_notification"
 
@@ -28,7 +28,7 @@ Event = tuple[UUID, UUID, int | None, str]
 # joins the events to their tasks' `notify` lists and the owners' all-task channels, inserts with
 # ON CONFLICT DO NOTHING and NOTIFYs the deliverers when it inserted anything. Being a PL/pgSQL
 # function, its plan is cached per connection instead of re-planned on every batch.
-SQL = queries("notifications", "outbox.sql")
+SQL = queries("tasks", "outbox.sql")
 
 
 def enqueue(cursor: Any | None, *, events: Sequence[Event]) -> int:

@@ -27,8 +27,8 @@ from django.core.exceptions import EmptyResultSet
 from django.db import router
 from django.db.models import Model, QuerySet
 
+from scheduler_project.web.renderers import RawJSON
 from tasks import planning
-from tasks.api.renderers import RawJSON
 from tasks.db import prepared_cursor
 from tasks.ids import idempotency_key_sql
 from tasks.models import CLAIMABLE_STATUSES, Run, Task

@@ -4,7 +4,7 @@
 
 from django.db import migrations, models
 
-from tasks.sql import queries
+from scheduler_project.sql import queries
 
 
 def sql(name):

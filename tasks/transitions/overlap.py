@@ -6,10 +6,10 @@ from uuid import UUID
 
 from django.db import connection, transaction
 
-from notifications import outbox
+from scheduler_project.sql import queries
+from tasks import outbox
 from tasks.db import db_now
 from tasks.models import Run
-from tasks.sql import queries
 from tasks.transitions.claim import ClaimedRun
 from tasks.transitions.run_actions import cancel_running
 

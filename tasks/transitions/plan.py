@@ -11,11 +11,11 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
-from notifications.outbox import enqueue
+from scheduler_project.sql import queries
 from tasks import planning
 from tasks.db import RUN_DUE_CHANNEL, notify
 from tasks.models import Run, Task
-from tasks.sql import queries
+from tasks.outbox import enqueue
 from tasks.transitions.completion import complete_finished_tasks
 
 logger = logging.getLogger(__name__)

@@ -11,10 +11,9 @@ from uuid import UUID
 
 from django.db import connection, transaction
 
-from notifications import outbox
-from tasks import counters
+from scheduler_project.sql import queries
+from tasks import counters, outbox
 from tasks.db import RUN_DUE_CHANNEL, notify
-from tasks.sql import queries
 from tasks.transitions.claim import UNLIMITED
 from tasks.transitions.completion import complete_finished_tasks
 

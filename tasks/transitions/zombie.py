@@ -7,8 +7,8 @@ from __future__ import annotations
 from typing import Any
 from uuid import UUID
 
-from notifications import outbox
-from tasks.sql import queries
+from scheduler_project.sql import queries
+from tasks import outbox
 
 SQL = queries("tasks", "zombie.sql")
 
