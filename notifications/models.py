@@ -13,9 +13,11 @@ from django.utils import timezone
 from notifications import crypto
 from tasks.ids import uuid7
 from tasks.models import Run, Task
+from tasks.outbox import EVENTS
 
-EVENTS = ("succeeded", "failed", "retries_exhausted", "missed", "stuck", "zombie")
 NOTIFICATION_STATUSES = ("pending", "sent", "failed")
+# The outbox's vocabulary as a model field's choices, labelled as TextChoices would label them.
+EVENT_CHOICES = [(event, event.replace("_", " ").title()) for event in EVENTS]
 
 
 class Channel(models.Model):
@@ -80,14 +82,6 @@ class Notification(models.Model):
         SENT = "sent"
         FAILED = "failed"
 
-    class Event(models.TextChoices):
-        SUCCEEDED = "succeeded"
-        FAILED = "failed"
-        RETRIES_EXHAUSTED = "retries_exhausted"
-        MISSED = "missed"
-        STUCK = "stuck"
-        ZOMBIE = "zombie"
-
     # Also X-Scheduler-Delivery: stable across retries, the receiver's idempotency key.
     id = models.UUIDField(primary_key=True, default=uuid7, editable=False)
     channel = models.ForeignKey(Channel, on_delete=models.CASCADE, related_name="notifications")
@@ -95,7 +89,7 @@ class Notification(models.Model):
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="+", db_index=False)
     task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="+")
     attempt = models.PositiveIntegerField()
-    event = models.CharField(max_length=24, choices=Event.choices)
+    event = models.CharField(max_length=24, choices=EVENT_CHOICES)
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
     attempts = models.PositiveIntegerField(default=0)
     next_attempt_at = models.DateTimeField(default=timezone.now)

@@ -279,8 +279,8 @@ SPECTACULAR_SETTINGS = {
         "RunStatusEnum": "tasks.models.Run.Status",
         "ChannelKindEnum": "notifications.models.Channel.Kind",
         "NotificationStatusEnum": "notifications.models.Notification.Status",
-        "NotificationEventEnum": "notifications.models.Notification.Event",
-        "EventEnum": "notifications.models.EVENTS",
+        "NotificationEventEnum": "notifications.models.EVENT_CHOICES",
+        "EventEnum": "tasks.outbox.EVENTS",
         "HealthStatusEnum": "scheduler_project.web.health.HEALTH_STATUSES",
     },
 }

@@ -5,20 +5,48 @@ the scheduler's misfire handling) pass the cursor of their open transaction, so 
 notifications commit together or not at all: a process dying right after the commit loses
 nothing, and a rolled-back outcome notifies nobody. The unique (run, attempt, event, channel) key
 makes a replayed enqueue insert nothing.
+
+This module is the tasks app's only way to the notifications app, which knows tasks and not the
+other way round: `EVENTS` is the event vocabulary (the notifications app's models, API and
+messages take it from here), `enqueue` calls the SQL function `notifications_enqueue` that the
+notifications app installs, and `validate_notify` checks a task's `notify` list with the check
+that app registers (`register_notify_validator`, from its AppConfig.ready).
+
+Which state change queues which event, the one table (docs/notifications.md says the same to
+users), with the code that decides it. Nothing else queues an event:
+
+    state change                                    event               decided by
+    an attempt succeeded (run `succeeded`)          succeeded           claim.sql `record`
+    an attempt failed or timed out, attempts left   failed              claim.sql `record`
+    the last attempt failed (run `failed`)          retries_exhausted   claim.sql `record`
+    the reviewer rescued a run of a dead worker     stuck               rescue_events
+      ... with no attempts left (run `failed`)      + retries_exhausted rescue_events
+    a due run flagged past the start SLA            stuck               starved_events
+    an occurrence `skipped` at planning (misfire)   missed              skipped_events
+      or by the overlap policy `skip`
+    a candidate `skipped` at claim (misfire)        missed              claim.sql `claim`
+    the watch flagged a running run quiet           zombie              zombie_events
+
+(In claim.sql, the CTEs `events` and `missed_notified`.) A release at shutdown, a cancellation
+and a run held back for capacity queue nothing.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 from uuid import UUID
 
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 from django.db import connection
 
 from scheduler_project.sql import queries
 
 NOTIFICATION_CHANNEL = "scheduler_notification"
+
+# The event vocabulary, in the order the API's documentation lists it.
+EVENTS = ("succeeded", "failed", "retries_exhausted", "missed", "stuck", "zombie")
 
 # (run id, task id, attempt or None for "the run's current attempt", event)
 Event = tuple[UUID, UUID, int | None, str]
@@ -41,6 +69,9 @@ def enqueue(cursor: Any | None, *, events: Sequence[Event]) -> int:
     """
     if not events:
         return 0
+    unknown = sorted({e[3] for e in events} - set(EVENTS))
+    if unknown:
+        raise ValueError(f"not outbox events: {unknown}")
     params: dict[str, Any] = {
         "runs": [e[0] for e in events],
         "tasks": [e[1] for e in events],
@@ -66,3 +97,37 @@ def rescue_events(rows: Iterable[tuple[UUID, str, UUID]]) -> list[Event]:
         if status == "failed":
             events.append((run_id, task_id, None, "retries_exhausted"))
     return events
+
+
+def starved_events(rows: Iterable[tuple[UUID, UUID, int]]) -> list[Event]:
+    """Events for runs the reviewer flagged past the start SLA, rows (run id, task id, attempt)."""
+    return [(run_id, task_id, attempt, "stuck") for run_id, task_id, attempt in rows]
+
+
+def skipped_events(rows: Iterable[tuple[UUID, UUID, int | None]]) -> list[Event]:
+    """Events for occurrences recorded `skipped` by the misfire policy at planning or by the
+    overlap policy, rows (run id, task id, attempt or None for the run's current one)."""
+    return [(run_id, task_id, attempt, "missed") for run_id, task_id, attempt in rows]
+
+
+def zombie_events(rows: Iterable[tuple[UUID, UUID, int]]) -> list[Event]:
+    """Events for running runs the worker's watch flagged quiet, rows (run id, task id, attempt)."""
+    return [(run_id, task_id, attempt, "zombie") for run_id, task_id, attempt in rows]
+
+
+NotifyValidator = Callable[..., list[dict]]
+_notify_validator: NotifyValidator | None = None
+
+
+def register_notify_validator(validator: NotifyValidator) -> None:
+    """Install the check of a task's `notify` entries: `validator(entries, owner=...)` returns
+    them canonical or raises DRF's ValidationError (the notifications app registers it)."""
+    global _notify_validator
+    _notify_validator = validator
+
+
+def validate_notify(entries: list[dict], *, owner: Any) -> list[dict]:
+    """A task's `notify` entries checked by the registered validator (channels of `owner`)."""
+    if _notify_validator is None:
+        raise ImproperlyConfigured("no app registered a validator of `notify` entries")
+    return _notify_validator(entries, owner=owner)

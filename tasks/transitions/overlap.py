@@ -60,7 +60,9 @@ def resolve_overlaps(*, worker: str, claimed: list[ClaimedRun]) -> list[ClaimedR
                  "error": "skipped: the previous run was still running (overlap policy)"},
             )  # fmt: skip
             # Outbox (issue 5): `missed` for each occurrence skipped, in the same transaction.
-            outbox.enqueue(cursor, events=[(r, t, None, "missed") for r, t in cursor.fetchall()])
+            outbox.enqueue(
+                cursor, events=outbox.skipped_events((r, t, None) for r, t in cursor.fetchall())
+            )
         if superseded:
             cursor.execute(
                 SQL["set_aside"],

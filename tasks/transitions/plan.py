@@ -15,7 +15,7 @@ from scheduler_project.sql import queries
 from tasks import planning
 from tasks.db import RUN_DUE_CHANNEL, notify
 from tasks.models import Run, Task
-from tasks.outbox import enqueue
+from tasks.outbox import enqueue, skipped_events
 from tasks.transitions.completion import complete_finished_tasks
 
 logger = logging.getLogger(__name__)
@@ -44,7 +44,7 @@ def plan_task(task: Task, *, now: datetime, horizon: datetime) -> PlanResult:
     runs = planning.advance(task, now=now, horizon=horizon)
     Run.objects.bulk_create(runs, ignore_conflicts=True)
     # Outbox (issue 5): `missed` per occurrence recorded skipped, in the planning transaction.
-    enqueue(None, events=[(r.id, task.id, 0, "missed") for r in runs if r.status == "skipped"])
+    enqueue(None, events=skipped_events((r.id, task.id, 0) for r in runs if r.status == "skipped"))
     task.save(update_fields=["next_run_at", "runs_planned", "updated_at"])
     skipped = sum(1 for r in runs if r.status == Run.Status.SKIPPED)
     if len(runs) > skipped:
@@ -101,7 +101,7 @@ def _store_plans(planned: list[tuple[Task, list[Run]]]) -> PlanResult:
     Run.objects.bulk_create(runs, ignore_conflicts=True, batch_size=2000)
     # Outbox (issue 5): `missed` per occurrence recorded skipped, in the planning transaction.
     skipped = [r for r in runs if r.status == Run.Status.SKIPPED]
-    enqueue(None, events=[(r.id, r.task_id, 0, "missed") for r in skipped])
+    enqueue(None, events=skipped_events((r.id, r.task_id, 0) for r in skipped))
     with connection.cursor() as cursor:
         cursor.execute(
             SQL["advance_tasks"],

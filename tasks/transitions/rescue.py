@@ -69,7 +69,7 @@ def flag_starved_runs(*, sla_seconds: float) -> int:
         cursor.execute(SQL["flag_starved"], {"sla": sla_seconds})
         # Outbox (issue 5): a `stuck` notification per flagged run, in the same transaction.
         rows = cursor.fetchall()
-        outbox.enqueue(cursor, events=[(run, task, n, "stuck") for run, task, n in rows])
+        outbox.enqueue(cursor, events=outbox.starved_events(rows))
         return len(rows)
 
 
