@@ -192,7 +192,7 @@ SCHEDULER_OUTBOUND_ALLOW = env_list("SCHEDULER_OUTBOUND_ALLOW")
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["scheduler_project.auth.JWTAuthentication"],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
-    # orjson, and PostgreSQL-built JSON written as is (tasks/api/renderers.py).
+    # orjson, and PostgreSQL-built JSON written as is (scheduler_project/web/renderers.py).
     "DEFAULT_RENDERER_CLASSES": [
         "scheduler_project.web.renderers.ORJSONRenderer",
         "rest_framework.renderers.BrowsableAPIRenderer",
