@@ -11,9 +11,9 @@ from django.db.models import Q
 from django.utils import timezone
 
 from notifications import crypto
+from tasks.events import EVENTS
 from tasks.ids import uuid7
 from tasks.models import Run, Task
-from tasks.outbox import EVENTS
 
 NOTIFICATION_STATUSES = ("pending", "sent", "failed")
 # The outbox's vocabulary as a model field's choices, labelled as TextChoices would label them.

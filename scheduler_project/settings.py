@@ -280,7 +280,7 @@ SPECTACULAR_SETTINGS = {
         "ChannelKindEnum": "notifications.models.Channel.Kind",
         "NotificationStatusEnum": "notifications.models.Notification.Status",
         "NotificationEventEnum": "notifications.models.EVENT_CHOICES",
-        "EventEnum": "tasks.outbox.EVENTS",
+        "EventEnum": "tasks.events.EVENTS",
         "HealthStatusEnum": "scheduler_project.web.health.HEALTH_STATUSES",
     },
 }

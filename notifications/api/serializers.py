@@ -12,7 +12,7 @@ from rest_framework import serializers
 from notifications.models import Channel, Notification
 from notifications.transports.webhook import WHSEC_PREFIX, generate_secret, secret_key
 from scheduler_project import outbound_http as http
-from tasks.outbox import EVENTS
+from tasks.events import EVENTS
 
 # Per kind: the fields a client may send (secrets marked), as API.md lists them.
 KIND_FIELDS = {

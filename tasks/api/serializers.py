@@ -10,7 +10,7 @@ from django.conf import settings
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from tasks import outbox, schedules
+from tasks import events, outbox, schedules
 from tasks.api.payloads import validate_payload
 from tasks.api.resource_fields import ResourcesField
 from tasks.api.run_serializers import RunSummarySerializer
@@ -109,7 +109,7 @@ class RetryBackoffSerializer(serializers.Serializer):
 class NotifySerializer(serializers.Serializer):
     channel = serializers.CharField(max_length=64)
     events = serializers.ListField(
-        child=serializers.ChoiceField(choices=outbox.EVENTS),
+        child=serializers.ChoiceField(choices=events.EVENTS),
         allow_empty=False,
         max_length=5,
     )

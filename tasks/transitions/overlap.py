@@ -7,7 +7,7 @@ from uuid import UUID
 from django.db import connection, transaction
 
 from scheduler_project.sql import queries
-from tasks import outbox
+from tasks import events, outbox
 from tasks.db import db_now
 from tasks.models import Run
 from tasks.transitions.claim import ClaimedRun
@@ -61,7 +61,7 @@ def resolve_overlaps(*, worker: str, claimed: list[ClaimedRun]) -> list[ClaimedR
             )  # fmt: skip
             # Outbox (issue 5): `missed` for each occurrence skipped, in the same transaction.
             outbox.enqueue(
-                cursor, events=outbox.skipped_events((r, t, None) for r, t in cursor.fetchall())
+                cursor, events=events.skipped_events((r, t, None) for r, t in cursor.fetchall())
             )
         if superseded:
             cursor.execute(

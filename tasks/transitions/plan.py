@@ -14,8 +14,9 @@ from django.utils import timezone
 from scheduler_project.sql import queries
 from tasks import planning
 from tasks.db import RUN_DUE_CHANNEL, notify
+from tasks.events import skipped_events
 from tasks.models import Run, Task
-from tasks.outbox import enqueue, skipped_events
+from tasks.outbox import enqueue
 from tasks.transitions.completion import complete_finished_tasks
 
 logger = logging.getLogger(__name__)

@@ -8,7 +8,7 @@ from typing import Any
 from uuid import UUID
 
 from scheduler_project.sql import queries
-from tasks import outbox
+from tasks import events, outbox
 
 SQL = queries("tasks", "zombie.sql")
 
@@ -21,7 +21,7 @@ def flag(cursor: Any, *, worker: str, quiet: list[tuple[UUID, int, float]]) -> l
     cursor.execute(SQL["flag"], {"ids": [q[0] for q in quiet], "attempts": [q[1] for q in quiet],
                                  "idle": [q[2] for q in quiet], "worker": worker})  # fmt: skip
     flagged = cursor.fetchall()
-    outbox.enqueue(cursor, events=outbox.zombie_events(row[:3] for row in flagged))
+    outbox.enqueue(cursor, events=events.zombie_events(row[:3] for row in flagged))
     return flagged
 
 

@@ -1,4 +1,4 @@
-"""The event vocabulary is the outbox's (tasks.outbox.EVENTS); every notifications part uses it,
+"""The event vocabulary is tasks.events.EVENTS; every notifications part uses it,
 and notifications plugs into the tasks app only by registering with it."""
 
 from __future__ import annotations
@@ -13,24 +13,24 @@ from notifications.api.serializers import ChannelInputSerializer
 from notifications.delivery import DeliveryThread
 from notifications.messages import HEADLINES
 from notifications.models import Channel, Notification
-from tasks import outbox
+from tasks import events, outbox
 from tasks.api.serializers import NotifySerializer
 from tasks.worker import companions
 
 
 def test_every_event_has_a_headline_and_nothing_else_does() -> None:
-    assert list(HEADLINES) == list(outbox.EVENTS)
+    assert list(HEADLINES) == list(events.EVENTS)
 
 
 def test_models_and_serializers_accept_exactly_the_outbox_events() -> None:
     assert [value for value, _ in Notification._meta.get_field("event").choices] == list(
-        outbox.EVENTS
+        events.EVENTS
     )
     channel_events = Channel._meta.get_field("all_tasks_events").base_field
-    assert [value for value, _ in channel_events.choices] == list(outbox.EVENTS)
-    assert list(NotifySerializer().fields["events"].child.choices) == list(outbox.EVENTS)
+    assert [value for value, _ in channel_events.choices] == list(events.EVENTS)
+    assert list(NotifySerializer().fields["events"].child.choices) == list(events.EVENTS)
     all_tasks = ChannelInputSerializer().fields["all_tasks_events"].child
-    assert list(all_tasks.choices) == list(outbox.EVENTS)
+    assert list(all_tasks.choices) == list(events.EVENTS)
 
 
 @pytest.mark.django_db
@@ -41,7 +41,7 @@ def test_the_databases_check_constraint_lists_every_event() -> None:
             " WHERE conname = 'notification_event_valid'"
         )
         [definition] = cursor.fetchone()
-    for event in outbox.EVENTS:
+    for event in events.EVENTS:
         assert f"'{event}'" in definition
 
 

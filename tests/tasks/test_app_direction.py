@@ -1,8 +1,8 @@
 """The apps depend one way: notifications knows tasks, tasks knows nothing of notifications.
 
-tasks reaches notifications only through its own outbox (tasks/outbox.py: the event vocabulary,
-the SQL function `notifications_enqueue`, and the check notifications registers) and through the
-worker's companion threads that notifications registers; no module of tasks imports it.
+tasks reaches notifications only through its own outbox (tasks/outbox.py: the SQL function
+`notifications_enqueue`, and the check notifications registers) and through the worker's
+companion threads that notifications registers; no module of tasks imports it.
 """
 
 from __future__ import annotations
