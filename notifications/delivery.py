@@ -11,8 +11,8 @@ from django.conf import settings
 from django.db import close_old_connections, connection
 
 from notifications import services
-from notifications.outbox import NOTIFICATION_CHANNEL
 from tasks.db import Listener, db_now
+from tasks.outbox import NOTIFICATION_CHANNEL
 
 logger = logging.getLogger(__name__)
 
@@ -66,9 +66,10 @@ class DeliveryThread(threading.Thread):
             connection.close()
 
 
-def start_delivery_thread(*, enabled: bool = True) -> DeliveryThread | None:
-    """Start a DeliveryThread when `enabled` and NOTIFICATIONS_DELIVER_IN_WORKER; else None."""
-    if not (enabled and settings.NOTIFICATIONS_DELIVER_IN_WORKER):
+def start_delivery_thread() -> DeliveryThread | None:
+    """Start a DeliveryThread when NOTIFICATIONS_DELIVER_IN_WORKER; else None (the worker's
+    companion thread, registered in apps.py)."""
+    if not settings.NOTIFICATIONS_DELIVER_IN_WORKER:
         return None
     thread = DeliveryThread()
     thread.start()

@@ -11,11 +11,13 @@ from django.db.models import Q
 from django.utils import timezone
 
 from notifications import crypto
+from tasks.events import EVENTS
 from tasks.ids import uuid7
 from tasks.models import Run, Task
 
-EVENTS = ("succeeded", "failed", "retries_exhausted", "missed", "stuck", "zombie")
 NOTIFICATION_STATUSES = ("pending", "sent", "failed")
+# The outbox's vocabulary as a model field's choices, labelled as TextChoices would label them.
+EVENT_CHOICES = [(event, event.replace("_", " ").title()) for event in EVENTS]
 
 
 class Channel(models.Model):
@@ -73,20 +75,12 @@ class Channel(models.Model):
 
 class Notification(models.Model):
     """One (run, attempt, event, channel): inserted in the transaction that records the run's
-    outcome (notifications.outbox), then delivered at least once by notifications.services."""
+    outcome (tasks.outbox), then delivered at least once by notifications.services."""
 
     class Status(models.TextChoices):
         PENDING = "pending"
         SENT = "sent"
         FAILED = "failed"
-
-    class Event(models.TextChoices):
-        SUCCEEDED = "succeeded"
-        FAILED = "failed"
-        RETRIES_EXHAUSTED = "retries_exhausted"
-        MISSED = "missed"
-        STUCK = "stuck"
-        ZOMBIE = "zombie"
 
     # Also X-Scheduler-Delivery: stable across retries, the receiver's idempotency key.
     id = models.UUIDField(primary_key=True, default=uuid7, editable=False)
@@ -95,7 +89,7 @@ class Notification(models.Model):
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="+", db_index=False)
     task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="+")
     attempt = models.PositiveIntegerField()
-    event = models.CharField(max_length=24, choices=Event.choices)
+    event = models.CharField(max_length=24, choices=EVENT_CHOICES)
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
     attempts = models.PositiveIntegerField(default=0)
     next_attempt_at = models.DateTimeField(default=timezone.now)

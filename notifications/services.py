@@ -18,10 +18,10 @@ from django.db import connection, transaction
 from notifications.exceptions import NotificationsError
 from notifications.messages import build_message
 from notifications.models import Channel, Notification
-from notifications.outbox import NOTIFICATION_CHANNEL
 from notifications.transports.base import TransportError, TransportSettings, get_transport
+from scheduler_project.sql import queries
 from tasks.models import Attempt
-from tasks.sql import queries
+from tasks.outbox import NOTIFICATION_CHANNEL
 
 logger = logging.getLogger(__name__)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.db import connection
 
-from tasks.sql import queries
+from scheduler_project.sql import queries
 
 # One statement (reviewers/sql/samples.sql): safe with several reviewers.
 SQL = queries("reviewers", "samples.sql")

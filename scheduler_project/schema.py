@@ -13,8 +13,8 @@ and go (issue 8; tests/security/test_fuzz.py holds every answer to the schema):
 * 401 on every operation that needs a token, and on the token endpoints (wrong credentials);
 * 400 wherever a body or a query parameter is read; 415 wherever a body is parsed;
 * 404 wherever a path takes an id, and on paginated lists (a page past the end);
-* 413 (body too large, scheduler_project.middleware) and 429 (write rate, tasks.api.throttling)
-  on every write.
+* 413 (body too large, scheduler_project.middleware) and 429 (write rate,
+  scheduler_project.web.throttling) on every write.
 """
 
 from __future__ import annotations

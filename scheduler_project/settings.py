@@ -150,7 +150,7 @@ ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", "127.0.0.1,localhost")
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS")
 MIDDLEWARE = [
     # API request count and latency by route; first, so it times every other middleware too.
-    "tasks.api.request_metrics.RequestMetricsMiddleware",
+    "scheduler_project.web.request_metrics.RequestMetricsMiddleware",
     # Request bodies: 413 as JSON over the limits below, before anything reads the body.
     "scheduler_project.middleware.RequestSizeLimitMiddleware",
     "django.middleware.security.SecurityMiddleware",
@@ -192,15 +192,16 @@ SCHEDULER_OUTBOUND_ALLOW = env_list("SCHEDULER_OUTBOUND_ALLOW")
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["scheduler_project.auth.JWTAuthentication"],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
-    # orjson, and PostgreSQL-built JSON written as is (tasks/api/renderers.py).
+    # orjson, and PostgreSQL-built JSON written as is (scheduler_project/web/renderers.py).
     "DEFAULT_RENDERER_CLASSES": [
-        "tasks.api.renderers.ORJSONRenderer",
+        "scheduler_project.web.renderers.ORJSONRenderer",
         "rest_framework.renderers.BrowsableAPIRenderer",
     ],
-    # JSON only (nested too deep: a 400); uploads add multipart (tasks.api.parsers.UPLOAD_PARSERS).
-    "DEFAULT_PARSER_CLASSES": ["tasks.api.parsers.JSONParser"],
-    "DEFAULT_CONTENT_NEGOTIATION_CLASS": "tasks.api.negotiation.ContentNegotiation",
-    "DEFAULT_THROTTLE_CLASSES": ["tasks.api.throttling.WriteRateThrottle"],
+    # JSON only (nested too deep: a 400); uploads add multipart
+    # (scheduler_project.web.parsers.UPLOAD_PARSERS).
+    "DEFAULT_PARSER_CLASSES": ["scheduler_project.web.parsers.JSONParser"],
+    "DEFAULT_CONTENT_NEGOTIATION_CLASS": "scheduler_project.web.negotiation.ContentNegotiation",
+    "DEFAULT_THROTTLE_CLASSES": ["scheduler_project.web.throttling.WriteRateThrottle"],
     "DEFAULT_PAGINATION_CLASS": "tasks.api.pagination.Pagination",
     "PAGE_SIZE": 50,
     "DEFAULT_FILTER_BACKENDS": [
@@ -208,7 +209,7 @@ REST_FRAMEWORK = {
         "tasks.api.filtering.OrderingFilter",
     ],
     "DEFAULT_SCHEMA_CLASS": "scheduler_project.schema.AutoSchema",
-    "EXCEPTION_HANDLER": "tasks.api.errors.exception_handler",
+    "EXCEPTION_HANDLER": "scheduler_project.web.errors.exception_handler",
     "UNAUTHENTICATED_USER": None,
 }
 # Writes per user (DRF rate: "<count>/<second|minute|hour|day>"; empty: no limit) → 429.
@@ -278,9 +279,9 @@ SPECTACULAR_SETTINGS = {
         "RunStatusEnum": "tasks.models.Run.Status",
         "ChannelKindEnum": "notifications.models.Channel.Kind",
         "NotificationStatusEnum": "notifications.models.Notification.Status",
-        "NotificationEventEnum": "notifications.models.Notification.Event",
-        "EventEnum": "notifications.models.EVENTS",
-        "HealthStatusEnum": "tasks.api.health.HEALTH_STATUSES",
+        "NotificationEventEnum": "notifications.models.EVENT_CHOICES",
+        "EventEnum": "tasks.events.EVENTS",
+        "HealthStatusEnum": "scheduler_project.web.health.HEALTH_STATUSES",
     },
 }
 

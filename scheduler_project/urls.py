@@ -12,10 +12,10 @@ from drf_spectacular.views import (
     SpectacularSwaggerView,
 )
 
+from scheduler_project.web.health import HealthView, LiveView
+from scheduler_project.web.metrics import metrics_view
 from tasks.admin_dashboard import dashboard_view
 from tasks.api import seed
-from tasks.api.health import HealthView, LiveView
-from tasks.api.metrics import metrics_view
 
 # The API docs pages fetch from this host only, whatever their bundles reference (ReDoc's
 # sidebar always shows a logo from its CDN): the browser blocks anything else before it asks.
@@ -65,6 +65,6 @@ urlpatterns = [
 ]
 
 # Issue 8: JSON instead of Django's HTML pages for an unknown URL, a refused request or a crash.
-handler400 = "tasks.api.errors.bad_request"
-handler404 = "tasks.api.errors.not_found"
-handler500 = "tasks.api.errors.server_error"
+handler400 = "scheduler_project.web.errors.bad_request"
+handler404 = "scheduler_project.web.errors.not_found"
+handler500 = "scheduler_project.web.errors.server_error"

@@ -10,8 +10,8 @@ from uuid import UUID
 
 from django.db import connection
 
+from scheduler_project.sql import queries
 from tasks.db import is_unavailable
-from tasks.sql import queries
 
 # Each process writes its own shard, so workers recording at once rarely wait on one row; the
 # table stays tiny (shards x metrics x kinds x outcomes) and /metrics sums the shards.

@@ -7,7 +7,7 @@ import socket
 import uuid
 from typing import Any
 
-from tasks.sql import queries
+from scheduler_project.sql import queries
 
 SQL = queries("tasks", "processes.sql")
 

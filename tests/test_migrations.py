@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from django.db import connection
 
-from tasks.sql import queries
+from scheduler_project.sql import queries
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRATCH = "live_definitions"

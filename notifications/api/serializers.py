@@ -9,10 +9,11 @@ from django.conf import settings
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from notifications import http
-from notifications.models import EVENTS, Channel, Notification
+from notifications.models import Channel, Notification
 from notifications.transports.webhook import WHSEC_PREFIX, generate_secret, secret_key
+from scheduler_project import outbound_http as http
 from tasks.api.strict import ChoiceField, StrictSerializer
+from tasks.events import EVENTS
 
 # Per kind: the fields a client may send (secrets marked), as API.md lists them.
 KIND_FIELDS = {

@@ -20,7 +20,7 @@ from notifications.api.serializers import (
     ChannelOutputSerializer,
     NotificationSerializer,
 )
-from notifications.models import Channel, Notification
+from notifications.models import EVENT_CHOICES, Channel, Notification
 from scheduler_project.auth import request_owner
 
 ERRORS = {
@@ -85,7 +85,7 @@ class ChannelDetailView(APIView):
 
 class NotificationFilter(django_filters.FilterSet):
     status = django_filters.ChoiceFilter(choices=Notification.Status.choices)
-    event = django_filters.ChoiceFilter(choices=Notification.Event.choices)
+    event = django_filters.ChoiceFilter(choices=EVENT_CHOICES)
     task = django_filters.UUIDFilter(field_name="task_id")
     channel = django_filters.UUIDFilter(field_name="channel_id")
     run = django_filters.UUIDFilter(field_name="run_id")

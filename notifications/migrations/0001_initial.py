@@ -8,7 +8,7 @@ from django.db import migrations, models
 
 import tasks.ids
 
-# The outbox's enqueue statement (notifications.outbox.enqueue) as a PL/pgSQL function: its plan
+# The outbox's enqueue statement (tasks.outbox.enqueue) as a PL/pgSQL function: its plan
 # is cached per connection, so the worker's hot path does not re-plan a five-CTE statement on
 # every batch (about 0.3 ms a call instead of 1 ms, nearly all of it planning). Subscribers are
 # the channels a task's `notify` names for the event (compared as text, so a malformed id matches

@@ -3,7 +3,7 @@
 -- (docs/architecture.md, "Schema changes").
 
 -- name: notifications_enqueue
--- The outbox's enqueue statement (notifications.outbox.enqueue) as a PL/pgSQL function: its
+-- The outbox's enqueue statement (tasks.outbox.enqueue) as a PL/pgSQL function: its
 -- plan is cached per connection, so the worker's hot path does not re-plan a five-CTE statement
 -- on every batch (about 0.3 ms a call instead of 1 ms, nearly all of it planning). Subscribers
 -- are the channels a task's `notify` names for the event (compared as text, so a malformed id

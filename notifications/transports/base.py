@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, ClassVar
 
-from notifications.http import OutboundError
+from scheduler_project.outbound_http import OutboundError
 
 # A new channel kind is one module here plus its entry in this tuple.
 BUILTIN_TRANSPORT_MODULES = (

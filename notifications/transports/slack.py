@@ -9,7 +9,6 @@ from typing import Any
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError, SlackClientError, SlackRequestError
 
-from notifications import http
 from notifications.transports.base import (
     Message,
     Transport,
@@ -17,6 +16,7 @@ from notifications.transports.base import (
     TransportSettings,
     register,
 )
+from scheduler_project import outbound_http as http
 
 # Slack API error codes worth retrying; every other error code means the channel is broken.
 TRANSIENT_API_ERRORS = frozenset(
@@ -43,9 +43,9 @@ class SlackTransport(Transport):
     """Posts a Block Kit message about a run to Slack (or anything speaking its webhook format).
 
     config {"webhook_url"}: POSTs {"text", "blocks"} to the incoming webhook through the SSRF
-    guard (notifications.http), which also pins the validated address and refuses cross-host
-    redirects; slack-sdk's WebhookClient would re-resolve the name and follow redirects to any
-    host. Mattermost, Rocket.Chat and others accept the same payload.
+    guard (scheduler_project.outbound_http), which also pins the validated address and refuses
+    cross-host redirects; slack-sdk's WebhookClient would re-resolve the name and follow redirects
+    to any host. Mattermost, Rocket.Chat and others accept the same payload.
     config {"token", "channel"}: slack-sdk WebClient.chat_postMessage against
     settings.slack_api_base_url (operator configuration, so not put through the guard).
     invalid_auth, channel_not_found, not_in_channel and other 4xx are permanent; rate limits,

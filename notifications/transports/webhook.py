@@ -14,7 +14,6 @@ from typing import Any
 
 from django.core.serializers.json import DjangoJSONEncoder
 
-from notifications import http
 from notifications.transports.base import (
     Message,
     Transport,
@@ -22,6 +21,7 @@ from notifications.transports.base import (
     TransportSettings,
     register,
 )
+from scheduler_project import outbound_http as http
 
 SIGNATURE_PREFIX = "sha256="
 # Standard Webhooks (standardwebhooks.com): secrets are "whsec_" + base64 of the key bytes.

@@ -8,8 +8,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from scheduler_project.web.parsers import JSONParser
 from tasks.api.bodies import TaskJSONBody
-from tasks.api.parsers import JSONParser
 from tasks.api.serializers import TaskInputSerializer
 from tasks.api.strict import StrictSerializer
 from tasks.api.views import ERRORS

@@ -4,7 +4,7 @@ PostgreSQL: the one place the output shape is written.
 A task list page carries 50 tasks with 20 run summaries each, a task's runs page 20 runs with
 their attempts. Loading them as models, parsing every timestamp and formatting it again took
 most of those requests' time; PostgreSQL writes the same JSON in a fraction of it, and the
-response renderer (tasks/api/renderers.py) writes it as it is. The serializers describe this
+response renderer (ORJSONRenderer) writes it as it is. The serializers describe this
 shape in the OpenAPI schema; tests hold every served response to that schema
 (tests/tasks/api/test_schema_conformance.py) and these statements to DRF's formats
 (tests/tasks/api/test_json_sql.py).
@@ -28,8 +28,8 @@ from django.core.exceptions import EmptyResultSet
 from django.db import router
 from django.db.models import Model, QuerySet
 
+from scheduler_project.web.renderers import RawJSON
 from tasks import history, planning
-from tasks.api.renderers import RawJSON
 from tasks.db import prepared_cursor
 from tasks.ids import idempotency_key_sql
 from tasks.models import CLAIMABLE_STATUSES, Run, Task

@@ -101,7 +101,7 @@ def _validate_http(payload: dict) -> dict:
 
 def _check_outbound(url: str) -> None:
     try:
-        from notifications.http import OutboundBlocked, validate_url
+        from scheduler_project.outbound_http import OutboundBlocked, validate_url
     except ImportError:  # the guard module is optional only while it is being built
         return
     try:

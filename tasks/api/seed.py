@@ -17,9 +17,9 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from scheduler_project.web.parsers import UPLOAD_PARSERS
 from tasks.api.bodies import TASK_BODY, UPLOAD_NOTE
 from tasks.api.json_sql import tasks_json
-from tasks.api.parsers import UPLOAD_PARSERS
 from tasks.api.serializers import TaskInputSerializer, TaskOutputSerializer
 from tasks.api.strict import ChoiceField, StrictSerializer
 from tasks.api.views import CONFLICT, ERRORS, TaskListCreateView, owned_tasks

@@ -23,6 +23,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from scheduler_project.auth import request_owner
+from scheduler_project.web.parsers import UPLOAD_PARSERS
+from scheduler_project.web.renderers import RawJSON
 from tasks import history, planning
 from tasks.api import filtering
 from tasks.api.bodies import TASK_BODY, UPLOAD_BODY, UPLOAD_NOTE
@@ -35,8 +37,6 @@ from tasks.api.json_sql import (
     tasks_page_json,
 )
 from tasks.api.pagination import Pagination
-from tasks.api.parsers import UPLOAD_PARSERS
-from tasks.api.renderers import RawJSON
 from tasks.api.run_serializers import RunSerializer
 from tasks.api.serializers import PreviewSerializer, TaskInputSerializer, TaskOutputSerializer
 from tasks.db import db_now

@@ -241,7 +241,7 @@ v AS (
     ON CONFLICT (metric, kind, outcome, shard)
     DO UPDATE SET value = tasks_runcounter.value + EXCLUDED.value
 ), events AS (
-    -- The transactional outbox (notifications/outbox.py): succeeded; a failed attempt that will
+    -- The transactional outbox (tasks/outbox.py): succeeded; a failed attempt that will
     -- be retried -> failed; the last attempt failed -> retries_exhausted.
     -- Only tasks that could notify at all reach notifications_enqueue: calling it costs more
     -- than the rest of the statement (PL/pgSQL plans its query on every call).

@@ -18,13 +18,12 @@ from uuid import UUID
 from django.conf import settings
 from django.db import connection
 
-from notifications import outbox
-from tasks import counters
+from scheduler_project.sql import queries
+from tasks import counters, outbox
 from tasks.db import prepared_cursor
 from tasks.ids import idempotency_key
 from tasks.models import TERMINAL_STATUSES
 from tasks.schedules import RUN_ALL_CAP
-from tasks.sql import queries
 
 SQL = queries("tasks", "claim.sql")
 # The earliest claimable execute_at (ten index probes); /health reads it too.

@@ -6,7 +6,7 @@ from uuid import UUID
 
 from django.db import connection
 
-from tasks.sql import queries
+from scheduler_project.sql import queries
 
 SQL = queries("tasks", "complete.sql")
 

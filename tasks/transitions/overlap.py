@@ -6,10 +6,10 @@ from uuid import UUID
 
 from django.db import connection, transaction
 
-from notifications import outbox
+from scheduler_project.sql import queries
+from tasks import events, outbox
 from tasks.db import db_now
 from tasks.models import Run
-from tasks.sql import queries
 from tasks.transitions.claim import ClaimedRun
 from tasks.transitions.run_actions import cancel_running
 
@@ -60,7 +60,9 @@ def resolve_overlaps(*, worker: str, claimed: list[ClaimedRun]) -> list[ClaimedR
                  "error": "skipped: the previous run was still running (overlap policy)"},
             )  # fmt: skip
             # Outbox (issue 5): `missed` for each occurrence skipped, in the same transaction.
-            outbox.enqueue(cursor, events=[(r, t, None, "missed") for r, t in cursor.fetchall()])
+            outbox.enqueue(
+                cursor, events=events.skipped_events((r, t, None) for r, t in cursor.fetchall())
+            )
         if superseded:
             cursor.execute(
                 SQL["set_aside"],

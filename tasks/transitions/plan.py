@@ -11,11 +11,12 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
-from notifications.outbox import enqueue
+from scheduler_project.sql import queries
 from tasks import planning
 from tasks.db import RUN_DUE_CHANNEL, notify
+from tasks.events import skipped_events
 from tasks.models import Run, Task
-from tasks.sql import queries
+from tasks.outbox import enqueue
 from tasks.transitions.completion import complete_finished_tasks
 
 logger = logging.getLogger(__name__)
@@ -44,7 +45,7 @@ def plan_task(task: Task, *, now: datetime, horizon: datetime) -> PlanResult:
     runs = planning.advance(task, now=now, horizon=horizon)
     Run.objects.bulk_create(runs, ignore_conflicts=True)
     # The outbox: a `missed` event per occurrence recorded missed, in the planning transaction.
-    enqueue(None, events=[(r.id, task.id, 0, "missed") for r in runs if _missed(r)])
+    enqueue(None, events=skipped_events((r.id, task.id, 0) for r in runs if _missed(r)))
     task.save(update_fields=["next_unplanned_at", "runs_planned", "updated_at"])
     skipped = sum(1 for r in runs if r.status == Run.Status.SKIPPED)
     if len(runs) > skipped:
@@ -106,7 +107,7 @@ def _store_plans(planned: list[tuple[Task, list[Run]]]) -> PlanResult:
     Run.objects.bulk_create(runs, ignore_conflicts=True, batch_size=2000)
     # The outbox: a `missed` event per occurrence recorded missed, in the planning transaction.
     skipped = [r for r in runs if r.status == Run.Status.SKIPPED]
-    enqueue(None, events=[(r.id, r.task_id, 0, "missed") for r in skipped if _missed(r)])
+    enqueue(None, events=skipped_events((r.id, r.task_id, 0) for r in skipped if _missed(r)))
     with connection.cursor() as cursor:
         cursor.execute(
             SQL["advance_tasks"],

@@ -11,10 +11,9 @@ from uuid import UUID
 
 from django.db import connection, transaction
 
-from notifications import outbox
-from tasks import counters
+from scheduler_project.sql import queries
+from tasks import counters, events, outbox
 from tasks.db import RUN_DUE_CHANNEL, notify
-from tasks.sql import queries
 from tasks.transitions.claim import UNLIMITED
 from tasks.transitions.completion import complete_finished_tasks
 
@@ -41,7 +40,7 @@ def rescue_stuck_runs(*, after_seconds: float, batch: int = 500) -> RescueResult
         cursor.execute(SQL["rescue"], {"after": after_seconds, "batch": batch})
         rows = cursor.fetchall()
         # Outbox (issue 5): `stuck` (and `retries_exhausted` when spent) commit with the rescue.
-        outbox.enqueue(cursor, events=outbox.rescue_events(rows))
+        outbox.enqueue(cursor, events=events.rescue_events(rows))
         # /metrics counters: a rescue is an attempt's outcome, and a final `failed` when spent.
         counters.count_events(cursor, process=f"reviewer:{os.getpid()}", events=_counted(rows))
         if any(status == "scheduled" for _, status, _ in rows):
@@ -70,7 +69,7 @@ def flag_starved_runs(*, sla_seconds: float) -> int:
         cursor.execute(SQL["flag_starved"], {"sla": sla_seconds})
         # Outbox (issue 5): a `stuck` notification per flagged run, in the same transaction.
         rows = cursor.fetchall()
-        outbox.enqueue(cursor, events=[(run, task, n, "stuck") for run, task, n in rows])
+        outbox.enqueue(cursor, events=events.starved_events(rows))
         return len(rows)
 
 

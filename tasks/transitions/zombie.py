@@ -7,8 +7,8 @@ from __future__ import annotations
 from typing import Any
 from uuid import UUID
 
-from notifications import outbox
-from tasks.sql import queries
+from scheduler_project.sql import queries
+from tasks import events, outbox
 
 SQL = queries("tasks", "zombie.sql")
 
@@ -21,9 +21,7 @@ def flag(cursor: Any, *, worker: str, quiet: list[tuple[UUID, int, float]]) -> l
     cursor.execute(SQL["flag"], {"ids": [q[0] for q in quiet], "attempts": [q[1] for q in quiet],
                                  "idle": [q[2] for q in quiet], "worker": worker})  # fmt: skip
     flagged = cursor.fetchall()
-    outbox.enqueue(
-        cursor, events=[(run, task, attempt, "zombie") for run, task, attempt, _ in flagged]
-    )
+    outbox.enqueue(cursor, events=events.zombie_events(row[:3] for row in flagged))
     return flagged
 
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from django.conf import settings
 
-from notifications import http
+from scheduler_project import outbound_http as http
 from tasks import handlers
 from tasks.storage import local_executable
 from tasks.transitions.claim import ClaimedRun

@@ -24,10 +24,10 @@ from uuid import UUID
 from django.conf import settings
 from django.db import connection
 
-from notifications import outbox
+from scheduler_project.sql import queries
+from tasks import outbox
 from tasks.resources import cpu_millis, memory_bytes
 from tasks.schedules import RUN_ALL_CAP
-from tasks.sql import queries
 from tasks.transitions import claim
 from tasks.transitions.claim import ClaimedRun
 from tasks.worker.k8s_job import RUN_LABEL, Cluster, job_state

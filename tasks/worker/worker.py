@@ -20,11 +20,11 @@ from uuid import UUID
 from django.conf import settings
 from django.db import DatabaseError, close_old_connections, connection
 
-from notifications.delivery import start_delivery_thread
 from tasks.counters import loop_error_counter
 from tasks.loop import run_loop
 from tasks.processes import process_name
 from tasks.transitions import claim, overlap
+from tasks.worker import companions as companion_threads
 from tasks.worker.executors import ExecutionResult, execute
 from tasks.worker.flight import InFlight, deadline_slack
 from tasks.worker.watch import Watch
@@ -93,7 +93,7 @@ class Worker:
     # --- the loop -------------------------------------------------------------------------
     def serve(self, stop: threading.Event, *, once: bool = False) -> None:
         """Run until `stop` is set; then stop claiming, drain, release what is left, return."""
-        delivery = start_delivery_thread(enabled=not once)  # notifications (issue 5)
+        companions = [] if once else companion_threads.start_all()  # e.g. notifications
         self.watch.start()
         try:
             run_loop(
@@ -115,8 +115,7 @@ class Worker:
             else:
                 self._drain(grace=settings.TASKS_SHUTDOWN_GRACE_SECONDS)
         finally:
-            if delivery is not None:
-                delivery.stop()
+            companion_threads.stop_all(companions)
             self.watch.stop()
             self.pool.shutdown(wait=False, cancel_futures=True)
 

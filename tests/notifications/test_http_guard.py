@@ -16,8 +16,8 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from notifications import http
-from notifications.http import OutboundBlocked, OutboundFailed, send, validate_url
+from scheduler_project import outbound_http as http
+from scheduler_project.outbound_http import OutboundBlocked, OutboundFailed, send, validate_url
 
 ALLOW_LOCAL = ["127.0.0.1"]
 

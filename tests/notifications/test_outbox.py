@@ -10,9 +10,8 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from notifications import outbox
 from notifications.models import Notification
-from tasks import schedules
+from tasks import outbox, schedules
 from tasks.models import Run
 from tasks.transitions import claim, overlap, plan
 from tasks.transitions.rescue import flag_starved_runs, rescue_stuck_runs

@@ -18,7 +18,7 @@ from django.test import Client
 
 from scheduler_project.database import database_config, database_url
 from scheduler_project.postgresql.base import HEALTH_CHECK_REUSE_SECONDS
-from tasks.api.health import health_report
+from scheduler_project.web.health import health_report
 from tasks.db import is_unavailable
 from tasks.models import Run
 from tasks.transitions import claim

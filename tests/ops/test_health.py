@@ -8,7 +8,7 @@ import pytest
 from django.test import override_settings
 from django.utils import timezone
 
-from tasks.api import health
+from scheduler_project.web import health
 from tasks.models import Process
 from tests.conftest import process_env, wait_for
 from tests.factories import RunFactory

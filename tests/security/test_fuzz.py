@@ -32,8 +32,8 @@ from schemathesis import checks as core_checks
 from schemathesis.generation.modes import GenerationMode
 from schemathesis.specs.openapi import checks as openapi_checks
 
-from notifications import http
 from notifications.models import Notification
+from scheduler_project import outbound_http as http
 from tasks import schedules
 from tests.factories import RunFactory, TaskFactory, UserFactory
 from tests.notifications.conftest import ChannelFactory

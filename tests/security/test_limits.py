@@ -194,7 +194,7 @@ def test_every_write_method_counts(api, settings) -> None:
 
 
 def test_default_rate_leaves_room_for_scripts(settings) -> None:
-    from tasks.api.throttling import WriteRateThrottle
+    from scheduler_project.web.throttling import WriteRateThrottle
 
     count, seconds = WriteRateThrottle().parse_rate(settings.SCHEDULER_WRITE_RATE)
     assert count / seconds >= 10  # writes per second a script may sustain

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from django.db import connection
 
-from tasks.sql import parse, queries
+from scheduler_project.sql import parse, queries
 
 ROOT = Path(__file__).resolve().parents[2]
 APPS = ("scheduler_project", "tasks", "notifications", "reviewers")

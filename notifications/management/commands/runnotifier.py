@@ -8,9 +8,9 @@ from django.conf import settings
 
 from notifications import services
 from notifications.delivery import next_wait
-from notifications.outbox import NOTIFICATION_CHANNEL
 from tasks.daemon import DaemonCommand
 from tasks.db import db_now
+from tasks.outbox import NOTIFICATION_CHANNEL
 
 logger = logging.getLogger(__name__)
 

@@ -12,9 +12,9 @@ from django.db import connection
 from rest_framework import serializers
 from rest_framework.test import APIClient
 
+from scheduler_project.web.renderers import ORJSONRenderer
 from tasks import history, planning
 from tasks.api.json_sql import iso_json, iso_sql, runs_json, tasks_json
-from tasks.api.renderers import ORJSONRenderer
 from tasks.api.run_serializers import RunSerializer, RunSummarySerializer
 from tasks.ids import idempotency_key, idempotency_key_sql
 from tasks.models import Attempt, Run, Task

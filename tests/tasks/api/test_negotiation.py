@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tasks.api import negotiation
+from scheduler_project.web import negotiation
 
 pytestmark = pytest.mark.django_db
 

@@ -11,7 +11,7 @@ from django.utils.translation import gettext_lazy
 from rest_framework.exceptions import ErrorDetail
 from rest_framework.renderers import JSONRenderer
 
-from tasks.api.renderers import ORJSONRenderer, RawJSON
+from scheduler_project.web.renderers import ORJSONRenderer, RawJSON
 
 SAMPLE = {
     "id": UUID("019a1c2a-4014-70b9-9218-1e7acbb8bd00"),

@@ -5,30 +5,33 @@ the scheduler's misfire handling) pass the cursor of their open transaction, so 
 notifications commit together or not at all: a process dying right after the commit loses
 nothing, and a rolled-back outcome notifies nobody. The unique (run, attempt, event, channel) key
 makes a replayed enqueue insert nothing.
+
+This module is the tasks app's only way to the notifications app, which knows tasks and not the
+other way round (the events it carries are `tasks.events`): `enqueue` calls the SQL function
+`notifications_enqueue` that the notifications app installs, and `validate_notify` checks a
+task's `notify` list with the check that app registers from its AppConfig.ready.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
-from uuid import UUID
 
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 from django.db import connection
 
-from tasks.sql import queries
+from scheduler_project.sql import queries
+from tasks.events import EVENTS, Event
 
 NOTIFICATION_CHANNEL = "scheduler_notification"
-
-# (run id, task id, attempt or None for "the run's current attempt", event)
-Event = tuple[UUID, UUID, int | None, str]
 
 # One statement whatever the number of events, cheap when nobody subscribes: the SQL function
 # notifications_enqueue (notifications/sql/functions.sql, where its text and reasoning live)
 # joins the events to their tasks' `notify` lists and the owners' all-task channels, inserts with
 # ON CONFLICT DO NOTHING and NOTIFYs the deliverers when it inserted anything. Being a PL/pgSQL
 # function, its plan is cached per connection instead of re-planned on every batch.
-SQL = queries("notifications", "outbox.sql")
+SQL = queries("tasks", "outbox.sql")
 
 
 def enqueue(cursor: Any | None, *, events: Sequence[Event]) -> int:
@@ -41,6 +44,9 @@ def enqueue(cursor: Any | None, *, events: Sequence[Event]) -> int:
     """
     if not events:
         return 0
+    unknown = sorted({e[3] for e in events} - set(EVENTS))
+    if unknown:
+        raise ValueError(f"not outbox events: {unknown}")
     params: dict[str, Any] = {
         "runs": [e[0] for e in events],
         "tasks": [e[1] for e in events],
@@ -57,12 +63,19 @@ def enqueue(cursor: Any | None, *, events: Sequence[Event]) -> int:
     return int(cursor.fetchone()[0])
 
 
-def rescue_events(rows: Iterable[tuple[UUID, str, UUID]]) -> list[Event]:
-    """Events for runs the reviewer rescued, rows (run id, new status, task id): `stuck`, and
-    `retries_exhausted` as well when the rescue spent the run's last attempt."""
-    events: list[Event] = []
-    for run_id, status, task_id in rows:
-        events.append((run_id, task_id, None, "stuck"))
-        if status == "failed":
-            events.append((run_id, task_id, None, "retries_exhausted"))
-    return events
+NotifyValidator = Callable[..., list[dict]]
+_notify_validator: NotifyValidator | None = None
+
+
+def register_notify_validator(validator: NotifyValidator) -> None:
+    """Install the check of a task's `notify` entries: `validator(entries, owner=...)` returns
+    them canonical or raises DRF's ValidationError (the notifications app registers it)."""
+    global _notify_validator
+    _notify_validator = validator
+
+
+def validate_notify(entries: list[dict], *, owner: Any) -> list[dict]:
+    """A task's `notify` entries checked by the registered validator (channels of `owner`)."""
+    if _notify_validator is None:
+        raise ImproperlyConfigured("no app registered a validator of `notify` entries")
+    return _notify_validator(entries, owner=owner)

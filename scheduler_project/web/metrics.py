@@ -28,7 +28,7 @@ from prometheus_client.core import (
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.registry import Collector
 
-from tasks.api import request_metrics
+from scheduler_project.web import request_metrics
 
 logger = logging.getLogger(__name__)
 

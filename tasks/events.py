@@ -1,0 +1,61 @@
+"""The events the outbox carries: the vocabulary, and which state change queues which event.
+
+The notifications app's models, API and messages take the vocabulary from here; the transitions
+build their events with the functions below and hand them to `tasks.outbox.enqueue`.
+
+The one table of which state change queues which event (docs/notifications.md says the same to
+users), with the code that decides it; nothing else queues an event:
+
+    state change                                    event               decided by
+    an attempt succeeded (run `succeeded`)          succeeded           claim.sql `record`
+    an attempt failed or timed out, attempts left   failed              claim.sql `record`
+    the last attempt failed (run `failed`)          retries_exhausted   claim.sql `record`
+    the reviewer rescued a run of a dead worker     stuck               rescue_events
+      ... with no attempts left (run `failed`)      + retries_exhausted rescue_events
+    a due run flagged past the start SLA            stuck               starved_events
+    an occurrence `skipped` at planning (misfire)   missed              skipped_events
+      or by the overlap policy `skip`
+    a candidate `skipped` at claim (misfire)        missed              claim.sql `claim`
+    the watch flagged a running run quiet           zombie              zombie_events
+
+(In claim.sql, the CTEs `events` and `missed_notified`.) A release at shutdown, a cancellation
+and a run held back for capacity queue nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from uuid import UUID
+
+# The event vocabulary, in the order the API's documentation lists it.
+EVENTS = ("succeeded", "failed", "retries_exhausted", "missed", "stuck", "zombie")
+
+# (run id, task id, attempt or None for "the run's current attempt", event)
+Event = tuple[UUID, UUID, int | None, str]
+
+
+def rescue_events(rows: Iterable[tuple[UUID, str, UUID]]) -> list[Event]:
+    """Events for runs the reviewer rescued, rows (run id, new status, task id): `stuck`, and
+    `retries_exhausted` as well when the rescue spent the run's last attempt."""
+    events: list[Event] = []
+    for run_id, status, task_id in rows:
+        events.append((run_id, task_id, None, "stuck"))
+        if status == "failed":
+            events.append((run_id, task_id, None, "retries_exhausted"))
+    return events
+
+
+def starved_events(rows: Iterable[tuple[UUID, UUID, int]]) -> list[Event]:
+    """Events for runs the reviewer flagged past the start SLA, rows (run id, task id, attempt)."""
+    return [(run_id, task_id, attempt, "stuck") for run_id, task_id, attempt in rows]
+
+
+def skipped_events(rows: Iterable[tuple[UUID, UUID, int | None]]) -> list[Event]:
+    """Events for occurrences recorded `skipped` by the misfire policy at planning or by the
+    overlap policy, rows (run id, task id, attempt or None for the run's current one)."""
+    return [(run_id, task_id, attempt, "missed") for run_id, task_id, attempt in rows]
+
+
+def zombie_events(rows: Iterable[tuple[UUID, UUID, int]]) -> list[Event]:
+    """Events for running runs the worker's watch flagged quiet, rows (run id, task id, attempt)."""
+    return [(run_id, task_id, attempt, "zombie") for run_id, task_id, attempt in rows]
