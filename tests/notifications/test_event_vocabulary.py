@@ -54,7 +54,7 @@ def test_enqueue_refuses_a_word_outside_the_vocabulary() -> None:
 def test_a_tasks_notify_list_is_checked_by_the_notifications_app() -> None:
     with pytest.raises(ValidationError) as refused:
         outbox.validate_notify([{"channel": "not-an-id", "events": ["failed"]}], owner=None)
-    assert refused.value.detail == [{"channel": ["Entry 0: no channel with this id among yours."]}]
+    assert refused.value.detail == {"0": {"channel": ["No channel with this id among yours."]}}
     channel = str(uuid.uuid4())
     entries = [{"channel": channel.upper(), "events": ["failed", "failed", "stuck"]}]
     assert outbox.validate_notify(entries, owner=None) == [
