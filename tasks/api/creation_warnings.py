@@ -10,28 +10,10 @@ from __future__ import annotations
 import orjson
 from django.conf import settings
 from django.db import connection
-from rest_framework import serializers
 
 from tasks.api.renderers import RawJSON
-from tasks.api.serializers import TaskOutputSerializer
 from tasks.models import Task
 from tasks.processes import executables_unavailable, worker_sandboxes
-
-
-class TaskCreatedSerializer(TaskOutputSerializer):
-    """The created task, as every read returns it, plus `warnings` when there are any."""
-
-    warnings = serializers.ListField(
-        child=serializers.CharField(),
-        required=False,
-        read_only=True,
-        help_text="Present only when the task cannot run as things are (it is created all the "
-        'same): e.g. "no live worker can run executables: bubblewrap (bwrap) is not installed'
-        '...". Its runs wait, spending no attempt, until a worker can run them.',
-    )
-
-    class Meta(TaskOutputSerializer.Meta):
-        fields = [*TaskOutputSerializer.Meta.fields, "warnings"]
 
 
 def task_warnings(task: Task) -> list[str]:

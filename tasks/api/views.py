@@ -25,7 +25,7 @@ from rest_framework.views import APIView
 from scheduler_project.auth import request_owner
 from tasks import planning
 from tasks.api.bodies import TASK_BODY, UPLOAD_BODY, UPLOAD_NOTE
-from tasks.api.creation_warnings import TaskCreatedSerializer, task_warnings, with_warnings
+from tasks.api.creation_warnings import task_warnings, with_warnings
 from tasks.api.json_sql import (
     iso_json,
     runs_json,
@@ -106,7 +106,7 @@ class TaskListCreateView(PagedListView):
     @extend_schema(
         request=TASK_BODY,
         description=UPLOAD_NOTE,
-        responses={201: TaskCreatedSerializer, 200: TaskCreatedSerializer, **ERRORS},
+        responses={201: TaskOutputSerializer, 200: TaskOutputSerializer, **ERRORS},
     )
     def post(self, request: Request) -> Response:
         now = db_now()
@@ -131,7 +131,7 @@ class TaskUploadView(APIView):
 
     @extend_schema(
         request=UPLOAD_BODY,
-        responses={201: TaskCreatedSerializer, 200: TaskCreatedSerializer, **ERRORS},
+        responses={201: TaskOutputSerializer, 200: TaskOutputSerializer, **ERRORS},
     )
     def post(self, request: Request) -> Response:
         data = request.data

@@ -140,3 +140,11 @@ def test_creating_an_executable_task_no_worker_can_run_warns(api: APIClient) -> 
     assert handler.status_code == 201 and "warnings" not in handler.json()
     worker_row("w-2", "rlimit")
     assert "warnings" not in upload(api)
+
+
+def test_the_schema_has_warnings_as_an_optional_list(anon: APIClient) -> None:
+    schema = anon.get("/api/schema/", HTTP_ACCEPT="application/vnd.oai.openapi+json").json()
+    task = schema["components"]["schemas"]["TaskOutput"]
+    assert task["properties"]["warnings"]["type"] == "array"
+    assert "no live worker can run executables" in task["properties"]["warnings"]["description"]
+    assert "warnings" not in task["required"]
