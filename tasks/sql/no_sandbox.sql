@@ -4,14 +4,16 @@
 -- claim has locked are left for the next pass.
 
 -- Due executable runs, a batch per pass: each waits with %(reason)s, which starts with
--- %(prefix)s; a run already waiting for this with an older reason gets the new one.
+-- %(prefix)s; a run already waiting for this with an older reason gets the new one, and so
+-- does one the start SLA flagged (%(starved)s: that reason's start), this one being the cause.
 -- name: hold
 WITH judged AS (
     SELECT r.id FROM tasks_run r JOIN tasks_task t ON t.id = r.task_id
      WHERE t.kind = 'executable' AND r.execute_at <= statement_timestamp()
        AND (r.status = 'scheduled'
-            OR (r.status = 'waiting_for_resource' AND starts_with(r.wait_reason, %(prefix)s)
-                AND r.wait_reason <> %(reason)s))
+            OR (r.status = 'waiting_for_resource' AND r.wait_reason <> %(reason)s
+                AND (starts_with(r.wait_reason, %(prefix)s)
+                     OR starts_with(r.wait_reason, %(starved)s))))
      ORDER BY r.execute_at, r.id
      LIMIT %(batch)s
        FOR UPDATE OF r SKIP LOCKED

@@ -12,6 +12,7 @@ from tasks.sql import queries
 
 SQL = queries("tasks", "no_sandbox.sql")
 HOLD_BATCH = 1000  # runs marked per pass
+STARVED_PREFIX = "not started within the start SLA"  # rescue.sql flag_starved's reason
 
 
 def hold_or_release_executables(*, dead_after_seconds: float) -> tuple[int, int, str]:
@@ -26,9 +27,9 @@ def hold_or_release_executables(*, dead_after_seconds: float) -> tuple[int, int,
             return 0, 0, ""
         reason = executables_unavailable(workers)
         if reason:
-            cursor.execute(
-                SQL["hold"], {"prefix": NO_SANDBOX_PREFIX, "reason": reason, "batch": HOLD_BATCH}
-            )
+            params = {"prefix": NO_SANDBOX_PREFIX, "starved": STARVED_PREFIX, "reason": reason,
+                      "batch": HOLD_BATCH}  # fmt: skip
+            cursor.execute(SQL["hold"], params)
             return len(cursor.fetchall()), 0, reason
         cursor.execute(SQL["release"], {"prefix": NO_SANDBOX_PREFIX})
         released = len(cursor.fetchall())
