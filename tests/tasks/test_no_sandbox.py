@@ -5,15 +5,22 @@ has none leaves executable runs alone, the reviewer makes them wait with the wor
 from __future__ import annotations
 
 import json
+import threading
+import time
+import uuid
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from django.core.files.base import ContentFile
+from django.core.files.storage import default_storage
 from django.core.files.uploadedfile import SimpleUploadedFile
 from rest_framework.test import APIClient
 
 from tasks.models import Process, Run, Task
 from tasks.transitions import claim
 from tasks.transitions.no_sandbox import hold_or_release_executables
+from tasks.worker.executors import ExecutionResult, execute
+from tasks.worker.flight import InFlight
 from tests.factories import RunFactory, TaskFactory
 
 pytestmark = pytest.mark.django_db
@@ -158,3 +165,47 @@ def test_the_schema_has_warnings_as_an_optional_list(anon: APIClient) -> None:
     assert task["properties"]["warnings"]["type"] == "array"
     assert "no live worker can run executables" in task["properties"]["warnings"]["description"]
     assert "warnings" not in task["required"]
+
+
+def claimed_executable(name: str) -> claim.ClaimedRun:
+    now = datetime.now(UTC)
+    return claim.ClaimedRun(
+        id=uuid.uuid4(), task_id=uuid.uuid4(), scheduled_at=now, execute_at=now, attempt=1,
+        max_attempts=5, kind="executable", payload={"args": []}, executable=name,
+        timeout=10.0, backoff_base=2.0, backoff_cap=60.0, claimed_at=now,
+    )  # fmt: skip
+
+
+def outcome_of(run: claim.ClaimedRun) -> tuple[ExecutionResult, claim.Outcome]:
+    result = execute(run, cancel=threading.Event(), timeout=10.0)
+    flight = InFlight(run=run, claimed_mono=time.monotonic(), start_mono=time.monotonic(),
+                      claim_seq=1, started_mono=time.monotonic())  # fmt: skip
+    return result, flight.outcome(result, release=result.no_sandbox)
+
+
+def test_an_upload_without_a_shebang_fails_at_once_without_retries(settings, tmp_path) -> None:
+    settings.MEDIA_ROOT = tmp_path
+    settings.SCHEDULER_SANDBOX_ALLOW_RLIMIT_ONLY = True
+    name = default_storage.save("executables/job.py", ContentFile(b"print('hello')\n"))
+    result, outcome = outcome_of(claimed_executable(name))
+    assert result.error.startswith("no shebang: ") and result.final
+    assert (outcome.status, outcome.attempt_outcome) == ("failed", "failed")  # attempt 1 of 5
+    shebang = default_storage.save(
+        "executables/ok.py", ContentFile(b"#!/usr/bin/env python3\nprint('hello')\n")
+    )
+    result, outcome = outcome_of(claimed_executable(shebang))
+    assert (result.ok, result.output, outcome.status) == (True, "hello\n", "succeeded")
+
+
+def test_a_sandbox_gone_since_the_claim_gives_the_run_back(settings, tmp_path, monkeypatch) -> None:
+    settings.MEDIA_ROOT = tmp_path
+    settings.SCHEDULER_SANDBOX_ALLOW_RLIMIT_ONLY = False
+    monkeypatch.setenv("PATH", str(tmp_path))  # no bwrap on it
+    name = default_storage.save("executables/job.sh", ContentFile(b"#!/bin/sh\necho hi\n"))
+    result, outcome = outcome_of(claimed_executable(name))
+    assert result.no_sandbox and MISSING in result.error
+    assert (outcome.status, outcome.attempt_outcome, outcome.retry_in) == (
+        "scheduled",
+        "released",
+        0.0,
+    )
