@@ -31,8 +31,19 @@ def beat(
     """Record that this process is alive, on the database clock. Works on any DB-API cursor.
     A worker records its capacity too (None: no limit), for the reviewer's "fits no worker",
     and its `sandbox`: (mode, "") when it can run executables, ("", why not) when it cannot."""
-    cursor.execute(SQL["beat"], [name, role, socket.gethostname(), os.getpid(), concurrency,
-                                 cpu_millis, memory_bytes, *sandbox])  # fmt: skip
+    cursor.execute(
+        SQL["beat"],
+        [
+            name,
+            role,
+            socket.gethostname(),
+            os.getpid(),
+            concurrency,
+            cpu_millis,
+            memory_bytes,
+            *sandbox,
+        ],
+    )
 
 
 def mark_stopped(cursor: Any, *, name: str) -> None:

@@ -130,9 +130,17 @@ class ExecutablesCheck(Component):
         unable = [w for w in workers if not w.mode]
         self.details.update(
             available=not executables_unavailable(workers),
-            workers=[{"name": w.name, "host": w.host, "pid": w.pid, "sandbox": w.mode or None,
-                      "error": w.error} for w in workers],
-        )  # fmt: skip
+            workers=[
+                {
+                    "name": w.name,
+                    "host": w.host,
+                    "pid": w.pid,
+                    "sandbox": w.mode or None,
+                    "error": w.error,
+                }
+                for w in workers
+            ],
+        )
         if not workers:
             raise ServiceWarning(executables_unavailable(workers))
         if unable:

@@ -27,8 +27,12 @@ def hold_or_release_executables(*, dead_after_seconds: float) -> tuple[int, int,
             return 0, 0, ""
         reason = executables_unavailable(workers)
         if reason:
-            params = {"prefix": NO_SANDBOX_PREFIX, "starved": STARVED_PREFIX, "reason": reason,
-                      "batch": HOLD_BATCH}  # fmt: skip
+            params: dict[str, str | int] = {
+                "prefix": NO_SANDBOX_PREFIX,
+                "reason": reason,
+                "starved": STARVED_PREFIX,
+                "batch": HOLD_BATCH,
+            }
             cursor.execute(SQL["hold"], params)
             return len(cursor.fetchall()), 0, reason
         cursor.execute(SQL["release"], {"prefix": NO_SANDBOX_PREFIX})

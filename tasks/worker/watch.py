@@ -128,9 +128,15 @@ class Watch(threading.Thread):
         with self.conn.transaction():
             cursor = self.conn.cursor()
             held = claim.renew_heartbeats(cursor, worker=self.process, run_ids=known)
-            beat(cursor, name=self.process, role="worker", concurrency=self.concurrency,
-                 cpu_millis=self.offers[0], memory_bytes=self.offers[1],
-                 sandbox=found)  # fmt: skip
+            beat(
+                cursor,
+                name=self.process,
+                role="worker",
+                concurrency=self.concurrency,
+                cpu_millis=self.offers[0],
+                memory_bytes=self.offers[1],
+                sandbox=found,
+            )
         self.last_beat = time.monotonic()
         lost = self.runs.held_before(mark) - held
         if lost:

@@ -74,9 +74,13 @@ class Worker:
         # found now and again at every heartbeat (check_sandbox, on the watch thread).
         self.sandbox: tuple[str, str] = self.find_sandbox()
         self.watch = Watch(
-            name=self.name, concurrency=concurrency, runs=self, wake=self.wake,
-            offers=self.offers, sandbox=self.check_sandbox,
-        )  # fmt: skip
+            name=self.name,
+            concurrency=concurrency,
+            runs=self,
+            wake=self.wake,
+            offers=self.offers,
+            sandbox=self.check_sandbox,
+        )
         self.finished_count = 0
 
     @property

@@ -29,8 +29,11 @@ BWRAP_REASON = sandbox._bwrap_variant()[1]
 
 
 def path_without_bwrap(bin_dir: Path) -> str:
-    dirs = [d for d in os.environ.get("PATH", "").split(os.pathsep)
-            if d and not os.path.exists(os.path.join(d, "bwrap"))]  # fmt: skip
+    dirs = [
+        d
+        for d in os.environ.get("PATH", "").split(os.pathsep)
+        if d and not os.path.exists(os.path.join(d, "bwrap"))
+    ]
     return os.pathsep.join([str(bin_dir), *dirs])
 
 
@@ -45,8 +48,10 @@ class Service:
         processes.start("runreviewer", env=env)
         self.bin_dir = tmp_path / "bin"
         self.bin_dir.mkdir()
-        worker_env = env | {"PATH": path_without_bwrap(self.bin_dir),
-                            "SCHEDULER_SANDBOX_ALLOW_RLIMIT_ONLY": "false"}  # fmt: skip
+        worker_env = env | {
+            "PATH": path_without_bwrap(self.bin_dir),
+            "SCHEDULER_SANDBOX_ALLOW_RLIMIT_ONLY": "false",
+        }
         self.worker = processes.start("runworker", "--concurrency", "2", env=worker_env)
         self.processes = processes
         self.base = wait_for_api(f"http://127.0.0.1:{port}", details=processes.logs)
@@ -55,7 +60,7 @@ class Service:
             json={"username": "exe", "password": "password-123"},
             timeout=5,
         )
-        self.headers = {"Authorization": f"Bearer {token.json()['access']}"}  # fmt: skip
+        self.headers = {"Authorization": f"Bearer {token.json()['access']}"}
 
     def get(self, path: str) -> requests.Response:
         return requests.get(f"{self.base}{path}", headers=self.headers, timeout=10)
@@ -104,12 +109,19 @@ def without_bubblewrap(service: Service) -> str:
     shown = wait_for(waiting, timeout=30, details=service.processes.logs)
     assert isinstance(shown, dict)
     assert shown["wait_reason"].startswith(f"no live worker can run executables: {MISSING}")
-    handler = requests.post(f"{service.base}/api/v1/tasks", headers=service.headers, timeout=10,
-                            json={"kind": "handler", "payload": {"name": "noop"}})  # fmt: skip
+    handler = requests.post(
+        f"{service.base}/api/v1/tasks",
+        headers=service.headers,
+        timeout=10,
+        json={"kind": "handler", "payload": {"name": "noop"}},
+    )
     assert handler.status_code == 201 and "warnings" not in handler.json()
     handler_run = handler.json()["runs"][0]["id"]
-    wait_for(lambda: service.get(f"/api/v1/runs/{handler_run}").json()["status"] == "succeeded",
-             timeout=30, details=service.processes.logs)  # fmt: skip
+    wait_for(
+        lambda: service.get(f"/api/v1/runs/{handler_run}").json()["status"] == "succeeded",
+        timeout=30,
+        details=service.processes.logs,
+    )
     time.sleep(3)  # more than a heartbeat and a few reviewer passes: still nothing spent
     run = Run.objects.get(pk=run_id)
     assert (run.status, run.attempt) == ("waiting_for_resource", 0)
@@ -151,6 +163,7 @@ def test_bubblewrap_installed_later_runs_them_without_a_restart(processes, tmp_p
 
     # Removed again: the worker notices that too, and /health turns degraded.
     (service.bin_dir / "bwrap").unlink()
-    wait_for(lambda: service.executables()["status"] == "warning", timeout=15,
-             details=processes.logs)  # fmt: skip
+    wait_for(
+        lambda: service.executables()["status"] == "warning", timeout=15, details=processes.logs
+    )
     assert service.worker.poll() is None

@@ -32,10 +32,15 @@ NO_SANDBOX = claim.Capacity(executables=False)
 def worker_row(name: str, sandbox: str, *, seen_ago: float = 0.0) -> Process:
     now = datetime.now(UTC)
     return Process.objects.create(
-        name=name, role="worker", host="h", pid=1, started_at=now - timedelta(minutes=1),
-        last_seen_at=now - timedelta(seconds=seen_ago), sandbox=sandbox,
+        name=name,
+        role="worker",
+        host="h",
+        pid=1,
+        started_at=now - timedelta(minutes=1),
+        last_seen_at=now - timedelta(seconds=seen_ago),
+        sandbox=sandbox,
         sandbox_error="" if sandbox else MISSING,
-    )  # fmt: skip
+    )
 
 
 def executable_run(**fields) -> Run:
@@ -108,15 +113,17 @@ def test_the_reviewer_leaves_a_run_waiting_for_resources_alone() -> None:
 def test_health_is_degraded_while_a_live_worker_cannot_run_executables(client) -> None:
     now = datetime.now(UTC)
     for role in ("scheduler", "reviewer"):
-        Process.objects.create(name=role, role=role, host="h", pid=1, started_at=now,
-                               last_seen_at=now)  # fmt: skip
+        Process.objects.create(
+            name=role, role=role, host="h", pid=1, started_at=now, last_seen_at=now
+        )
     able = worker_row("w-able", "bwrap")
     response = client.get("/health")
     assert response.status_code == 200 and response.json()["status"] == "ok", response.json()
     entry = response.json()["components"]["executables"]
     assert entry["status"] == "ok" and entry["available"] is True
-    assert entry["workers"] == [{"name": able.name, "host": "h", "pid": 1, "sandbox": "bwrap",
-                                 "error": ""}]  # fmt: skip
+    assert entry["workers"] == [
+        {"name": able.name, "host": "h", "pid": 1, "sandbox": "bwrap", "error": ""}
+    ]
 
     worker_row("w-unable", "")
     response = client.get("/health")
@@ -136,10 +143,12 @@ def test_health_is_degraded_while_a_live_worker_cannot_run_executables(client) -
 def upload(api: APIClient) -> dict:
     response = api.post(
         "/api/v1/tasks/upload",
-        {"payload": json.dumps({"args": []}),
-         "file": SimpleUploadedFile("job.sh", b"#!/bin/sh\necho hi\n")},
+        {
+            "payload": json.dumps({"args": []}),
+            "file": SimpleUploadedFile("job.sh", b"#!/bin/sh\necho hi\n"),
+        },
         format="multipart",
-    )  # fmt: skip
+    )
     assert response.status_code == 201, response.content
     return response.json()
 
@@ -152,8 +161,9 @@ def test_creating_an_executable_task_no_worker_can_run_warns(api: APIClient) -> 
     ]
     assert body["kind"] == "executable" and body["runs"][0]["status"] == "scheduled"
     # A handler task never warns; nor does an executable one once a worker can run it.
-    handler = api.post("/api/v1/tasks", {"kind": "handler", "payload": {"name": "noop"}},
-                       format="json")  # fmt: skip
+    handler = api.post(
+        "/api/v1/tasks", {"kind": "handler", "payload": {"name": "noop"}}, format="json"
+    )
     assert handler.status_code == 201 and "warnings" not in handler.json()
     worker_row("w-2", "rlimit")
     assert "warnings" not in upload(api)
@@ -170,16 +180,31 @@ def test_the_schema_has_warnings_as_an_optional_list(anon: APIClient) -> None:
 def claimed_executable(name: str) -> claim.ClaimedRun:
     now = datetime.now(UTC)
     return claim.ClaimedRun(
-        id=uuid.uuid4(), task_id=uuid.uuid4(), scheduled_at=now, execute_at=now, attempt=1,
-        max_attempts=5, kind="executable", payload={"args": []}, executable=name,
-        timeout=10.0, backoff_base=2.0, backoff_cap=60.0, claimed_at=now,
-    )  # fmt: skip
+        id=uuid.uuid4(),
+        task_id=uuid.uuid4(),
+        scheduled_at=now,
+        execute_at=now,
+        attempt=1,
+        max_attempts=5,
+        kind="executable",
+        payload={"args": []},
+        executable=name,
+        timeout=10.0,
+        backoff_base=2.0,
+        backoff_cap=60.0,
+        claimed_at=now,
+    )
 
 
 def outcome_of(run: claim.ClaimedRun) -> tuple[ExecutionResult, claim.Outcome]:
     result = execute(run, cancel=threading.Event(), timeout=10.0)
-    flight = InFlight(run=run, claimed_mono=time.monotonic(), start_mono=time.monotonic(),
-                      claim_seq=1, started_mono=time.monotonic())  # fmt: skip
+    flight = InFlight(
+        run=run,
+        claimed_mono=time.monotonic(),
+        start_mono=time.monotonic(),
+        claim_seq=1,
+        started_mono=time.monotonic(),
+    )
     return result, flight.outcome(result, release=result.no_sandbox)
 
 
