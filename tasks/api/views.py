@@ -120,7 +120,8 @@ class TaskListCreateView(PagedListView):
         )
         code = status.HTTP_201_CREATED if created else status.HTTP_200_OK
         response = task_response(request, task, code)
-        response.data = with_warnings(response.data, task_warnings(task))
+        upload = request.FILES.get("file") if multipart else None
+        response.data = with_warnings(response.data, task_warnings(task, upload))
         return response
 
 

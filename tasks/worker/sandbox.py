@@ -195,7 +195,11 @@ def check_interpreter(path: str) -> str:
     shebang line (`#!/usr/bin/env python3`) or be an ELF binary. Without this check bwrap's
     execvp() would fall back to running the file with /bin/sh, whatever language it is in."""
     with open(path, "rb") as f:
-        head = f.read(4)
+        return interpreter_refusal(f.read(4))
+
+
+def interpreter_refusal(head: bytes) -> str:
+    """check_interpreter for a file's first four bytes `head`."""
     if head.startswith(b"#!") or head == b"\x7fELF":
         return ""
     return (

@@ -140,13 +140,10 @@ def test_health_is_degraded_while_a_live_worker_cannot_run_executables(client) -
     assert entry["status"] == "warning" and entry["available"] is False
 
 
-def upload(api: APIClient) -> dict:
+def upload(api: APIClient, content: bytes = b"#!/bin/sh\necho hi\n") -> dict:
     response = api.post(
         "/api/v1/tasks/upload",
-        {
-            "payload": json.dumps({"args": []}),
-            "file": SimpleUploadedFile("job.sh", b"#!/bin/sh\necho hi\n"),
-        },
+        {"payload": json.dumps({"args": []}), "file": SimpleUploadedFile("job.sh", content)},
         format="multipart",
     )
     assert response.status_code == 201, response.content
@@ -167,6 +164,15 @@ def test_creating_an_executable_task_no_worker_can_run_warns(api: APIClient) -> 
     assert handler.status_code == 201 and "warnings" not in handler.json()
     worker_row("w-2", "rlimit")
     assert "warnings" not in upload(api)
+
+
+def test_uploading_a_file_without_a_shebang_warns_that_its_runs_will_fail(api: APIClient) -> None:
+    worker_row("w-1", "bwrap")
+    body = upload(api, b"print('no shebang')\n")
+    (warning,) = body["warnings"]
+    assert warning.startswith("no shebang: the file starts with neither '#!'"), warning
+    assert warning.endswith("; every run of this file will fail")
+    assert body["executable"]  # stored all the same
 
 
 def test_the_schema_has_warnings_as_an_optional_list(anon: APIClient) -> None:
