@@ -72,14 +72,15 @@ def explain_claim(n: int) -> dict:
     workload.analyze_queue()
     sql = claim_sql(_candidates(10, 100))
     names = ("worker", "limit", "prefetch", "owner_cap", "window", "channel", "cpu_total",
-             "memory_total", "cpu_free", "memory_free")  # fmt: skip
+             "memory_total", "cpu_free", "memory_free", "executables")  # fmt: skip
     for number, name in enumerate(names, start=1):
         sql = sql.replace(f"%({name})s", f"${number}")
-    unlimited = f"{UNLIMITED}, {UNLIMITED}, {UNLIMITED}, {UNLIMITED}"  # a worker with no capacity
+    # A worker with no capacity declared, and a sandbox for executables.
+    unlimited = f"{UNLIMITED}, {UNLIMITED}, {UNLIMITED}, {UNLIMITED}, true"
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute("SET LOCAL plan_cache_mode = force_generic_plan")
         cursor.execute("PREPARE bench_claim(text, int, float8, int, float8, text, bigint, bigint,"
-                       f" bigint, bigint) AS {sql}")  # fmt: skip
+                       f" bigint, bigint, bool) AS {sql}")  # fmt: skip
         cursor.execute("EXPLAIN (ANALYZE, BUFFERS) EXECUTE bench_claim('explain', 10, 0.5, 100,"
                        f" 3600, 'x', {unlimited})")  # fmt: skip
         plan = [row[0] for row in cursor.fetchall()]

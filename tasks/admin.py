@@ -361,7 +361,7 @@ class RunAdmin(admin.ModelAdmin):
 class ProcessAdmin(admin.ModelAdmin):
     list_display = ["name", "role", "host", "pid", "concurrency", "cpu_millis", "memory_bytes"]
     list_display += ["started_at", "last_seen_at"]
-    list_display += ["stopped_at", "alive"]
+    list_display += ["stopped_at", "alive", "sandbox"]
     list_filter = ["role", ("stopped_at", admin.EmptyFieldListFilter)]
     search_fields = ["name", "host"]
     ordering = ["-last_seen_at"]

@@ -310,6 +310,10 @@ class Process(models.Model):
     # A worker's capacity (runworker --cpu/--memory); NULL: no limit but its slots.
     cpu_millis = models.BigIntegerField(null=True, blank=True)
     memory_bytes = models.BigIntegerField(null=True, blank=True)
+    # How a worker runs executables, as it found at its last heartbeat (bwrap, rlimit,
+    # kubernetes), or "" when it cannot; then `sandbox_error` says why. "" for other roles.
+    sandbox = models.CharField(max_length=16, blank=True, default="", db_default="")
+    sandbox_error = models.TextField(blank=True, default="", db_default="")
     started_at = models.DateTimeField()
     last_seen_at = models.DateTimeField()
     stopped_at = models.DateTimeField(null=True, blank=True)

@@ -32,6 +32,7 @@ from rest_framework.views import APIView
 
 from tasks.db import db_now
 from tasks.models import Process
+from tasks.processes import executables_unavailable, worker_sandboxes
 from tasks.transitions.claim import EARLIEST_CLAIMABLE_SQL
 
 logger = logging.getLogger(__name__)
@@ -116,6 +117,40 @@ class QueueCheck(Component):
 
 
 @dataclasses.dataclass
+class ExecutablesCheck(Component):
+    """Whether each live worker can run executables (its sandbox, as found at its last
+    heartbeat): degraded, not down, when one cannot (every other kind still runs)."""
+
+    critical: ClassVar[bool] = False
+
+    def run(self) -> None:
+        dead_after = settings.REVIEWERS_PROCESS_DEAD_AFTER_SECONDS
+        with connection.cursor() as cursor:
+            workers = worker_sandboxes(cursor, dead_after_seconds=dead_after)
+        unable = [w for w in workers if not w.mode]
+        self.details.update(
+            available=not executables_unavailable(workers),
+            workers=[
+                {
+                    "name": w.name,
+                    "host": w.host,
+                    "pid": w.pid,
+                    "sandbox": w.mode or None,
+                    "error": w.error,
+                }
+                for w in workers
+            ],
+        )
+        if not workers:
+            raise ServiceWarning(executables_unavailable(workers))
+        if unable:
+            reasons = "; ".join(sorted({w.error for w in unable}))
+            raise ServiceWarning(
+                f"{len(unable)} of {len(workers)} live workers cannot run executables: {reasons}"
+            )
+
+
+@dataclasses.dataclass
 class NotificationsCheck(Component):
     """Age of the oldest pending delivery: a warning only, never a failed probe."""
 
@@ -141,6 +176,7 @@ def components() -> dict[str, HealthCheck]:
     checks: dict[str, HealthCheck] = {"database": DatabaseCheck()}
     checks.update({role: RoleCheck(role=role) for role in ROLES})
     checks["queue"] = QueueCheck()
+    checks["executables"] = ExecutablesCheck()
     checks["notifications"] = NotificationsCheck()
     return checks
 

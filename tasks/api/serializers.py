@@ -246,6 +246,21 @@ class TaskOutputSerializer(serializers.ModelSerializer):
             "updated_at",
         ]
 
+    def get_fields(self) -> dict[str, serializers.Field]:
+        # `warnings` is in a create's answer only (tasks/api/creation_warnings.py), so it stays
+        # out of Meta.fields, the fields every read has in their order. Not read_only: the
+        # schema makes read-only fields required.
+        fields = super().get_fields()
+        fields["warnings"] = serializers.ListField(
+            child=serializers.CharField(),
+            required=False,
+            help_text="In the answer to a create only, and only when the task cannot run as "
+            'things are (it is created all the same): e.g. "no live worker can run '
+            'executables: bubblewrap (bwrap) is not installed; ...". Its runs wait, spending '
+            "no attempt, until a worker can run them.",
+        )
+        return fields
+
 
 class PreviewSerializer(StrictSerializer):
     schedule = JSONFormField()

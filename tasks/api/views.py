@@ -28,6 +28,7 @@ from scheduler_project.web.renderers import RawJSON
 from tasks import history, planning
 from tasks.api import filtering
 from tasks.api.bodies import TASK_BODY, UPLOAD_BODY, UPLOAD_NOTE
+from tasks.api.creation_warnings import task_warnings, with_warnings
 from tasks.api.filtering import PriorityFilter
 from tasks.api.json_sql import (
     iso_json,
@@ -125,7 +126,10 @@ class TaskListCreateView(PagedListView):
             owner=request_owner(request), data=serializer.validated_data, now=now
         )
         code = status.HTTP_201_CREATED if created else status.HTTP_200_OK
-        return task_response(request, task, code)
+        response = task_response(request, task, code)
+        upload = request.FILES.get("file") if multipart else None
+        response.data = with_warnings(response.data, task_warnings(task, upload))
+        return response
 
 
 class TaskUploadView(APIView):

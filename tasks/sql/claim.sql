@@ -4,6 +4,8 @@
 -- claim.claim_sql / cycle_sql as a literal (a power of two), never passed as a parameter.
 -- A worker's capacity comes as %(cpu_total)s, %(memory_total)s (what it offers) and
 -- %(cpu_free)s, %(memory_free)s (less what its runs in flight request); no limit is 2^62.
+-- %(executables)s is false while the worker has no sandbox: it claims no executable run (they
+-- wait for a worker that has one; the reviewer says why) and does not wake for them either.
 
 -- name: claim_ctes
 capped AS (
@@ -31,6 +33,8 @@ capped AS (
               AND r.priority = p.priority
               AND r.execute_at <= statement_timestamp() + make_interval(secs => %(prefetch)s)
               AND r.cpu_millis <= %(cpu_total)s AND r.memory_bytes <= %(memory_total)s
+              AND (%(executables)s
+                   OR (SELECT t.kind FROM tasks_task t WHERE t.id = r.task_id) <> 'executable')
               AND r.owner_id NOT IN (SELECT owner_id FROM capped WHERE running >= %(owner_cap)s)
             ORDER BY r.execute_at
             LIMIT {candidates}
@@ -306,7 +310,8 @@ SELECT min(first.execute_at) FROM generate_series(0, 9) AS p(priority)
         ORDER BY execute_at LIMIT 1) AS first
 
 -- How long a worker may sleep: the earliest claimable run it could hold at all (within its
--- totals), due later than %(later_than)s seconds from now (-1e9: any).
+-- totals, executables only with a sandbox), due later than %(later_than)s seconds from now
+-- (-1e9: any).
 -- name: seconds_until_next_due
 SELECT extract(epoch FROM min(first.execute_at) - clock_timestamp())::float8
   FROM generate_series(0, 9) AS p(priority)
@@ -315,4 +320,7 @@ SELECT extract(epoch FROM min(first.execute_at) - clock_timestamp())::float8
         WHERE status IN ('scheduled', 'waiting_for_resource') AND priority = p.priority
           AND execute_at > statement_timestamp() + make_interval(secs => %(later_than)s)
           AND cpu_millis <= %(cpu_total)s AND memory_bytes <= %(memory_total)s
+          AND (%(executables)s
+               OR (SELECT t.kind FROM tasks_task t
+                    WHERE t.id = tasks_run.task_id) <> 'executable')
         ORDER BY execute_at LIMIT 1) AS first

@@ -39,10 +39,12 @@ class Capacity:
     memory_total: int = UNLIMITED  # bytes
     cpu_free: int = UNLIMITED
     memory_free: int = UNLIMITED
+    executables: bool = True  # False: it has no sandbox now, and claims no executable run
 
-    def params(self) -> dict[str, int]:
+    def params(self) -> dict[str, int | bool]:
         return {"cpu_total": self.cpu_total, "memory_total": self.memory_total,
-                "cpu_free": self.cpu_free, "memory_free": self.memory_free}  # fmt: skip
+                "cpu_free": self.cpu_free, "memory_free": self.memory_free,
+                "executables": self.executables}  # fmt: skip
 
 
 NO_LIMIT = Capacity()
@@ -208,6 +210,7 @@ def seconds_until_next_due(
     is due; None when none is. With `later_than`, only runs due more than that many seconds
     from now count: a worker whose capacity held due runs back waits for what comes next."""
     params = {"cpu_total": capacity.cpu_total, "memory_total": capacity.memory_total,
+              "executables": capacity.executables,
               "later_than": -1e9 if later_than is None else later_than}  # fmt: skip
     with connection.cursor() as cursor:
         cursor.execute(SQL["seconds_until_next_due"], params)

@@ -25,6 +25,8 @@ class ExecutionResult:
     http_status: int | None = None
     timed_out: bool = False
     cancelled: bool = False
+    no_sandbox: bool = False  # it could not start: no sandbox here (the run is given back)
+    final: bool = False  # another attempt would fail the same way: no retry
 
 
 def cap_output(text: str) -> str:
@@ -102,10 +104,16 @@ def _run_http(run: ClaimedRun, *, timeout: float) -> ExecutionResult:
 def _run_executable(
     run: ClaimedRun, *, cancel: threading.Event, timeout: float, activity: Activity | None
 ) -> ExecutionResult:
-    mode = sandbox.sandbox_mode(allow_rlimit_only=settings.SCHEDULER_SANDBOX_ALLOW_RLIMIT_ONLY)
+    try:
+        mode = sandbox.sandbox_mode(allow_rlimit_only=settings.SCHEDULER_SANDBOX_ALLOW_RLIMIT_ONLY)
+    except sandbox.SandboxUnavailable as exc:  # removed between the heartbeat and the claim
+        return ExecutionResult(ok=False, error=str(exc), no_sandbox=True)
     env = run.environment()
     # On local storage the file itself; on S3 fetched once into this host's cache.
     with local_executable(run.executable) as path:
+        refused = sandbox.check_interpreter(str(path))
+        if refused:  # never handed to /bin/sh as a guess
+            return ExecutionResult(ok=False, error=refused, final=True)
         result = sandbox.run_executable(
             str(path),
             args=[str(a) for a in run.payload.get("args") or []],

@@ -47,7 +47,7 @@ class InFlight:
             status, outcome, retry_in = "cancelled", "cancelled", 0.0
         else:
             outcome = "timed_out" if result.timed_out else "failed"
-            if run.attempt < run.max_attempts:
+            if run.attempt < run.max_attempts and not result.final:
                 status = "scheduled"
                 retry_in = retries.backoff_seconds(
                     run.attempt, base=run.backoff_base, cap=run.backoff_cap

@@ -31,6 +31,9 @@ class KubernetesWorker(Worker):
         )
         self.max_ahead = 0  # a claimed run is a Job about to be made: hold none ahead
 
+    def find_sandbox(self) -> tuple[str, str]:
+        return "kubernetes", ""  # executables run as Jobs, not on this host
+
     def _record_and_claim(
         self, batch: list[claim.Outcome], free: int
     ) -> tuple[list[tuple], list[claim.ClaimedRun]]:

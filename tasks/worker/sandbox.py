@@ -41,7 +41,6 @@ Limits that cannot be guaranteed:
 from __future__ import annotations
 
 import contextlib
-import functools
 import json
 import os
 import selectors
@@ -93,6 +92,11 @@ class SandboxUnavailable(Exception):
     pass
 
 
+BWRAP_MISSING = "bubblewrap (bwrap) is not installed"
+# Working bwrap configurations by (path, inode, mtime, euid): see _bwrap_variant.
+_WORKING: dict[tuple[str, int, int, int], tuple[bool, tuple[str, ...]]] = {}
+
+
 def _bwrap_args(
     workdir: str, env: Mapping[str, str], network: bool, extra: Sequence[str]
 ) -> list[str]:
@@ -115,13 +119,30 @@ def _bwrap_args(
     return args
 
 
-@functools.cache
 def _bwrap_variant() -> tuple[tuple[bool, tuple[str, ...]] | None, str]:
-    """Find a bwrap configuration that works here: ((run bwrap as nobody, extra args), why)."""
+    """Find a bwrap configuration that works here now: ((run bwrap as nobody, extra args), why).
+
+    Looked up afresh on every call (a PATH lookup): bubblewrap installed while the worker runs
+    is found without a restart. Only a working configuration is remembered, per binary (path,
+    inode, mtime), so a worker does not start a trial sandbox at every heartbeat; a failing one
+    is tried again each time, so that enabling user namespaces later is noticed too."""
     bwrap = shutil.which("bwrap")
     if bwrap is None:
-        return None, "bubblewrap (bwrap) is not installed"
-    root = os.geteuid() == 0
+        return None, BWRAP_MISSING
+    try:
+        info = os.stat(bwrap)
+    except OSError as exc:  # removed since the lookup
+        return None, f"bwrap cannot be read ({exc})"
+    return _probe_bwrap(bwrap, info.st_ino, info.st_mtime_ns, os.geteuid())
+
+
+def _probe_bwrap(
+    bwrap: str, inode: int, mtime_ns: int, euid: int
+) -> tuple[tuple[bool, tuple[str, ...]] | None, str]:
+    key = (bwrap, inode, mtime_ns, euid)
+    if key in _WORKING:
+        return _WORKING[key], ""
+    root = euid == 0
     ids: tuple[str, ...] = ("--uid", str(NOBODY), "--gid", str(NOBODY))
     candidates: list[tuple[bool, tuple[str, ...]]] = [(True, ids)] if root else []
     # Without user namespaces only root can run bwrap, and the payload then stays uid 0 in it.
@@ -141,6 +162,7 @@ def _bwrap_variant() -> tuple[tuple[bool, tuple[str, ...]] | None, str]:
         finally:
             remove_tree(workdir)
         if proc.returncode == 0:
+            _WORKING[key] = (as_nobody, extra)
             return (as_nobody, extra), ""
         reasons.append(proc.stderr.strip() or f"exit code {proc.returncode}")
     return None, f"bwrap is installed but cannot run here ({'; '.join(reasons)})"
@@ -148,14 +170,41 @@ def _bwrap_variant() -> tuple[tuple[bool, tuple[str, ...]] | None, str]:
 
 def sandbox_mode(*, allow_rlimit_only: bool) -> str:
     """'bwrap' if bubblewrap works here, else 'rlimit' if allowed, else SandboxUnavailable."""
+    mode, reason = capability(allow_rlimit_only=allow_rlimit_only)
+    if mode:
+        return mode
+    raise SandboxUnavailable(reason)
+
+
+def capability(*, allow_rlimit_only: bool) -> tuple[str, str]:
+    """(mode, "") when executables can run here now, ("", why not) when they cannot. A worker
+    asks at every heartbeat and reports the answer in its process row."""
     variant, reason = _bwrap_variant()
     if variant is not None:
-        return "bwrap"
+        return "bwrap", ""
     if allow_rlimit_only:
-        return "rlimit"
-    raise SandboxUnavailable(
-        f"No sandbox for executable payloads: {reason}. Install bubblewrap (apt-get install "
-        "bubblewrap) or set SCHEDULER_SANDBOX_ALLOW_RLIMIT_ONLY=true to accept rlimit-only runs."
+        return "rlimit", ""
+    return "", (
+        f"{reason}; install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap) or set "
+        "SCHEDULER_SANDBOX_ALLOW_RLIMIT_ONLY=true to accept rlimit-only runs"
+    )
+
+
+def check_interpreter(path: str) -> str:
+    """Why the file at `path` cannot be exec'd directly ("" when it can): it must start with a
+    shebang line (`#!/usr/bin/env python3`) or be an ELF binary. Without this check bwrap's
+    execvp() would fall back to running the file with /bin/sh, whatever language it is in."""
+    with open(path, "rb") as f:
+        return interpreter_refusal(f.read(4))
+
+
+def interpreter_refusal(head: bytes) -> str:
+    """check_interpreter for a file's first four bytes `head`."""
+    if head.startswith(b"#!") or head == b"\x7fELF":
+        return ""
+    return (
+        "no shebang: the file starts with neither '#!' (e.g. '#!/usr/bin/env python3' naming "
+        "its interpreter) nor an ELF header, so it cannot be executed"
     )
 
 
@@ -179,17 +228,21 @@ def run_executable(
     activity: Activity | None = None,
 ) -> ExecResult:
     """Run `path` with `args` in the sandbox `mode` and return once every process is gone.
-    `activity` learns the supervisor's pid and when output last
-    came."""
+    The file is exec'd directly: its shebang line names the interpreter, and a file with
+    neither a shebang nor an ELF header fails without running. `activity` learns the
+    supervisor's pid and when output last came."""
     if mode not in ("bwrap", "rlimit"):
         raise ValueError(f"unknown sandbox mode {mode!r}")
-    variant = _bwrap_variant()[0] if mode == "bwrap" else None
+    variant, why = _bwrap_variant() if mode == "bwrap" else (None, "")
     if mode == "bwrap" and variant is None:
-        raise SandboxUnavailable(_bwrap_variant()[1])
+        raise SandboxUnavailable(why)
     root = os.geteuid() == 0
     drop = root and (mode == "rlimit" or (variant is not None and variant[0]))
     child_env = {**env, "PATH": "/usr/bin:/bin"}
     started = time.monotonic()
+    refused = check_interpreter(path)
+    if refused:
+        return ExecResult(None, "", False, False, refused, time.monotonic() - started)
     workdir = _make_workdir(drop)
     try:
         payload = os.path.join(workdir, "payload")

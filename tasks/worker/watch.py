@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from typing import Protocol
 from uuid import UUID
 
@@ -63,11 +64,15 @@ class Watch(threading.Thread):
         runs: HeldRuns,
         wake: threading.Event,
         offers: tuple[int | None, int | None] = (None, None),
+        sandbox: Callable[[], tuple[str, str]] = lambda: ("", ""),
     ) -> None:
         super().__init__(name="watch", daemon=True)
         self.process = name
         self.concurrency = concurrency
         self.offers = offers  # (millicores, bytes) the worker offers; None: no limit
+        # How the worker can run executables now: asked at every beat, so a sandbox installed
+        # (or removed) while it runs is noticed and reported without a restart.
+        self.sandbox = sandbox
         self.runs = runs
         self.wake = wake
         self.stopping = threading.Event()
@@ -131,14 +136,22 @@ class Watch(threading.Thread):
             logger.warning("could not count the failed watch pass: %s", exc)
 
     def _beat(self) -> None:
+        found = self.sandbox()
         mark = self.runs.claim_mark()
         known = self.runs.unrecorded()
         assert self.conn is not None
         with self.conn.transaction():
             cursor = self.conn.cursor()
             held = claim.renew_heartbeats(cursor, worker=self.process, run_ids=known)
-            beat(cursor, name=self.process, role="worker", concurrency=self.concurrency,
-                 cpu_millis=self.offers[0], memory_bytes=self.offers[1])  # fmt: skip
+            beat(
+                cursor,
+                name=self.process,
+                role="worker",
+                concurrency=self.concurrency,
+                cpu_millis=self.offers[0],
+                memory_bytes=self.offers[1],
+                sandbox=found,
+            )
         self.last_beat = time.monotonic()
         lost = self.runs.held_before(mark) - held
         if lost:

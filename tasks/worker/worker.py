@@ -14,6 +14,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from queue import Empty, SimpleQueue
 from uuid import UUID
 
@@ -27,6 +28,7 @@ from tasks.transitions import claim, overlap
 from tasks.worker import companions as companion_threads
 from tasks.worker.executors import ExecutionResult, execute
 from tasks.worker.flight import InFlight, deadline_slack
+from tasks.worker.sandbox import capability
 from tasks.worker.watch import Watch
 from tasks.worker.zombies import Activity, RunKey
 
@@ -69,8 +71,16 @@ class Worker:
         self.pending: list[claim.Outcome] = []
         self.claim_seq = 0
         self.pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="executor")
+        # (mode, "") while this worker can run executables, ("", why not) while it cannot:
+        # found now and again at every heartbeat (check_sandbox, on the watch thread).
+        self.sandbox: tuple[str, str] = self.find_sandbox()
         self.watch = Watch(
-            name=self.name, concurrency=concurrency, runs=self, wake=self.wake, offers=self.offers
+            name=self.name,
+            concurrency=concurrency,
+            runs=self,
+            wake=self.wake,
+            offers=self.offers,
+            sandbox=self.check_sandbox,
         )
         self.finished_count = 0
 
@@ -186,14 +196,33 @@ class Worker:
     def budget(self) -> claim.Capacity:
         """What this worker offers, and what its runs in flight (started or held ahead) leave.
         Exact: only this worker's main thread claims against it, one claim at a time, and runs
-        it has recorded are already out of `inflight`."""
+        it has recorded are already out of `inflight`. Without a sandbox it offers no
+        executable run a place."""
+        able = bool(self.sandbox[0])
         if self.offers == (None, None):
-            return claim.NO_LIMIT
+            return replace(claim.NO_LIMIT, executables=able)
         cpu, memory = (claim.UNLIMITED if v is None else v for v in self.offers)
         with self.lock:
             runs = [f.run for f in self.inflight.values()]
         used_cpu, used_memory = sum(r.cpu_millis for r in runs), sum(r.memory_bytes for r in runs)
-        return claim.Capacity(cpu, memory, cpu - used_cpu, memory - used_memory)
+        return claim.Capacity(cpu, memory, cpu - used_cpu, memory - used_memory, able)
+
+    def find_sandbox(self) -> tuple[str, str]:
+        """How this worker can run executables now: (mode, "") or ("", why not)."""
+        return capability(allow_rlimit_only=settings.SCHEDULER_SANDBOX_ALLOW_RLIMIT_ONLY)
+
+    def check_sandbox(self) -> tuple[str, str]:
+        """Look for the sandbox again (each heartbeat): a change is logged, and a sandbox that
+        appeared wakes the claim loop for the executable runs that waited for it."""
+        found = self.find_sandbox()
+        if found != self.sandbox:
+            if found[0]:
+                logger.info("executables can run now (sandbox: %s)", found[0])
+                self.wake.set()
+            else:
+                logger.warning("executables cannot run here: %s", found[1])
+        self.sandbox = found
+        return found
 
     def _sleep_seconds(self) -> float:
         wait = self.poll
@@ -292,7 +321,9 @@ class Worker:
             if flight.started_mono is not None and flight.finished_mono is not None:
                 self._observe(flight.finished_mono - flight.started_mono)
             if not flight.decided:
-                self._decide(flight, result)
+                if result.no_sandbox:  # lost since the claim: give the run back, unspent
+                    self.sandbox = ("", result.error)
+                self._decide(flight, result, release=result.no_sandbox)
 
     def _record(self) -> bool:
         """Record pending outcomes alone (shutdown path); True if there was anything."""

@@ -14,7 +14,9 @@ from tests.conftest import process_env, wait_for
 from tests.factories import RunFactory
 
 
-def alive(role: str, *, seen_ago: float = 0.0, stopped: bool = False) -> Process:
+def alive(
+    role: str, *, seen_ago: float = 0.0, stopped: bool = False, sandbox: str = "bwrap"
+) -> Process:
     now = timezone.now()
     return Process.objects.create(
         name=f"{role}:test:{Process.objects.count()}",
@@ -24,6 +26,8 @@ def alive(role: str, *, seen_ago: float = 0.0, stopped: bool = False) -> Process
         started_at=now - timedelta(minutes=5),
         last_seen_at=now - timedelta(seconds=seen_ago),
         stopped_at=now if stopped else None,
+        sandbox=sandbox if role == "worker" else "",
+        sandbox_error="" if sandbox else "bubblewrap (bwrap) is not installed",
     )
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import glob
 import os
+import shutil
 import tempfile
 import threading
 import time
@@ -155,3 +156,63 @@ def test_sandbox_mode(monkeypatch: pytest.MonkeyPatch) -> None:
     assert sandbox_mode(allow_rlimit_only=True) == "rlimit"
     with pytest.raises(SandboxUnavailable, match="SCHEDULER_SANDBOX_ALLOW_RLIMIT_ONLY=true"):
         sandbox_mode(allow_rlimit_only=False)
+
+
+def payload_file(tmp_path: Path, content: bytes) -> str:
+    path = tmp_path / "job.py"
+    path.write_bytes(content)
+    path.chmod(0o600)
+    return str(path)
+
+
+def test_the_shebang_picks_the_interpreter(tmp_path: Path, mode: str) -> None:
+    # Python, not sh: under /bin/sh the second line would be a syntax error.
+    path = payload_file(
+        tmp_path, b"#!/usr/bin/env python3\nimport sys; print('py', 6 * 7, sys.argv[1:])\n"
+    )
+    res = run_executable(path, args=["a b"], env=ENV, timeout=10, limits=Limits(), mode=mode)
+    assert (res.exit_code, res.error, res.output) == (0, "", "py 42 ['a b']\n")
+
+
+def test_a_file_without_a_shebang_is_refused_not_run_under_sh(tmp_path: Path, mode: str) -> None:
+    canary = tmp_path / f"ran-{uuid.uuid4().hex}"
+    # Valid sh (bwrap's execvp() would have run it with /bin/sh), and valid Python too.
+    path = payload_file(tmp_path, f"import os\nopen('{canary}', 'w').close()\n".encode())
+    assert sandbox.check_interpreter(path).startswith("no shebang: ")
+    res = run_executable(path, args=[], env=ENV, timeout=10, limits=Limits(), mode=mode)
+    assert res.exit_code is None and res.error.startswith("no shebang: ") and res.output == ""
+    assert not canary.exists()
+    elf = payload_file(tmp_path, b"\x7fELF" + b"\0" * 60)
+    assert sandbox.check_interpreter(elf) == ""  # a binary is exec'd as it is
+
+
+REAL_BWRAP = shutil.which("bwrap")  # looked up before any test changes PATH
+
+
+def test_bubblewrap_installed_later_is_found_without_a_restart(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """PATH holds only a directory of the test's: bwrap appears in it, then goes again."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    monkeypatch.setenv("PATH", str(bin_dir))
+    mode, why = sandbox.capability(allow_rlimit_only=False)
+    assert mode == "" and why.startswith("bubblewrap (bwrap) is not installed; install bubblewrap")
+    assert sandbox.capability(allow_rlimit_only=True) == ("rlimit", "")
+
+    broken = bin_dir / "bwrap"  # installed, but unable to make a sandbox (no user namespaces)
+    broken.write_text(
+        "#!/bin/sh\necho 'bwrap: No permissions to create new namespace' >&2\nexit 1\n"
+    )
+    broken.chmod(0o755)
+    mode, why = sandbox.capability(allow_rlimit_only=False)
+    assert mode == "" and "bwrap is installed but cannot run here" in why, why
+    assert "No permissions to create new namespace" in why
+    broken.unlink()
+
+    if REAL_BWRAP is None or BWRAP_REASON:
+        pytest.skip(f"no working bubblewrap on this machine to link in: {BWRAP_REASON}")
+    (bin_dir / "bwrap").symlink_to(REAL_BWRAP)
+    assert sandbox.capability(allow_rlimit_only=False) == ("bwrap", "")
+    (bin_dir / "bwrap").unlink()
+    assert sandbox.capability(allow_rlimit_only=False)[0] == ""

@@ -10,6 +10,7 @@ from django.conf import settings
 
 from reviewers import retention, samples
 from tasks.daemon import DaemonCommand
+from tasks.transitions.no_sandbox import hold_or_release_executables
 from tasks.transitions.rescue import flag_starved_runs, mark_unplaceable_runs, rescue_stuck_runs
 
 logger = logging.getLogger(__name__)
@@ -36,6 +37,11 @@ class Command(DaemonCommand):
             dead_after_seconds=settings.REVIEWERS_PROCESS_DEAD_AFTER_SECONDS
         ):
             logger.info("run=%s %s", run_id, reason or "fits a live worker again")
+        held, released, why = hold_or_release_executables(
+            dead_after_seconds=settings.REVIEWERS_PROCESS_DEAD_AFTER_SECONDS
+        )
+        if held or released:
+            logger.info("executable runs waiting=%d scheduled again=%d %s", held, released, why)
         if rescue.rescued or rescue.failed or starved:
             logger.info(
                 "rescued=%d failed=%d waiting_for_resource=%d",
