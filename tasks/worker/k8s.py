@@ -17,10 +17,13 @@ from django.conf import settings
 from django.core.files.storage import default_storage
 
 from tasks.models import Task
+from tasks.storage import sha256_of
 from tasks.transitions.claim import ClaimedRun
 from tasks.worker import executors
 from tasks.worker.executors import ExecutionResult, cap_output
 from tasks.worker.k8s_job import (
+    HASH_MISMATCH,
+    HASH_MISMATCH_EXIT,
     Cluster,
     job_manifest,
     job_name,
@@ -96,7 +99,11 @@ class JobRun:
         start_deadline = settings.SCHEDULER_K8S_START_DEADLINE_SECONDS
         url = presigned_url(self.run_.executable, seconds=self.timeout + start_deadline + 600)
         manifest = job_manifest(
-            self.run_, resources=dict(resources.first() or {}), url=url, timeout=self.timeout
+            self.run_,
+            resources=dict(resources.first() or {}),
+            url=url,
+            sha256=sha256_of(self.run_.executable),
+            timeout=self.timeout,
         )
         self.cluster.create_job(manifest)
         logger.info("run=%s job=%s created", self.run_.id, self.name)
@@ -169,4 +176,7 @@ class JobRun:
             exit_code = 0
         ok = succeeded and exit_code == 0
         error = "" if ok else (f"exit code {exit_code}" if exit_code else reason or why)
+        if exit_code == HASH_MISMATCH_EXIT:  # the pod's own check refused the fetched bytes
+            said = [line for line in output.splitlines() if line.startswith(HASH_MISMATCH)]
+            error = said[-1] if said else error
         return ExecutionResult(ok=ok, error=error, output=output, exit_code=exit_code)

@@ -22,7 +22,7 @@ from tasks.models import Attempt, Run, Task
 from tasks.transitions import claim
 from tasks.transitions.run_actions import cancel_run
 from tasks.worker.k8s_capacity import NamespaceCapacity
-from tasks.worker.k8s_job import Cluster
+from tasks.worker.k8s_job import HASH_MISMATCH, HASH_MISMATCH_EXIT, Cluster
 from tests.conftest import process_env, wait_for
 from tests.factories import RunFactory, TaskFactory
 from tests.k8s_standin import FakeJob, KubeStandIn
@@ -217,6 +217,29 @@ def test_a_pod_that_never_starts_fails_the_attempt(processes, cluster, k8s_env, 
     assert done.error == "pod did not start: ImagePullBackOff", done.error
     [job] = jobs_of(cluster, run)
     assert job.name not in cluster.jobs, "the Job is deleted"
+
+
+@pytest.mark.processes
+def test_the_pod_refuses_an_executable_whose_bytes_changed(
+    processes,
+    cluster,
+    k8s_env,
+    s3_endpoint,  # noqa: F811
+):
+    run = executable_task(s3_endpoint, "#!/bin/sh\necho uploaded\n", max_attempts=1)
+    bucket(s3_endpoint).put_object(Key=run.task.executable.name, Body=b"#!/bin/sh\necho swapped\n")
+    processes.start("runworker", "--executor", "kubernetes", env=k8s_env)
+
+    done = wait_for(lambda: finished(run), timeout=60, interval=0.3, details=processes.logs)
+
+    assert done.status == "failed" and done.exit_code == HASH_MISMATCH_EXIT
+    swapped = hashlib.sha256(b"#!/bin/sh\necho swapped\n").hexdigest()
+    expected = run.task.executable.name.split("/")[1]
+    assert done.error == f"{HASH_MISMATCH} {swapped}, not {expected}: not run", done.error
+    assert "swapped" not in done.output.replace(swapped, ""), "the payload never ran"
+    [job] = jobs_of(cluster, run)
+    env = {e["name"]: e["value"] for e in job.container["env"]}
+    assert env["SCHEDULER_EXECUTABLE_SHA256"] == expected
 
 
 @pytest.mark.processes
