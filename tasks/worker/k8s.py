@@ -25,6 +25,7 @@ from tasks.worker.k8s_job import (
     HASH_MISMATCH,
     HASH_MISMATCH_EXIT,
     Cluster,
+    JobState,
     job_manifest,
     job_name,
     job_state,
@@ -50,11 +51,19 @@ def execute(
     admission: Admission | None = None,
 ) -> ExecutionResult:
     """The worker's executor: executables as Jobs, every other kind as before. A Job reports
-    no process tree to `activity`, so zombie detection (tasks/worker/zombies.py) skips it."""
+    its log output and status changes to `activity` (zombie detection, tasks/worker/zombies.py:
+    its CPU is not visible here)."""
     try:
         if run.kind != "executable":
             return executors.execute(run, cancel=cancel, timeout=timeout, activity=activity)
-        job = JobRun(Cluster.shared(), run, cancel=cancel, timeout=timeout, admission=admission)
+        job = JobRun(
+            Cluster.shared(),
+            run,
+            cancel=cancel,
+            timeout=timeout,
+            admission=admission,
+            activity=activity,
+        )
         return job.run()
     except Exception as exc:  # a cluster error fails the attempt; the worker carries on
         logger.warning("run=%s: kubernetes job failed: %s", run.id, exc)
@@ -80,8 +89,19 @@ class JobRun:
         cancel: threading.Event,
         timeout: float,
         admission: Admission | None = None,
+        activity: Activity | None = None,
     ) -> None:
         self.admission = admission
+        self.activity = activity
+        # The log's last line (with its timestamp) and the Job's status, as last seen: a change
+        # of either is activity. The log is read at most every tenth of the zombie threshold.
+        self.seen_log: str | None = None
+        self.seen_status: object = None
+        self.log_every = max(
+            settings.SCHEDULER_K8S_POLL_SECONDS, settings.TASKS_ZOMBIE_AFTER_SECONDS / 10
+        )
+        self.log_read_at = 0.0
+        self.pod: str | None = None
         self.cluster = cluster
         self.run_ = run
         self.cancel = cancel
@@ -107,6 +127,9 @@ class JobRun:
         )
         self.cluster.create_job(manifest)
         logger.info("run=%s job=%s created", self.run_.id, self.name)
+        if self.activity is not None:
+            self.activity.output_at = time.monotonic()
+            self.activity.job = self.name  # from now on the zombie check watches it
         return self._follow(self.name, created=time.monotonic())
 
     def _settle_previous_attempts(self) -> ExecutionResult | None:
@@ -144,6 +167,8 @@ class JobRun:
             state = job_state(job)
             if self.admission is not None and (state.active or state.done):
                 self.admission.counted(self.run_.id)
+            if self.activity is not None and not state.done:
+                self._observe(name, job, state)
             if state.done:
                 if state.reason == "DeadlineExceeded":
                     self.cluster.delete_job(name)
@@ -163,6 +188,26 @@ class JobRun:
                     return ExecutionResult(
                         ok=False, error=f"pod did not start: {why or 'unschedulable'}"
                     )
+
+    def _observe(self, name: str, job: Any, state: JobState) -> None:
+        """Move `activity.output_at` when the Job's status or its log's last line changed."""
+        assert self.activity is not None
+        now = time.monotonic()
+        status = (state, getattr(job.status, "ready", None), getattr(job.status, "active", None))
+        if status != self.seen_status:
+            self.seen_status = status
+            self.activity.output_at = now
+        if now - self.log_read_at < self.log_every:
+            return
+        self.log_read_at = now
+        if self.pod is None:
+            pod = self.cluster.pod_of(name)
+            self.pod = pod.metadata.name if pod is not None else None
+        if self.pod is not None:
+            last = self.cluster.pod_log_tail(self.pod)
+            if last != self.seen_log:
+                self.seen_log = last
+                self.activity.output_at = now
 
     def _log(self, name: str) -> str:
         pod = self.cluster.pod_of(name)

@@ -185,6 +185,19 @@ class Cluster:
         pods = self.core.list_namespaced_pod(self.namespace, label_selector=f"job-name={job}")
         return pods.items[0] if pods.items else None
 
+    def pod_log_tail(self, pod: str) -> str:
+        """The log's last line with its timestamp ("" before any output): it changes whenever
+        the pod writes, even the same words again."""
+        try:
+            raw = self.core.read_namespaced_pod_log(
+                pod, self.namespace, tail_lines=1, timestamps=True, _preload_content=False
+            )
+            return raw.data.decode("utf-8", errors="replace")
+        except ApiException as exc:
+            if exc.status in (400, 404):
+                return ""
+            raise
+
     def pod_log(self, pod: str) -> str:
         try:
             # Raw bytes: the client's own decoding of a `str` answer varies between versions.

@@ -294,3 +294,35 @@ def test_the_namespace_offers_its_quota_less_the_runs_it_has_not_seen_counted(
     namespace.counted(claimed[0].id)
     assert namespace.offer(claimed).cpu_free == 1000  # the quota's `used` counts that one
     assert namespace.offer(claimed[1:]).cpu_free == 1000  # the first one's result is recorded
+
+
+@pytest.mark.processes
+def test_a_job_without_output_or_status_change_is_a_zombie(
+    processes,
+    cluster,
+    k8s_env,
+    s3_endpoint,  # noqa: F811
+):
+    """No CPU figures for a pod here: a Job that writes nothing and whose status does not change
+    for TASKS_ZOMBIE_AFTER_SECONDS is flagged; one that keeps writing is not."""
+    idle = executable_task(
+        s3_endpoint, "#!/bin/sh\necho started\nexec sleep 30\n", on_zombie="cancel", max_attempts=1
+    )
+    talks = "#!/bin/sh\nfor i in 1 2 3 4 5 6 7 8; do echo same; sleep 0.5; done\n"
+    chatty = executable_task(s3_endpoint, talks, max_attempts=1)
+    env = k8s_env | {"TASKS_ZOMBIE_AFTER_SECONDS": "2", "TASKS_HEARTBEAT_SECONDS": "0.5"}
+    processes.start("runworker", "--executor", "kubernetes", "--concurrency", "2", env=env)
+
+    flagged = wait_for(lambda: finished(idle), timeout=60, interval=0.2, details=processes.logs)
+    quiet = wait_for(lambda: finished(chatty), timeout=60, interval=0.2, details=processes.logs)
+
+    assert flagged.status == "cancelled", (flagged.error, processes.logs())
+    assert flagged.zombie_since is not None
+    assert flagged.error.startswith(
+        "cancelled as a zombie: no log output and no Job status change for "
+    ), flagged.error
+    assert flagged.finished_at - flagged.started_at < timedelta(seconds=15)
+    [job] = jobs_of(cluster, idle)
+    assert job.name not in cluster.jobs and job.proc.poll() is not None, "the Job is deleted"
+    assert quiet.status == "succeeded" and quiet.zombie_since is None, processes.logs()
+    assert quiet.output == "same\n" * 8
