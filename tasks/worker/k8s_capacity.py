@@ -10,7 +10,6 @@ capacity). Strict priority, the per-owner cap and the misfire rule are the claim
 
 from __future__ import annotations
 
-import logging
 import threading
 import time
 from dataclasses import dataclass
@@ -21,7 +20,6 @@ from tasks.resources import cpu_millis, memory_bytes
 from tasks.transitions.claim import UNLIMITED, Capacity, ClaimedRun
 from tasks.worker.k8s_job import RUN_LABEL, Cluster, job_state
 
-logger = logging.getLogger("tasks.worker")
 REREAD_SECONDS = 2.0  # capacity is read again at least this often, and after every Job's end
 
 
