@@ -111,11 +111,15 @@ class Statements(Mapping[str, str]):
     def __getitem__(self, name: str) -> str:
         needs = self._needs[name]
         if needs:
-            raise KeyError(
+            # Not KeyError: the statement exists (`in` and `get` must not say otherwise).
+            raise ValueError(
                 f"{self.source}: statement {name!r} needs the literal(s) "
                 f"{', '.join(sorted(needs))}: use render()"
             )
         return self.render(name)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._included
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._included)

@@ -44,8 +44,9 @@ def test_declared_literals_are_written_in_fixed_or_per_variant() -> None:
     assert statements.render("outer", batch=8) == (
         "WITH i AS (SELECT id FROM t LIMIT 100) SELECT '{}'::int[], id FROM i LIMIT 8"
     )
-    with pytest.raises(KeyError, match="needs the literal"):
+    with pytest.raises(ValueError, match="needs the literal"):
         statements["outer"]
+    assert "outer" in statements and "batch" not in statements
     with pytest.raises(ValueError, match="takes the literal"):
         statements.render("outer")
     with pytest.raises(TypeError, match="must be an int"):
