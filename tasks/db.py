@@ -19,6 +19,7 @@ from django.db import (
     connections,
 )
 from django.db.backends.base.base import BaseDatabaseWrapper
+from psycopg.rows import RowFactory
 
 logger = logging.getLogger(__name__)
 
@@ -69,12 +70,14 @@ class PreparedCursor:
                 took = time.monotonic() - started
                 self.wrapper.queries_log.append({"sql": sql, "time": f"{took:.3f}"})
 
-    def fetchall(self) -> list[tuple]:
+    def fetchall(self) -> list[Any]:
         return self.cursor.fetchall()
 
 
 @contextlib.contextmanager
-def prepared_cursor(using: str = DEFAULT_DB_ALIAS) -> Iterator[PreparedCursor]:
+def prepared_cursor(
+    using: str = DEFAULT_DB_ALIAS, *, row_factory: RowFactory[Any] | None = None
+) -> Iterator[PreparedCursor]:
     """A cursor on Django's connection for the hot path's statements: each is parsed and planned
     once per connection instead of on every execution, which took the worker's cycle statement
     from about 9 ms to 3-5 ms on a 2-core machine (docs/benchmarks.md). Django binds parameters
@@ -83,12 +86,13 @@ def prepared_cursor(using: str = DEFAULT_DB_ALIAS) -> Iterator[PreparedCursor]:
     through this cursor are prepared. Errors come out as Django's DatabaseError, as from
     `connection.cursor()`. (Behind PgBouncer, transaction pooling needs PgBouncer 1.21+ with
     `max_prepared_statements` set.) `using`: the database alias (the API's reads may use the
-    replica)."""
+    replica); `row_factory`: psycopg's, e.g. `dict_row` to read columns by name."""
     wrapper = connections[using]
     wrapper.close_if_health_check_failed()  # as Django's own cursor(): once per request
     wrapper.ensure_connection()
     raw = wrapper.connection
-    with wrapper.wrap_database_errors, psycopg.Cursor(raw) as cursor:
+    cursor_class: Any = psycopg.Cursor
+    with wrapper.wrap_database_errors, cursor_class(raw, row_factory=row_factory) as cursor:
         if raw.prepare_threshold is None:
             raw.prepare_threshold = 2**31 - 1
         yield PreparedCursor(cursor, wrapper)

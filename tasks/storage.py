@@ -160,3 +160,16 @@ def _evict(directory: Path, *, keep: Path) -> None:
             with contextlib.suppress(FileNotFoundError):
                 path.unlink()
             total -= size
+
+
+def sha256_of(name: str) -> str:
+    """The SHA-256 of the executable stored as `name`: from its key, or (stored before keys
+    were hashed) from its bytes."""
+    match = _HASHED.match(name)
+    if match:
+        return match.group(1)
+    digest = hashlib.sha256()
+    with default_storage.open(name, "rb") as src:
+        for chunk in iter(lambda: src.read(2**20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()

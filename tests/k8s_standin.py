@@ -4,7 +4,8 @@ It serves the endpoints the Kubernetes executor uses (batch/v1 Jobs; core/v1 Pod
 Nodes, ResourceQuotas) with the status shapes the real API returns, and runs each Job's container
 command (`command` + `args`, its `env`) as a local process in its own session: deleting the Job
 kills it, and `activeDeadlineSeconds` ends it with the `DeadlineExceeded` condition. It records
-every Job's lifetime (`history`) so tests can check what ran when, and for how much CPU.
+every Job's lifetime (`history`) so tests can check what ran when, and for how much CPU. Pod
+logs honour `tailLines` and `timestamps`.
 """
 
 from __future__ import annotations
@@ -296,7 +297,8 @@ class KubeStandIn:
                     found = [j for j in jobs if j.pod == m[1]]
                     if not found:
                         return self._send(404, _status(404, "NotFound", m[1]))
-                    return self._send(200, found[0].log.read_text(errors="replace"), text=True)
+                    query = parse_qs(url.query)
+                    return self._send(200, _log_text(found[0].log, query), text=True)
                 if re.fullmatch(r"/api/v1/namespaces/[^/]+/pods", path):
                     pods = [j.pod_json() for j in jobs]
                     items = [p for p in pods if _matches(p["metadata"]["labels"], selector)]
@@ -313,6 +315,20 @@ class KubeStandIn:
                 self._send(404, _status(404, "NotFound", path))
 
         return Handler
+
+
+def _log_text(log: Path, query: dict[str, list[str]]) -> str:
+    """A pod's log as the API serves it: `tailLines` last lines, each prefixed with an RFC 3339
+    time when `timestamps` is true (as Go's ParseBool reads it). The time is the log file's
+    last write: lines carry no time of their own, and the last line's, which a follower
+    compares, is that one."""
+    lines = log.read_text(errors="replace").splitlines(keepends=True)
+    if "tailLines" in query:
+        lines = lines[-int(query["tailLines"][0]) :] if int(query["tailLines"][0]) else []
+    if query.get("timestamps", ["false"])[0] in ("1", "t", "T", "true", "True", "TRUE"):
+        at = datetime.fromtimestamp(log.stat().st_mtime, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        lines = [f"{at} {line}" for line in lines]
+    return "".join(lines)
 
 
 def _status(code: int, reason: str, message: str, *, success: bool = False) -> dict[str, Any]:

@@ -35,7 +35,7 @@ BEGIN
         UNION
         SELECT ev.run_id, ev.task_id, ev.attempt, ev.event, ev.owner_id, c.id::text
           FROM ev JOIN notifications_channel c
-            ON c.owner_id = ev.owner_id AND c.all_tasks_events <> '{}'
+            ON c.owner_id = ev.owner_id AND c.all_tasks_events <> '{{}}'
            AND ev.event = ANY(c.all_tasks_events)
     ), ins AS (
         INSERT INTO notifications_notification

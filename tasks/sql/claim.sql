@@ -1,9 +1,14 @@
 -- The worker's hot path: claim runs, record outcomes (fenced), renew heartbeats.
 -- tasks/transitions/claim.py runs these as prepared statements (tasks/db.py prepared_cursor);
--- docs/architecture.md, "The claim", explains them. `{candidates}` is written in by
--- claim.claim_sql / cycle_sql as a literal (a power of two), never passed as a parameter.
+-- docs/architecture.md, "The claim", explains them. Literals (tasks/sql/__init__.py): the
+-- candidates' LIMIT, written in per batch size (a power of two, never a parameter: see
+-- claim.claim_sql), and the misfire rule's RUN_ALL_CAP.
+-- literal: candidates
+-- literal: run_all_cap
 -- A worker's capacity comes as %(cpu_total)s, %(memory_total)s (what it offers) and
 -- %(cpu_free)s, %(memory_free)s (less what its runs in flight request); no limit is 2^62.
+-- A claimed row's columns are named once, in `claimed` (claimed_columns); the statements
+-- answer `claimed.*` and Python reads them by name into ClaimedRun.
 -- %(executables)s is false while the worker has no sandbox: it claims no executable run (they
 -- wait for a worker that has one; the reviewer says why) and does not wake for them either.
 
@@ -95,12 +100,16 @@ capped AS (
      WHERE r.id = picked.id AND t.id = r.task_id
        -- A one-time filter (evaluated once, before any row) that makes missed_notified run.
        AND (SELECT count(*) FROM missed_notified) >= 0
-    RETURNING r.id, r.task_id, r.scheduled_at, r.execute_at, r.attempt, r.max_attempts,
-              t.kind, t.payload, t.executable, t.timeout, t.retry_backoff_base,
-              t.retry_backoff_cap, clock_timestamp() AS claimed_at,
-              coalesce(t.schedule->>'overlap', 'allow') AS overlap, r.priority, r.cpu_millis,
-              r.memory_bytes
+    RETURNING {claimed_columns}
 )
+
+-- What a claimed run carries to the worker: ClaimedRun's fields, by name (a test holds the two
+-- equal).
+-- name: claimed_columns
+r.id, r.task_id, r.scheduled_at, r.execute_at, r.attempt, r.max_attempts, t.kind, t.payload,
+t.executable, t.timeout, t.retry_backoff_base AS backoff_base,
+t.retry_backoff_cap AS backoff_cap, clock_timestamp() AS claimed_at,
+coalesce(t.schedule->>'overlap', 'allow') AS overlap, r.priority, r.cpu_millis, r.memory_bytes
 
 -- Misfire at claim time (docs/schedules.md, "Misfire policy"): a candidate is missed when it is
 -- the first attempt of a recurring occurrence past its `missed_after` (execute_at + the task's
@@ -112,7 +121,6 @@ capped AS (
 -- the claim's common path reads no task. The candidates are locked by this statement and still
 -- claimable, so a skip never meets a fenced finish; whichever worker meets an older occurrence
 -- skips it, because the later one exists whoever holds it.
--- `{run_all_cap}` is written in by claim.claim_sql / cycle_sql (schedules.RUN_ALL_CAP).
 -- name: misfire_ctes
 missed AS (
     UPDATE tasks_run r
@@ -162,25 +170,22 @@ missed AS (
       FROM missed m JOIN tasks_task t ON t.id = m.task_id
      WHERE (jsonb_typeof(t.notify) = 'array' AND t.notify <> '[]'::jsonb)
         OR EXISTS (SELECT 1 FROM notifications_channel ch
-                    WHERE ch.owner_id = t.owner_id AND ch.all_tasks_events <> '{}')
+                    WHERE ch.owner_id = t.owner_id AND ch.all_tasks_events <> '{{}}')
     HAVING count(*) > 0
 )
 
--- The row with a NULL id says capacity held runs back (the worker then waits for a finish).
+-- `row` says what each row is: a claimed run, or (once) that capacity held due runs back (the
+-- worker then waits for a finish); the held row's claimed columns are NULL.
 -- name: claim
 WITH {claim_ctes}
-SELECT id, task_id, scheduled_at, execute_at, attempt, max_attempts, kind, payload, executable,
-       timeout, retry_backoff_base, retry_backoff_cap, claimed_at, overlap, priority, cpu_millis,
-       memory_bytes
-  FROM claimed
+SELECT 'claimed' AS row, claimed.* FROM claimed
 UNION ALL
-{held_row}
+SELECT 'held', claimed.* FROM {held_row}
 
--- One row when capacity held due runs back; referencing held_woke makes it run.
+-- One row when capacity held due runs back (LEFT JOIN ... ON false: claimed's columns, NULL);
+-- referencing held_woke makes it run.
 -- name: held_row
-SELECT NULL::uuid, NULL::uuid, NULL::timestamptz, NULL::timestamptz, NULL::int, NULL::int,
-       NULL::text, NULL::jsonb, NULL::text, NULL::float8, NULL::float8, NULL::float8,
-       NULL::timestamptz, NULL::text, NULL::smallint, NULL::bigint, NULL::bigint
+(SELECT) AS one LEFT JOIN claimed ON false
  WHERE EXISTS (SELECT FROM short) AND (SELECT count(*) FROM held_woke) >= 0
 
 -- The outcome write, as CTEs that a claim can follow in the same statement (see `cycle`).
@@ -257,7 +262,7 @@ v AS (
       FROM done d JOIN tasks_task t ON t.id = d.task_id
      WHERE (jsonb_typeof(t.notify) = 'array' AND t.notify <> '[]'::jsonb)
         OR EXISTS (SELECT 1 FROM notifications_channel c
-                    WHERE c.owner_id = t.owner_id AND c.all_tasks_events <> '{}')
+                    WHERE c.owner_id = t.owner_id AND c.all_tasks_events <> '{{}}')
 ), notified AS (
     SELECT notifications_enqueue(array_agg(id), array_agg(task_id), array_agg(attempt),
                                  array_agg(event), %(window)s, %(channel)s) AS queued
@@ -270,29 +275,23 @@ v AS (
 -- Referencing the SELECT-only CTEs makes PostgreSQL evaluate them (it skips unreferenced ones).
 -- name: record
 WITH {finish_ctes}
-SELECT done.id, done.task_id, done.status, (SELECT count(*) FROM woke),
-       (SELECT queued FROM notified)
-  FROM done
+SELECT {recorded_columns} FROM done
+
+-- A recorded run; referencing the SELECT-only CTEs makes PostgreSQL evaluate them.
+-- name: recorded_columns
+done.id AS recorded_id, done.task_id AS recorded_task_id, done.status AS recorded_status,
+(SELECT count(*) FROM woke) AS woke, (SELECT queued FROM notified) AS notified
 
 -- One round trip per worker cycle: record the finished batch and claim the freed slots. The two
 -- UPDATEs touch disjoint rows (the finished runs are `running`, the claim takes `scheduled`
 -- ones), and in autocommit the statement is its own transaction: one commit per cycle.
 -- name: cycle
 WITH {finish_ctes}, {claim_ctes}
-SELECT 'recorded', done.id, done.task_id, done.status, (SELECT count(*) FROM woke),
-       (SELECT queued FROM notified), NULL::timestamptz, NULL::timestamptz, NULL::int,
-       NULL::int, NULL::text, NULL::jsonb, NULL::text, NULL::float8, NULL::float8,
-       NULL::float8, NULL::timestamptz, NULL::text, NULL::smallint, NULL::bigint, NULL::bigint
-  FROM done
+SELECT 'recorded' AS row, {recorded_columns}, claimed.* FROM done LEFT JOIN claimed ON false
 UNION ALL
-SELECT 'claimed', id, task_id, NULL, NULL, NULL, scheduled_at, execute_at, attempt, max_attempts,
-       kind, payload, executable, timeout, retry_backoff_base, retry_backoff_cap, claimed_at,
-       overlap, priority, cpu_millis, memory_bytes
-  FROM claimed
+SELECT 'claimed', NULL, NULL, NULL, NULL, NULL, claimed.* FROM claimed
 UNION ALL
-SELECT 'held', NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-       NULL, NULL, NULL, NULL, NULL, NULL, NULL
- WHERE EXISTS (SELECT FROM short) AND (SELECT count(*) FROM held_woke) >= 0
+SELECT 'held', NULL, NULL, NULL, NULL, NULL, claimed.* FROM {held_row}
 
 -- One statement per worker process, however many runs it holds; a run missing from the answer
 -- was cancelled or taken back by the reviewer. Only the runs the worker names are renewed.

@@ -17,7 +17,7 @@ CREATE OR REPLACE FUNCTION tasks_run_summary(
     p_id uuid, p_scheduled_at timestamptz, p_status text, p_attempt integer,
     p_started_at timestamptz, p_finished_at timestamptz
 ) RETURNS text LANGUAGE sql STABLE PARALLEL SAFE AS $$
-SELECT '{"id":"' || p_id
+SELECT '{{"id":"' || p_id
     || '","scheduled_at":"' || replace(to_char(p_scheduled_at AT TIME ZONE 'UTC',
                                                'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'), '.000000Z', 'Z')
     || '","status":"' || p_status || '","attempt":' || p_attempt
@@ -25,7 +25,7 @@ SELECT '{"id":"' || p_id
                                    'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'), '.000000Z', 'Z') || '"', 'null')
     || ',"finished_at":' || coalesce('"' || replace(to_char(p_finished_at AT TIME ZONE 'UTC',
                                     'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'), '.000000Z', 'Z') || '"', 'null')
-    || '}'
+    || '}}'
 $$
 
 -- name: keep_summary_function

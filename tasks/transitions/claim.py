@@ -7,6 +7,7 @@ claim and the outcome write run as prepared statements (tasks/db.py `prepared_cu
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 from collections.abc import Iterable
@@ -17,6 +18,7 @@ from uuid import UUID
 
 from django.conf import settings
 from django.db import connection
+from psycopg.rows import dict_row
 
 from scheduler_project.sql import queries
 from tasks import counters, outbox
@@ -25,7 +27,7 @@ from tasks.ids import idempotency_key
 from tasks.models import TERMINAL_STATUSES
 from tasks.schedules import RUN_ALL_CAP
 
-SQL = queries("tasks", "claim.sql")
+SQL = queries("tasks", "claim.sql", run_all_cap=RUN_ALL_CAP)
 # The earliest claimable execute_at (ten index probes); /health reads it too.
 EARLIEST_CLAIMABLE_SQL = SQL["earliest_claimable"]
 UNLIMITED = 2**62  # a worker's capacity when it declares none (above any request allowed)
@@ -52,6 +54,8 @@ NO_LIMIT = Capacity()
 
 @dataclass
 class ClaimedRun:
+    """A claimed run, read by column name from the claim's `claimed_columns` (claim.sql)."""
+
     id: UUID
     task_id: UUID
     scheduled_at: datetime
@@ -65,10 +69,10 @@ class ClaimedRun:
     backoff_base: float
     backoff_cap: float
     claimed_at: datetime  # database clock at claim time
-    overlap: str = "allow"
-    priority: int = 0
-    cpu_millis: int = 0  # the run's requests: held from the worker's capacity while in flight
-    memory_bytes: int = 0
+    overlap: str
+    priority: int
+    cpu_millis: int  # the run's requests: held from the worker's capacity while in flight
+    memory_bytes: int
 
     @property
     def idempotency_key(self) -> str:
@@ -113,12 +117,10 @@ def claim_runs(
     params = {"worker": worker, "limit": limit, "prefetch": prefetch_seconds,
               "owner_cap": owner_cap, "window": settings.NOTIFICATIONS_RETRY_WINDOW_SECONDS,
               "channel": outbox.NOTIFICATION_CHANNEL, **capacity.params()}  # fmt: skip
-    with prepared_cursor() as cursor:  # one statement: its own transaction in autocommit
+    with prepared_cursor(row_factory=dict_row) as cursor:  # one statement: its own transaction
         cursor.execute(claim_sql(_candidates(limit, owner_cap)), params)
         rows = cursor.fetchall()
-    claimed = _claimed_runs([row for row in rows if row[0] is not None])
-    claimed.held_back = len(claimed) < len(rows)
-    return claimed
+    return _claimed_runs(rows)
 
 
 def _candidates(limit: int, cap: int) -> int:
@@ -138,23 +140,27 @@ def claim_sql(candidates: int) -> str:
     tenth of the due runs were wanted, finds it dearer than a plan for the actual values, and
     plans the statement again on every execution: a third of the database's time for the
     worker's cycle with 10 million finished runs in the table (docs/benchmarks.md)."""
-    return _literals(SQL["claim"], candidates)
+    return SQL.render("claim", candidates=candidates)
 
 
 @functools.cache
 def cycle_sql(candidates: int) -> str:
     """The record-and-claim statement (see claim_sql for `candidates`)."""
-    return _literals(SQL["cycle"], candidates)
+    return SQL.render("cycle", candidates=candidates)
 
 
-def _literals(sql: str, candidates: int) -> str:
-    return sql.replace("{candidates}", str(int(candidates))).replace(
-        "{run_all_cap}", str(int(RUN_ALL_CAP))
+CLAIMED_FIELDS = tuple(f.name for f in dataclasses.fields(ClaimedRun))
+
+
+def _claimed_runs(rows: list[dict[str, Any]]) -> ClaimedRuns:
+    """The claimed runs of a claim's or cycle's answer (by name: `claimed_columns`);
+    `held_back` when its `held` row is there."""
+    claimed = ClaimedRuns(
+        ClaimedRun(**{name: row[name] for name in CLAIMED_FIELDS})
+        for row in rows
+        if row["row"] == "claimed"
     )
-
-
-def _claimed_runs(rows: list[tuple]) -> ClaimedRuns:
-    claimed = ClaimedRuns(ClaimedRun(*row) for row in rows)
+    claimed.held_back = any(row["row"] == "held" for row in rows)
     for run in claimed:
         if isinstance(run.payload, str):  # Django's psycopg setup leaves jsonb undecoded
             run.payload = json.loads(run.payload)
@@ -194,13 +200,11 @@ def record_and_claim(
     params = _finish_params(worker, outcomes)
     params.update(limit=limit, prefetch=prefetch_seconds, owner_cap=owner_cap, **capacity.params())
     # No transaction block: in autocommit the single statement is its own transaction.
-    with prepared_cursor() as cursor:
+    with prepared_cursor(row_factory=dict_row) as cursor:
         cursor.execute(cycle_sql(_candidates(limit, owner_cap)), params)
         rows = cursor.fetchall()
-    recorded = [(row[1], row[2], row[3]) for row in rows if row[0] == "recorded"]
-    claimed = _claimed_runs([row[1:3] + row[6:] for row in rows if row[0] == "claimed"])
-    claimed.held_back = any(row[0] == "held" for row in rows)
-    return recorded, claimed
+    recorded = [_recorded(row) for row in rows if row["row"] == "recorded"]
+    return recorded, _claimed_runs(rows)
 
 
 def seconds_until_next_due(
@@ -244,8 +248,9 @@ def record_outcomes(*, worker: str, outcomes: list[Outcome]) -> list[tuple[UUID,
     """
     if not outcomes:
         return []
-    with prepared_cursor() as cursor:  # one statement: its own transaction in autocommit
-        return _record(cursor, worker=worker, outcomes=outcomes)
+    with prepared_cursor(row_factory=dict_row) as cursor:  # one statement: its own transaction
+        cursor.execute(SQL["record"], _finish_params(worker, outcomes))
+        return [_recorded(row) for row in cursor.fetchall()]
 
 
 def _finish_params(worker: str, outcomes: list[Outcome]) -> dict[str, Any]:
@@ -268,9 +273,9 @@ def _finish_params(worker: str, outcomes: list[Outcome]) -> dict[str, Any]:
     }
 
 
-def _record(cursor: Any, *, worker: str, outcomes: list[Outcome]) -> list[tuple[UUID, UUID, str]]:
-    cursor.execute(SQL["record"], _finish_params(worker, outcomes))
-    return [(row[0], row[1], row[2]) for row in cursor.fetchall()]
+def _recorded(row: dict[str, Any]) -> tuple[UUID, UUID, str]:
+    """(run id, task id, status) of a recorded run (`recorded_columns`)."""
+    return row["recorded_id"], row["recorded_task_id"], row["recorded_status"]
 
 
 def renew_heartbeats(cursor: Any, *, worker: str, run_ids: Iterable[UUID]) -> set[UUID]:

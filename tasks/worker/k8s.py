@@ -17,11 +17,15 @@ from django.conf import settings
 from django.core.files.storage import default_storage
 
 from tasks.models import Task
+from tasks.storage import sha256_of
 from tasks.transitions.claim import ClaimedRun
 from tasks.worker import executors
 from tasks.worker.executors import ExecutionResult, cap_output
 from tasks.worker.k8s_job import (
+    HASH_MISMATCH,
+    HASH_MISMATCH_EXIT,
     Cluster,
+    JobState,
     job_manifest,
     job_name,
     job_state,
@@ -47,11 +51,19 @@ def execute(
     admission: Admission | None = None,
 ) -> ExecutionResult:
     """The worker's executor: executables as Jobs, every other kind as before. A Job reports
-    no process tree to `activity`, so zombie detection (tasks/worker/zombies.py) skips it."""
+    its log output and status changes to `activity` (zombie detection, tasks/worker/zombies.py:
+    its CPU is not visible here)."""
     try:
         if run.kind != "executable":
             return executors.execute(run, cancel=cancel, timeout=timeout, activity=activity)
-        job = JobRun(Cluster.shared(), run, cancel=cancel, timeout=timeout, admission=admission)
+        job = JobRun(
+            Cluster.shared(),
+            run,
+            cancel=cancel,
+            timeout=timeout,
+            admission=admission,
+            activity=activity,
+        )
         return job.run()
     except Exception as exc:  # a cluster error fails the attempt; the worker carries on
         logger.warning("run=%s: kubernetes job failed: %s", run.id, exc)
@@ -77,8 +89,19 @@ class JobRun:
         cancel: threading.Event,
         timeout: float,
         admission: Admission | None = None,
+        activity: Activity | None = None,
     ) -> None:
         self.admission = admission
+        self.activity = activity
+        # The log's last line (with its timestamp) and the Job's status, as last seen: a change
+        # of either is activity. The log is read at most every tenth of the zombie threshold.
+        self.seen_log: str | None = None
+        self.seen_status: object = None
+        self.log_every = max(
+            settings.SCHEDULER_K8S_POLL_SECONDS, settings.TASKS_ZOMBIE_AFTER_SECONDS / 10
+        )
+        self.log_read_at = 0.0
+        self.pod: str | None = None
         self.cluster = cluster
         self.run_ = run
         self.cancel = cancel
@@ -96,10 +119,17 @@ class JobRun:
         start_deadline = settings.SCHEDULER_K8S_START_DEADLINE_SECONDS
         url = presigned_url(self.run_.executable, seconds=self.timeout + start_deadline + 600)
         manifest = job_manifest(
-            self.run_, resources=dict(resources.first() or {}), url=url, timeout=self.timeout
+            self.run_,
+            resources=dict(resources.first() or {}),
+            url=url,
+            sha256=sha256_of(self.run_.executable),
+            timeout=self.timeout,
         )
         self.cluster.create_job(manifest)
         logger.info("run=%s job=%s created", self.run_.id, self.name)
+        if self.activity is not None:
+            self.activity.output_at = time.monotonic()
+            self.activity.job = self.name  # from now on the zombie check watches it
         return self._follow(self.name, created=time.monotonic())
 
     def _settle_previous_attempts(self) -> ExecutionResult | None:
@@ -137,6 +167,8 @@ class JobRun:
             state = job_state(job)
             if self.admission is not None and (state.active or state.done):
                 self.admission.counted(self.run_.id)
+            if self.activity is not None and not state.done:
+                self._observe(name, job, state)
             if state.done:
                 if state.reason == "DeadlineExceeded":
                     self.cluster.delete_job(name)
@@ -157,6 +189,26 @@ class JobRun:
                         ok=False, error=f"pod did not start: {why or 'unschedulable'}"
                     )
 
+    def _observe(self, name: str, job: Any, state: JobState) -> None:
+        """Move `activity.output_at` when the Job's status or its log's last line changed."""
+        assert self.activity is not None
+        now = time.monotonic()
+        status = (state, getattr(job.status, "ready", None), getattr(job.status, "active", None))
+        if status != self.seen_status:
+            self.seen_status = status
+            self.activity.output_at = now
+        if now - self.log_read_at < self.log_every:
+            return
+        self.log_read_at = now
+        if self.pod is None:
+            pod = self.cluster.pod_of(name)
+            self.pod = pod.metadata.name if pod is not None else None
+        if self.pod is not None:
+            last = self.cluster.pod_log_tail(self.pod)
+            if last != self.seen_log:
+                self.seen_log = last
+                self.activity.output_at = now
+
     def _log(self, name: str) -> str:
         pod = self.cluster.pod_of(name)
         return cap_output(self.cluster.pod_log(pod.metadata.name)) if pod is not None else ""
@@ -169,4 +221,7 @@ class JobRun:
             exit_code = 0
         ok = succeeded and exit_code == 0
         error = "" if ok else (f"exit code {exit_code}" if exit_code else reason or why)
+        if exit_code == HASH_MISMATCH_EXIT:  # the pod's own check refused the fetched bytes
+            said = [line for line in output.splitlines() if line.startswith(HASH_MISMATCH)]
+            error = said[-1] if said else error
         return ExecutionResult(ok=ok, error=error, output=output, exit_code=exit_code)

@@ -3,7 +3,8 @@
 One Job per attempt, named after the run and the attempt: creating it twice is a no-op (409 means
 "already made"), and the Jobs of one run are found by the `scheduler/run-id` label. The pod gets
 no cluster or storage credentials: it fetches the executable from a presigned URL in its
-environment with a POSIX shell and curl or python3 (which the image must have).
+environment with a POSIX shell and curl or python3 (which the image must have), and runs it only
+if its SHA-256 is the one the worker expects (sha256sum, else python3).
 """
 
 from __future__ import annotations
@@ -24,14 +25,26 @@ RUN_LABEL = "scheduler/run-id"
 TASK_LABEL = "scheduler/task-id"
 ATTEMPT_LABEL = "scheduler/attempt"
 
-# Fetch with curl, else python3; then run with the task's args ("$@").
-FETCH_AND_RUN = (
+# The container's exit code when the fetched bytes are not the executable the run names.
+HASH_MISMATCH_EXIT = 97
+HASH_MISMATCH = "scheduler: the executable's SHA-256 is"  # how its message starts (stderr)
+
+# Fetch with curl, else python3; check the SHA-256 (sha256sum, else python3); then run it with
+# the task's args ("$@").
+FETCH_CHECK_AND_RUN = (
     'set -e; d="$(mktemp -d)"; cd "$d"; '
     "if command -v curl >/dev/null 2>&1; then "
     'curl -fsS --retry 3 -o payload "$SCHEDULER_EXECUTABLE_URL"; '
     "else python3 -c 'import sys, urllib.request; "
     "urllib.request.urlretrieve(sys.argv[1], sys.argv[2])' "
     '"$SCHEDULER_EXECUTABLE_URL" payload; fi; '
+    'if command -v sha256sum >/dev/null 2>&1; then sum="$(sha256sum payload)"; '
+    "else sum=\"$(python3 -c 'import hashlib, sys; "
+    'print(hashlib.sha256(open(sys.argv[1], "rb").read()).hexdigest())\' payload)"; fi; '
+    'sum="${sum%% *}"; '
+    'if [ "$sum" != "$SCHEDULER_EXECUTABLE_SHA256" ]; then '
+    f'echo "{HASH_MISMATCH} $sum, not $SCHEDULER_EXECUTABLE_SHA256: not run" >&2; '
+    f"exit {HASH_MISMATCH_EXIT}; fi; "
     'chmod +x payload; exec ./payload "$@"'
 )
 
@@ -40,13 +53,18 @@ def job_name(run_id: object, attempt: int) -> str:
     return f"sched-{run_id}-{attempt}"  # 52 characters at most: pod names add 6
 
 
-def run_env(run: ClaimedRun, *, url: str) -> dict[str, str]:
-    """What local runs get (ClaimedRun.environment), plus where to fetch the executable."""
-    return {**run.environment(), "SCHEDULER_EXECUTABLE_URL": url}
+def run_env(run: ClaimedRun, *, url: str, sha256: str) -> dict[str, str]:
+    """What local runs get (ClaimedRun.environment), plus where to fetch the executable and
+    the SHA-256 its bytes must have."""
+    return {
+        **run.environment(),
+        "SCHEDULER_EXECUTABLE_URL": url,
+        "SCHEDULER_EXECUTABLE_SHA256": sha256,
+    }
 
 
 def job_manifest(
-    run: ClaimedRun, *, resources: dict[str, str], url: str, timeout: float
+    run: ClaimedRun, *, resources: dict[str, str], url: str, sha256: str, timeout: float
 ) -> dict[str, Any]:
     """The Job for this attempt of `run` (a plain dict, as the API takes it)."""
     labels = {
@@ -57,9 +75,9 @@ def job_manifest(
     container: dict[str, Any] = {
         "name": "payload",
         "image": settings.SCHEDULER_K8S_IMAGE,
-        "command": ["/bin/sh", "-c", FETCH_AND_RUN, "payload"],
+        "command": ["/bin/sh", "-c", FETCH_CHECK_AND_RUN, "payload"],
         "args": [str(a) for a in run.payload.get("args") or []],
-        "env": [{"name": k, "value": v} for k, v in run_env(run, url=url).items()],
+        "env": [{"name": k, "value": v} for k, v in run_env(run, url=url, sha256=sha256).items()],
     }
     if resources:
         # Limits equal to requests: the quota admits on requests, and a pod may not use more.
@@ -166,6 +184,19 @@ class Cluster:
     def pod_of(self, job: str) -> Any | None:
         pods = self.core.list_namespaced_pod(self.namespace, label_selector=f"job-name={job}")
         return pods.items[0] if pods.items else None
+
+    def pod_log_tail(self, pod: str) -> str:
+        """The log's last line with its timestamp ("" before any output): it changes whenever
+        the pod writes, even the same words again."""
+        try:
+            raw = self.core.read_namespaced_pod_log(
+                pod, self.namespace, tail_lines=1, timestamps=True, _preload_content=False
+            )
+            return raw.data.decode("utf-8", errors="replace")
+        except ApiException as exc:
+            if exc.status in (400, 404):
+                return ""
+            raise
 
     def pod_log(self, pod: str) -> str:
         try:

@@ -1,8 +1,10 @@
-"""The worker of `runworker --executor kubernetes`: executables as Jobs, admitted by free quota.
+"""The worker of `runworker --executor kubernetes`: executables as Jobs, claimed within the
+namespace's free capacity.
 
-The same loop as every worker (tasks/worker/worker.py); what differs is the claim, which takes
-only the runs the cluster's free capacity admits (k8s_admission.py), and the executor, which
-makes and follows one Job per attempt (k8s.py). `--concurrency` is the most Jobs in flight.
+The same loop and the same claim as every worker (tasks/worker/worker.py,
+tasks/transitions/claim.py); what differs is the capacity it offers, the namespace's
+(k8s_capacity.py) instead of `--cpu/--memory`, and the executor, which makes and follows one
+Job per attempt (k8s.py). `--concurrency` is the most Jobs in flight.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from urllib3.exceptions import HTTPError
 
 from tasks.transitions import claim
 from tasks.worker import k8s
-from tasks.worker.k8s_admission import QuotaAdmission
+from tasks.worker.k8s_capacity import NamespaceCapacity
 from tasks.worker.worker import Worker
 
 logger = logging.getLogger("tasks.worker")
@@ -23,11 +25,11 @@ logger = logging.getLogger("tasks.worker")
 
 class KubernetesWorker(Worker):
     def __init__(self, *, concurrency: int, name: str | None = None) -> None:
-        self.admission = QuotaAdmission()
+        self.namespace = NamespaceCapacity()
         super().__init__(
             concurrency=concurrency,
             name=name,
-            executor=functools.partial(k8s.execute, admission=self.admission),
+            executor=functools.partial(k8s.execute, admission=self.namespace),
         )
         self.max_ahead = 0  # a claimed run is a Job about to be made: hold none ahead
 
@@ -37,10 +39,18 @@ class KubernetesWorker(Worker):
     def _record_and_claim(
         self, batch: list[claim.Outcome], free: int
     ) -> tuple[list[tuple], list[claim.ClaimedRun]]:
-        recorded = claim.record_outcomes(worker=self.name, outcomes=batch) if batch else []
         try:
-            claimed = self.admission.claim(worker=self.name, slots=free, prefetch=self.prefetch)
+            self.namespace.refresh()
         except (ApiException, HTTPError, OSError) as exc:  # the cluster, not the database
             logger.warning("cannot read the cluster's capacity (%s); claiming nothing", exc)
-            claimed = []
-        return recorded, claimed
+            free = 0
+        # The reviewer judges "fits no live worker" by what each worker records it offers.
+        self.watch.offers = self.namespace.totals()
+        return super()._record_and_claim(batch, free)
+
+    def budget(self) -> claim.Capacity:
+        """The namespace's capacity, less the requests of held runs the quota does not count
+        yet (tasks/worker/k8s_capacity.py)."""
+        with self.lock:
+            held = [f.run for f in self.inflight.values()]
+        return self.namespace.offer(held)

@@ -161,7 +161,8 @@ class Watch(threading.Thread):
     def _check_zombies(self) -> None:
         """Flag the executables that went quiet (no CPU, no output), unflag those that stirred,
         and cancel the flagged ones whose task says `on_zombie: cancel`."""
-        quiet, stirred = self.zombies.check(self.runs.executing())
+        executing = self.runs.executing()
+        quiet, stirred = self.zombies.check(executing)
         if not quiet and not stirred:
             return
         assert self.conn is not None
@@ -177,12 +178,16 @@ class Watch(threading.Thread):
         idle = {key[0]: seconds for key, seconds in quiet}
         for run_id, task_id, attempt, on_zombie in flagged:
             seconds = idle.get(run_id, 0.0)
-            logger.warning("run=%s task=%s attempt=%s is a zombie: no CPU time and no output for "
-                           "%.0f s (on_zombie: %s)", run_id, task_id, attempt, seconds, on_zombie,
-                           extra={"event": "run_zombie", "run": str(run_id)})  # fmt: skip
+            activity = executing.get((run_id, attempt))
+            means = activity.quiet_means if activity is not None else "no activity"
+            logger.warning(
+                "run=%s task=%s attempt=%s is a zombie: %s for %.0f s (on_zombie: %s)",
+                *(run_id, task_id, attempt, means, seconds, on_zombie),
+                extra={"event": "run_zombie", "run": str(run_id)},
+            )
             if on_zombie == "cancel":
-                self.runs.stop_run(run_id, reason=f"cancelled as a zombie: no CPU time and no "
-                                     f"output for {seconds:.0f} s (on_zombie: cancel)")  # fmt: skip
+                reason = f"cancelled as a zombie: {means} for {seconds:.0f} s (on_zombie: cancel)"
+                self.runs.stop_run(run_id, reason=reason)
 
     def _give_up_if_cut_off(self) -> None:
         if time.monotonic() - self.last_beat > self.give_up_after:

@@ -1,7 +1,9 @@
 """Zombie runs: an executable whose processes used no CPU time and wrote no output for
-TASKS_ZOMBIE_AFTER_SECONDS (seed A: tasks that use zero CPU for a long time, flagged to their
-owner). Pure code: the sandbox records output, the worker's watch thread calls `Tracker.check`
-once per heartbeat and writes what changed (tasks/transitions/zombie.py).
+TASKS_ZOMBIE_AFTER_SECONDS (tasks that use zero CPU for a long time, flagged to their owner).
+A Kubernetes Job's CPU is not visible here (the pod's metrics are not read), so a Job is a zombie
+when it wrote no log output and its status did not change for that long. Pure code: the sandbox
+(or the Job's follower, tasks/worker/k8s.py) records activity, the worker's watch thread calls
+`Tracker.check` once per heartbeat and writes what changed (tasks/transitions/zombie.py).
 """
 
 from __future__ import annotations
@@ -21,7 +23,16 @@ class Activity:
     the watch thread; single attribute writes, so no lock)."""
 
     pid: int | None = None  # the sandbox's supervisor: the root of the payload's process tree
-    output_at: float = field(default_factory=time.monotonic)  # last output (monotonic)
+    # Last output (monotonic); for a Job also its last status change.
+    output_at: float = field(default_factory=time.monotonic)
+    job: str | None = None  # the Kubernetes Job running it, once made: no process tree here
+
+    @property
+    def quiet_means(self) -> str:
+        """What "quiet" was, in words for logs and errors."""
+        if self.job is not None:
+            return "no log output and no Job status change"
+        return "no CPU time and no output"
 
 
 def tree_cpu_ticks(roots: Iterable[int]) -> dict[int, int]:
@@ -68,8 +79,9 @@ class _Seen:
 
 
 class Tracker:
-    """Which running executables went quiet (no CPU, no output) for `after` seconds, and which
-    of those stirred again; each change is reported once."""
+    """Which running executables went quiet (no CPU, no output; for a Job: no output, no status
+    change) for `after` seconds, and which of those stirred again; each change is reported
+    once."""
 
     def __init__(self, after: float) -> None:
         self.after = after
@@ -81,12 +93,14 @@ class Tracker:
         """(runs newly quiet for `after` seconds, with how long), (flagged runs active again)."""
         now = time.monotonic() if now is None else now
         roots = {key: a.pid for key, a in running.items() if a.pid is not None}
+        jobs = {key for key, a in running.items() if a.pid is None and a.job is not None}
         ticks = tree_cpu_ticks(roots.values())
         quiet: list[tuple[RunKey, float]] = []
         stirred: list[RunKey] = []
         for key in list(self.seen):
-            if key not in roots:
+            if key not in roots and key not in jobs:
                 del self.seen[key]  # finished
+        idle_for: dict[RunKey, float] = {}
         for key, pid in roots.items():
             used = ticks.get(pid)
             if used is None:
@@ -96,7 +110,12 @@ class Tracker:
                 seen = self.seen[key] = _Seen(used, running[key].output_at)
             elif used != seen.ticks:
                 seen.ticks, seen.active_at = used, now
-            idle = now - max(seen.active_at, running[key].output_at)
+            idle_for[key] = now - max(seen.active_at, running[key].output_at)
+        for key in jobs:  # the follower moves output_at on each output or status change
+            self.seen.setdefault(key, _Seen(0, running[key].output_at))
+            idle_for[key] = now - running[key].output_at
+        for key, idle in idle_for.items():
+            seen = self.seen[key]
             if idle >= self.after and not seen.flagged:
                 seen.flagged = True
                 quiet.append((key, idle))

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from django.db import connection
 
-from scheduler_project.sql import parse, queries
+from scheduler_project.sql import Statements, parse, queries
 
 ROOT = Path(__file__).resolve().parents[2]
 APPS = ("scheduler_project", "tasks", "notifications", "reviewers")
@@ -17,16 +17,42 @@ APPS = ("scheduler_project", "tasks", "notifications", "reviewers")
 def test_statements_are_split_at_markers_and_include_each_other() -> None:
     text = """-- about this file
 -- name: ctes
-picked AS (SELECT 1 WHERE '{}' <> '{x}')
+picked AS (SELECT 1 WHERE '{{}}' <> '{{x}}')
 -- describes `full`, not part of `ctes`
 -- name: full
-WITH {ctes} SELECT {candidates} FROM picked
+WITH {ctes} SELECT * FROM picked
 """
     found = parse(text)
     assert found["ctes"] == "picked AS (SELECT 1 WHERE '{}' <> '{x}')"
-    assert found["full"] == (
-        "WITH picked AS (SELECT 1 WHERE '{}' <> '{x}') SELECT {candidates} FROM picked"
+    assert found["full"] == "WITH picked AS (SELECT 1 WHERE '{}' <> '{x}') SELECT * FROM picked"
+
+
+LITERALS = """-- literal: batch
+-- literal: cap
+-- name: inner
+SELECT id FROM t LIMIT {cap}
+-- name: outer
+WITH i AS ({inner}) SELECT '{{}}'::int[], id FROM i LIMIT {batch}
+"""
+
+
+def test_declared_literals_are_written_in_fixed_or_per_variant() -> None:
+    statements = Statements(LITERALS, {"cap": 100})
+
+    assert statements["inner"] == "SELECT id FROM t LIMIT 100"
+    assert statements.needs("outer") == {"batch"}
+    assert statements.render("outer", batch=8) == (
+        "WITH i AS (SELECT id FROM t LIMIT 100) SELECT '{}'::int[], id FROM i LIMIT 8"
     )
+    with pytest.raises(ValueError, match="needs the literal"):
+        statements["outer"]
+    assert "outer" in statements and "batch" not in statements
+    with pytest.raises(ValueError, match="takes the literal"):
+        statements.render("outer")
+    with pytest.raises(TypeError, match="must be an int"):
+        statements.render("outer", batch="8; DROP TABLE t")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="not declared"):
+        Statements(LITERALS, {"cap": 1, "other": 2})
 
 
 @pytest.mark.parametrize(
@@ -34,6 +60,12 @@ WITH {ctes} SELECT {candidates} FROM picked
     [
         ("-- name: a\nSELECT 1\n-- name: a\nSELECT 2\n", "defined twice"),
         ("-- name: a\nSELECT {b}\n-- name: b\nSELECT {a}\n", "includes itself"),
+        # A brace that is neither an include, a declared literal nor an escape.
+        ("-- name: a\nSELECT '{}'::int[]\n", "lone '{'"),
+        ("-- name: a\nSELECT 1 WHERE x <> '{{}'\n", "lone '}'"),
+        ("-- name: a\nSELECT '{\"id\": 1}'::jsonb\n", "lone '{'"),
+        ("-- name: a\nSELECT 1 LIMIT {candidates}\n", "neither a statement nor a declared"),
+        ("-- literal: a\n-- name: a\nSELECT 1\n", "both a statement and a literal"),
     ],
 )
 def test_bad_files_are_refused(text: str, error: str) -> None:

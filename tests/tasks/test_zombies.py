@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Iterator
 
 import pytest
@@ -54,3 +55,20 @@ def test_tracker_reports_a_quiet_run_once_and_again_when_it_stirs(tree) -> None:
     assert tracker.check({"r": activity}, now=122.0) == ([], ["r"])
     assert tracker.check({}, now=123.0) == ([], [])
     assert tracker.seen == {}
+
+
+def test_a_job_is_quiet_by_its_output_and_status_alone() -> None:
+    """A Job has no process tree here: its follower moves `output_at` on output or a status
+    change, and the tracker judges by that alone."""
+    tracker = Tracker(after=10)
+    key = (uuid.uuid4(), 1)
+    job = Activity(output_at=100.0, job="sched-x-1")
+    not_made = Activity(output_at=0.0)  # neither a process nor a Job yet: not judged
+
+    assert tracker.check({key: job, (uuid.uuid4(), 1): not_made}, now=105.0) == ([], [])
+    assert tracker.check({key: job}, now=111.0) == ([(key, 11.0)], [])
+    assert tracker.check({key: job}, now=120.0) == ([], [])  # reported once
+    job.output_at = 119.0  # it wrote again
+    assert tracker.check({key: job}, now=120.0) == ([], [key])
+    assert job.quiet_means == "no log output and no Job status change"
+    assert Activity(pid=1).quiet_means == "no CPU time and no output"

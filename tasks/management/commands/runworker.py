@@ -53,8 +53,8 @@ class Command(BaseCommand):
         install_stop_signals(stop)
         if options["executor"] == "kubernetes":
             if cpu is not None or memory is not None:
-                raise CommandError("--cpu/--memory: the Kubernetes executor admits by the "
-                                   "cluster's quota, not by a worker's capacity")  # fmt: skip
+                raise CommandError("--cpu/--memory: the Kubernetes executor offers the "
+                                   "cluster's quota, not a worker's capacity")  # fmt: skip
             # The kubernetes client only where it is used.
             from tasks.worker.k8s_worker import KubernetesWorker
 
