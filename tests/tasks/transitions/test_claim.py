@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from notifications import outbox
+from tasks import outbox
 from tasks.db import prepared_cursor
 from tasks.transitions import claim
 from tests.factories import RunFactory
