@@ -48,7 +48,9 @@ def live_definitions() -> list[tuple[str, str]]:
     """(file, statement) for each statement of the apps' SQL files that defines an object."""
     found = []
     for path in sorted(ROOT.glob("*/sql/*.sql")):
-        for statement in queries(path.parts[-3], path.name).values():
+        statements = queries(path.parts[-3], path.name)
+        # A statement that needs a literal per use (the claim's LIMIT) defines nothing.
+        for statement in (statements[name] for name in statements if not statements.needs(name)):
             if DEFINES.search(statement):
                 found.append((f"{path.parts[-3]}/sql/{path.name}", statement))
     return found

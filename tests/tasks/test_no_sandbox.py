@@ -199,6 +199,10 @@ def claimed_executable(name: str) -> claim.ClaimedRun:
         backoff_base=2.0,
         backoff_cap=60.0,
         claimed_at=now,
+        overlap="allow",
+        priority=5,
+        cpu_millis=0,
+        memory_bytes=0,
     )
 
 
