@@ -24,7 +24,7 @@ from rest_framework.views import APIView
 
 from scheduler_project.auth import request_owner
 from tasks import planning
-from tasks.api.bodies import TASK_BODY, UPLOAD_BODY, UPLOAD_NOTE
+from tasks.api.bodies import TASK_BODY, UPLOAD_BODY
 from tasks.api.json_sql import (
     iso_json,
     runs_json,
@@ -36,7 +36,12 @@ from tasks.api.pagination import Pagination
 from tasks.api.parsers import UPLOAD_PARSERS
 from tasks.api.renderers import RawJSON
 from tasks.api.run_serializers import RunSerializer
-from tasks.api.serializers import PreviewSerializer, TaskInputSerializer, TaskOutputSerializer
+from tasks.api.serializers import (
+    PreviewSerializer,
+    ScheduleField,
+    TaskInputSerializer,
+    TaskOutputSerializer,
+)
 from tasks.db import db_now
 from tasks.models import Run, Task
 from tasks.transitions import creation, lifecycle, run_actions
@@ -104,7 +109,6 @@ class TaskListCreateView(PagedListView):
 
     @extend_schema(
         request=TASK_BODY,
-        description=UPLOAD_NOTE,
         responses={201: TaskOutputSerializer, 200: TaskOutputSerializer, **ERRORS},
     )
     def post(self, request: Request) -> Response:
@@ -153,7 +157,6 @@ class TaskDetailView(APIView):
 
     @extend_schema(
         request=TASK_BODY,
-        description=UPLOAD_NOTE,
         responses={200: TaskOutputSerializer, **ERRORS, **CONFLICT},
     )
     def patch(self, request: Request, pk: Any) -> Response:
@@ -161,7 +164,6 @@ class TaskDetailView(APIView):
 
     @extend_schema(
         request=TASK_BODY,
-        description=UPLOAD_NOTE,
         responses={200: TaskOutputSerializer, **ERRORS, **CONFLICT},
     )
     def put(self, request: Request, pk: Any) -> Response:
@@ -309,7 +311,7 @@ PREVIEW_OUTPUT = inline_serializer(
     {
         "next_runs": serializers.ListField(child=serializers.DateTimeField()),
         # The normalized schedule, with the misfire grace that applies (a recurring one).
-        "schedule": serializers.JSONField(),
+        "schedule": ScheduleField(read_only=True),
     },
 )
 
