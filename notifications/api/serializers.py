@@ -1,4 +1,4 @@
-"""Input validation and output shapes of the channel and notification API (API.md)."""
+"""Input validation and output shapes of the channel and notification API (docs/api.md)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from notifications import http
 from notifications.models import EVENTS, Channel, Notification
 from notifications.transports.webhook import WHSEC_PREFIX, generate_secret, secret_key
 
-# Per kind: the fields a client may send (secrets marked), as API.md lists them.
+# Per kind: the fields a client may send (secrets marked), as docs/api.md lists them.
 KIND_FIELDS = {
     "email": {"address"},
     "webhook": {"url", "secret"},

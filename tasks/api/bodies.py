@@ -1,8 +1,8 @@
-"""The request body of creating or changing a task, as the schema declares it (issue 17).
+"""The request body of creating or changing a task, as the schema declares it.
 
 The schema declares one body type per operation: client generators choke on an operation with
 two (openapi-python-client 0.29 emits a client that does not import). So the task routes
-declare JSON, while an executable's upload keeps working there as API.md says (multipart, part
+declare JSON, while an executable's upload keeps working there as docs/api.md says (multipart, part
 `file`, with `payload`, `schedule` and `notify` as JSON text; UPLOAD_NOTE says so), and
 `POST /api/v1/tasks/upload` declares the multipart form alone (TaskUploadBody).
 """

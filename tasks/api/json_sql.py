@@ -34,8 +34,8 @@ from tasks.ids import idempotency_key_sql
 from tasks.models import CLAIMABLE_STATUSES, Run, Task
 
 Ids = Sequence[UUID] | QuerySet
-RECENT_RUNS = 20  # a task's `runs` (API.md: the most recent 20)
-NEXT_RUNS = 5  # a task's `next_runs` (API.md: up to the next 5 fire times)
+RECENT_RUNS = 20  # a task's `runs` (docs/api.md: the most recent 20)
+NEXT_RUNS = 5  # a task's `next_runs` (docs/api.md: up to the next 5 fire times)
 
 
 def iso_sql(column: str) -> str:

@@ -1,4 +1,4 @@
-"""Input validation of the task API (API.md) and the shape of a task as returned."""
+"""Input validation of the task API (docs/api.md) and the shape of a task as returned."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Task and run endpoints: validate, call one service, serialize (STYLE.md section 2)."""
+"""Task and run endpoints: validate, call one service, serialize (docs/architecture.md)."""
 
 from __future__ import annotations
 

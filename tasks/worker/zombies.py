@@ -1,7 +1,7 @@
 """Zombie runs: an executable whose processes used no CPU time and wrote no output for
-TASKS_ZOMBIE_AFTER_SECONDS (seed A: tasks that use zero CPU for a long time, flagged to their
-owner). Pure code: the sandbox records output, the worker's watch thread calls `Tracker.check`
-once per heartbeat and writes what changed (tasks/transitions/zombie.py).
+TASKS_ZOMBIE_AFTER_SECONDS, flagged to their owner (docs/api.md, Zombie runs). Pure code: the
+sandbox records output, the worker's watch thread calls `Tracker.check` once per heartbeat
+and writes what changed (tasks/transitions/zombie.py).
 """
 
 from __future__ import annotations
