@@ -84,15 +84,23 @@ class AutoSchema(openapi.AutoSchema):
         known = schema_docs.OPERATIONS.get(self.get_operation_id())
         return known[0] if known else super().get_summary()
 
-    def get_description(self) -> str:
+    def get_description(self) -> str:  # type: ignore[override]  # as drf-spectacular's
         known = schema_docs.OPERATIONS.get(self.get_operation_id())
         return known[1] if known else super().get_description()
 
     def get_examples(self) -> list[OpenApiExample]:
-        examples = schema_docs.OPERATION_EXAMPLES.get(self.get_operation_id(), {})
+        operation = self.get_operation_id()
+        requests = schema_docs.OPERATION_EXAMPLES.get(operation, {})
+        answers = schema_docs.RESPONSE_EXAMPLES.get(operation, {})
         own = [
-            OpenApiExample(name, summary=summary, value=value, request_only=True)
-            for name, (summary, value) in examples.items()
+            *(
+                OpenApiExample(name, summary=summary, value=value, request_only=True)
+                for name, (summary, value) in requests.items()
+            ),
+            *(
+                OpenApiExample(name, summary=summary, value=value, response_only=True)
+                for name, (summary, value) in answers.items()
+            ),
         ]
         return [*super().get_examples(), *own]
 
@@ -215,6 +223,7 @@ class ScheduleFieldSchema(OpenApiSerializerFieldExtension):
         refs = _one_of(auto_schema, schema_docs.schedule_components())
         mapping = dict(zip(schema_docs.SCHEDULES, (ref["$ref"] for ref in refs), strict=True))
         return {
+            "type": "object",  # else ReDoc labels it "any"
             "oneOf": refs,
             "discriminator": {"propertyName": "type", "mapping": mapping},
             "description": schema_docs.SCHEDULE_DESCRIPTION,

@@ -58,11 +58,10 @@ def handler_payload() -> Schema:
         "type": "object",
         "description": (
             "For `kind: handler`: call a Python function registered in the service by name, as "
-            "`fn(context, **args)`. Built in: " + built_in + ". A deployment adds its own with "
-            "SCHEDULER_HANDLER_MODULES."
+            "`fn(context, **args)`. A deployment adds its own with SCHEDULER_HANDLER_MODULES."
         ),
         "properties": {
-            "name": _ref("HandlerName", description="A handler registered in this deployment."),
+            "name": _ref("HandlerName", description=f"A registered handler. Built in: {built_in}."),
             "args": {
                 "type": "object",
                 "additionalProperties": True,
@@ -228,26 +227,34 @@ RECURRING_FIELDS: Schema = {
 }
 
 
+def _type(kind: str, description: str) -> Schema:
+    # The branch's description again: ReDoc shows a discriminated branch by its fields alone.
+    return {"type": "string", "enum": [kind], "description": description}
+
+
 def _recurring(
     kind: str, title: str, description: str, own: Schema, required: list[str], example: Schema
 ) -> Schema:
     return {
         "type": "object",
         "description": description,
-        "properties": {"type": {"type": "string", "enum": [kind]}, **own, **RECURRING_FIELDS},
+        "properties": {"type": _type(kind, description), **own, **RECURRING_FIELDS},
         "required": ["type", *required],
         "additionalProperties": False,
         "example": {"type": kind, **example},
     }
 
 
+_ONCE = (
+    "One run, at `run_at` or `delay` seconds from now (give one, not both; neither means now). "
+    "Answers show `run_at` alone, in UTC."
+)
 SCHEDULES: dict[str, Schema] = {
     "once": {
         "type": "object",
-        "description": "One run, at `run_at` or `delay` seconds from now (give one, not both; "
-        "neither means now). Answers show `run_at` alone, in UTC.",
+        "description": _ONCE,
         "properties": {
-            "type": {"type": "string", "enum": ["once"]},
+            "type": _type("once", _ONCE),
             "run_at": {"type": "string", "description": "When to run. " + _INSTANT},
             "delay": {
                 "type": "number",
@@ -545,4 +552,50 @@ OPERATIONS: dict[str, tuple[str, str]] = {
         '`{"task_id", "status": "enable"}` resumes the task, `"disable"` pauses it.',
     ),
     "seed_tasks_list": ("List your tasks (seed route)", "As `GET /api/v1/tasks`."),
+}
+
+# A task as an answer shows it (the http_cron example after its creation), for the docs' samples.
+TASK_EXAMPLE: Schema = {
+    "id": "019ad5f2-7c1e-7a3b-9f00-2b8c4d6e8f10",
+    "owner": "admin",
+    "name": "nightly report",
+    "dedup_key": None,
+    "kind": "http",
+    "payload": HTTP_PAYLOAD["example"],
+    "executable": None,
+    "schedule": {
+        **SCHEDULES["cron"]["example"],
+        "start_at": None,
+        "end_at": None,
+        "max_runs": None,
+        "jitter": 0,
+        "misfire": "run_once",
+        "misfire_grace": 60,
+        "overlap": "allow",
+        "anchor": "2026-12-01T18:00:00Z",
+    },
+    "priority": 9,
+    "max_attempts": 3,
+    "retry_backoff": {"base": 10.0, "cap": 300.0},
+    "timeout": 60.0,
+    "notify": [],
+    "resources": {},
+    "on_zombie": "notify",
+    "status": "active",
+    "next_run_at": "2026-12-02T08:00:00Z",
+    "next_runs": [
+        "2026-12-02T08:00:00Z",
+        "2026-12-03T08:00:00Z",
+        "2026-12-04T08:00:00Z",
+        "2026-12-07T08:00:00Z",
+        "2026-12-08T08:00:00Z",
+    ],
+    "runs": [],
+    "created_at": "2026-12-01T18:00:00Z",
+    "updated_at": "2026-12-01T18:00:00Z",
+}
+# operation id -> example answers (201 and 200 alike).
+RESPONSE_EXAMPLES: dict[str, dict[str, tuple[str, Schema]]] = {
+    op: {"task": ("A recurring http task", TASK_EXAMPLE)}
+    for op in ("tasks_create", "tasks_retrieve", "tasks_partial_update", "tasks_update")
 }

@@ -114,11 +114,14 @@ def test_every_example_in_the_schema_is_valid_against_it(doc: dict) -> None:
             found += 1
     for operations in doc["paths"].values():
         for operation in operations.values():
-            content = operation.get("requestBody", {}).get("content", {})
-            for media in content.values():
+            bodies = [operation.get("requestBody", {})]
+            bodies += [answer for answer in operation["responses"].values()]
+            for media in (m for body in bodies for m in body.get("content", {}).values()):
                 for example in media.get("examples", {}).values():
                     validator(doc, media["schema"]).validate(example["value"])
                     found += 1
+    answers = doc["paths"]["/api/v1/tasks"]["post"]["responses"]["201"]["content"]
+    assert answers["application/json"]["examples"], "the create shows a task as answered"
     assert found >= len(PAYLOADS) + len(SCHEDULES) + 3
 
 
