@@ -31,8 +31,14 @@ class TaskUploadBody(serializers.Serializer):
     file = serializers.FileField(help_text="The executable itself.")
     name = serializers.CharField(max_length=200, required=False, allow_blank=True)
     dedup_key = serializers.CharField(max_length=200, required=False)
-    payload = serializers.CharField(required=False, help_text='JSON text: {"args"?, "env"?}.')
-    schedule = serializers.CharField(required=False, help_text="JSON text: a schedule object.")
+    payload = serializers.CharField(
+        required=False, help_text='JSON text of an ExecutablePayload: {"args"?, "env"?}.'
+    )
+    schedule = serializers.CharField(
+        required=False,
+        help_text="JSON text of a schedule (OnceSchedule ... CronSchedule), e.g. "
+        '{"type": "once", "delay": 60}.',
+    )
     priority = PriorityField(required=False)
     max_attempts = serializers.IntegerField(min_value=1, max_value=100, required=False)
     timeout = serializers.FloatField(min_value=0.001, required=False)

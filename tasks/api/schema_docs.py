@@ -21,7 +21,7 @@ Schema = dict[str, Any]
 
 
 def _ref(component: str, **meta: Any) -> Schema:
-    """A property naming one of ENUMS (allOf: OpenAPI 3.0 ignores a $ref's siblings)."""
+    """A property naming one of enum_components() (allOf: OpenAPI 3.0 ignores $ref siblings)."""
     return {"allOf": [{"$ref": f"#/components/schemas/{component}"}], **meta}
 
 
