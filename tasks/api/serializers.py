@@ -218,6 +218,10 @@ class TaskOutputSerializer(serializers.ModelSerializer):
     owner = serializers.CharField(read_only=True)
     payload = PayloadField(read_only=True)
     schedule = ScheduleField(read_only=True)
+    # As validated on the way in (the model's columns would show their types' whole ranges).
+    priority = serializers.IntegerField(min_value=0, max_value=9, read_only=True)
+    max_attempts = serializers.IntegerField(min_value=1, max_value=100, read_only=True)
+    notify = NotifySerializer(many=True, read_only=True)
     retry_backoff = RetryBackoffSerializer(read_only=True)
     next_runs = serializers.ListField(child=serializers.DateTimeField(), read_only=True)
     runs = RunSummarySerializer(many=True, read_only=True)
