@@ -1,4 +1,4 @@
-"""The workloads of `python -m bench` (BENCHMARK.md's and this project's, docs/benchmarks.md):
+"""The workloads of `python -m bench` (docs/benchmarks.md):
 each on a scratch database, printing JSON lines and then a table."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The benchmark's job body (BENCHMARK.md): one fixed-width line per start, per process file."""
+"""The benchmark's job body: one fixed-width line per start, per process file."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""BENCHMARK.md section A: the raw limit of the SKIP LOCKED design in plain SQL (psycopg 3).
+"""The raw limit of the SKIP LOCKED design in plain SQL (psycopg 3).
 
 Nothing of ours runs here: it measures what PostgreSQL on this machine allows, so every figure of
 the scheduler can be read as a ratio to it, measured in the same run.

@@ -1,4 +1,4 @@
-"""BENCHMARK.md sections B (throughput) and C (lateness) with our real role processes."""
+"""Throughput and lateness (docs/benchmarks.md) with our real role processes."""
 
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ def analyze_queue() -> None:
 
 
 def reset_queue() -> None:
-    """Empty the queue tables, then VACUUM ANALYZE and CHECKPOINT, as BENCHMARK.md prescribes."""
+    """Empty the queue tables, then VACUUM ANALYZE and CHECKPOINT, so every round starts alike."""
     with connection.cursor() as cursor:
         cursor.execute(f"TRUNCATE {TABLES} CASCADE")
         cursor.execute("VACUUM ANALYZE tasks_run")

@@ -13,8 +13,9 @@ bind = os.environ.get("GUNICORN_BIND", "0.0.0.0:8000")
 # GUNICORN_THREADS override). Chosen by measurement on 2 cores (`python -m bench api --rate 300`,
 # docs/operations.md): threads keep a process busy while PostgreSQL writes a page, and more
 # processes with fewer threads queue less behind one another's Python (one GIL per process).
-# At twice the seeds' peak, 3 x 2 held p95 at 11-21 ms in five interleaved runs where 2 x 4
-# ranged from 10 to 121 ms. Each thread holds its own database connection.
+# At 300 reads/s (twice the 150 reads/s peak the API is sized for), 3 x 2 held p95 at
+# 11-21 ms in five interleaved runs where 2 x 4 ranged from 10 to 121 ms. Each thread holds
+# its own database connection.
 # os.sched_getaffinity follows CPU pinning (taskset, cpuset); a container's CPU quota is not
 # visible to it, so set WEB_CONCURRENCY under a quota.
 worker_class = "gthread"

@@ -8,20 +8,30 @@ schedules, channels, notifications, auth, seed, health), so a generated client r
 
 Views document their own success answers and the errors only they produce (409 for a run in
 flight). What applies across the board is added here, so the schema stays honest as views come
-and go (issue 8; tests/security/test_fuzz.py holds every answer to the schema):
+and go (tests/security/test_fuzz.py holds every answer to the schema):
 
 * 401 on every operation that needs a token, and on the token endpoints (wrong credentials);
 * 400 wherever a body or a query parameter is read; 415 wherever a body is parsed;
 * 404 wherever a path takes an id, and on paginated lists (a page past the end);
 * 413 (body too large, scheduler_project.middleware) and 429 (write rate,
   scheduler_project.web.throttling) on every write.
+
+A task's `payload` and `schedule` are JSON fields to DRF; the field extensions below describe
+them as a `oneOf` of named components (tasks/api/schema_docs.py), built when the schema is
+generated so that the handler names are those registered then.
 """
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from drf_spectacular import openapi
+from drf_spectacular.extensions import OpenApiSerializerFieldExtension
+from drf_spectacular.plumbing import ResolvedComponent
+from drf_spectacular.utils import OpenApiExample
+
+from tasks.api import schema_docs
 
 API_PREFIX = "/api/v1/"
 # A POST to a path ending in one of these does something to what the path names; it creates
@@ -66,6 +76,33 @@ class AutoSchema(openapi.AutoSchema):
         if self.method == "GET" and self._is_list_view():
             return "_".join([*words, "list"])
         return "_".join([*words, self.method_mapping[self.method.lower()]])
+
+    # Each operation's summary and description (tasks/api/schema_docs.py OPERATIONS), so a
+    # view's docstring, written for whoever reads the code, does not become its documentation.
+    # An operation's own extend_schema(summary=..., description=...) still comes first.
+    def get_summary(self) -> str | None:
+        known = schema_docs.OPERATIONS.get(self.get_operation_id())
+        return known[0] if known else super().get_summary()
+
+    def get_description(self) -> str:  # type: ignore[override]  # as drf-spectacular's
+        known = schema_docs.OPERATIONS.get(self.get_operation_id())
+        return known[1] if known else super().get_description()
+
+    def get_examples(self) -> list[OpenApiExample]:
+        operation = self.get_operation_id()
+        requests = schema_docs.OPERATION_EXAMPLES.get(operation, {})
+        answers = schema_docs.RESPONSE_EXAMPLES.get(operation, {})
+        own = [
+            *(
+                OpenApiExample(name, summary=summary, value=value, request_only=True)
+                for name, (summary, value) in requests.items()
+            ),
+            *(
+                OpenApiExample(name, summary=summary, value=value, response_only=True)
+                for name, (summary, value) in answers.items()
+            ),
+        ]
+        return [*super().get_examples(), *own]
 
 
 WRITES = frozenset({"post", "put", "patch", "delete"})
@@ -144,3 +181,50 @@ def _document(path: str, method: str, operation: dict[str, Any]) -> None:
             }
         if code == "429":
             response.setdefault("headers", {}).update(RETRY_AFTER)
+
+
+def _one_of(auto_schema: Any, components: dict[str, dict]) -> list[dict]:
+    """Register the components (and the choice sets they name); their references. Copies:
+    the enum hook rewrites a schema in place, which would leave the next generation with a
+    reference to a component it no longer makes."""
+    for name, schema in schema_docs.enum_components().items():
+        component = ResolvedComponent(
+            name=name, type=ResolvedComponent.SCHEMA, schema=schema, object=name
+        )
+        auto_schema.registry.register_on_missing(component)
+    refs = []
+    for name, schema in components.items():
+        component = ResolvedComponent(
+            name=name, type=ResolvedComponent.SCHEMA, schema=copy.deepcopy(schema), object=name
+        )
+        auto_schema.registry.register_on_missing(component)
+        refs.append(component.ref)
+    return refs
+
+
+class PayloadFieldSchema(OpenApiSerializerFieldExtension):
+    """tasks.api.serializers.PayloadField: one of the payloads, by the task's `kind`."""
+
+    target_class = "tasks.api.serializers.PayloadField"
+
+    def map_serializer_field(self, auto_schema: Any, direction: str) -> dict:
+        return {
+            "oneOf": _one_of(auto_schema, schema_docs.payload_components()),
+            "description": schema_docs.PAYLOAD_DESCRIPTION,
+        }
+
+
+class ScheduleFieldSchema(OpenApiSerializerFieldExtension):
+    """tasks.api.serializers.ScheduleField: one of the schedule types, told apart by `type`."""
+
+    target_class = "tasks.api.serializers.ScheduleField"
+
+    def map_serializer_field(self, auto_schema: Any, direction: str) -> dict:
+        refs = _one_of(auto_schema, schema_docs.schedule_components())
+        mapping = dict(zip(schema_docs.SCHEDULES, (ref["$ref"] for ref in refs), strict=True))
+        return {
+            "type": "object",  # else ReDoc labels it "any"
+            "oneOf": refs,
+            "discriminator": {"propertyName": "type", "mapping": mapping},
+            "description": schema_docs.SCHEDULE_DESCRIPTION,
+        }

@@ -57,7 +57,7 @@ urlpatterns = [
     path("health", HealthView.as_view(), name="health"),
     path("health/live", LiveView.as_view(), name="health-live"),
     path("metrics", metrics_view, name="metrics"),
-    # The seed documents' routes (API.md, "Seed routes").
+    # The seed routes (docs/api.md, Endpoints).
     path("task", seed.SeedTaskView.as_view(), name="seed-task"),
     path("task/status", seed.SeedTaskStatusView.as_view(), name="seed-task-status"),
     path("task/<uuid:pk>", seed.SeedTaskDetailView.as_view(), name="seed-task-detail"),

@@ -19,7 +19,7 @@ from tasks.db import db_now
 from tasks.models import Task
 from tasks.schedules import MISFIRE_POLICIES, OVERLAP_POLICIES, TYPES, WEEKDAYS
 
-# Form field -> the schedule key it fills, per schedule type (API.md "schedule").
+# Form field -> the schedule key it fills, per schedule type (docs/api.md, "schedule").
 TYPE_FIELDS = {
     "once": ("run_at", "timezone"),
     "interval": ("every",),

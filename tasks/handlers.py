@@ -17,7 +17,7 @@ _registry: dict[str, HandlerFn] = {}
 
 @dataclass(frozen=True)
 class HandlerContext:
-    """What a handler is told about the run it serves (API.md: SCHEDULER_HANDLER_MODULES)."""
+    """What a handler is told about the run it serves (docs/api.md: SCHEDULER_HANDLER_MODULES)."""
 
     task_id: str
     run_id: str

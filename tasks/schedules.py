@@ -61,7 +61,7 @@ class ScheduleError(ValueError):
 
 
 def normalize(raw: dict | str | None, *, now: datetime) -> dict:
-    """Validate a schedule as API.md writes it and return its canonical, JSON-ready dict."""
+    """Validate a schedule as docs/api.md writes it and return its canonical, JSON-ready dict."""
     now = _as_utc(now)
     if raw is None or raw == {} or (isinstance(raw, str) and not raw.strip()):
         return {"type": "once", "run_at": _iso(now)}

@@ -1,4 +1,4 @@
-"""Input validation and output shapes of the channel and notification API (API.md)."""
+"""Input validation and output shapes of the channel and notification API (docs/api.md)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from scheduler_project import outbound_http as http
 from tasks.api.strict import ChoiceField, StrictSerializer
 from tasks.events import EVENTS
 
-# Per kind: the fields a client may send (secrets marked), as API.md lists them.
+# Per kind: the fields a client may send (secrets marked), as docs/api.md lists them.
 KIND_FIELDS = {
     "email": {"address"},
     "webhook": {"url", "secret"},

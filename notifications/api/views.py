@@ -1,4 +1,4 @@
-"""Channel and notification endpoints: validate, call one service, serialize (STYLE.md 2)."""
+"""Channel and notification endpoints: validate, call one service, serialize."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""GET /health and /health/live (API.md, Operations): per-component checks, our status and JSON.
+"""GET /health and /health/live (docs/api.md): per-component checks, our status and JSON.
 
 Each component is a django-health-check `HealthCheck`: `ServiceUnavailable` means down (the probe
 answers 503), `ServiceWarning` means degraded but working (reported; still 200). The checks run

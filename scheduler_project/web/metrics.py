@@ -1,4 +1,4 @@
-"""GET /metrics: Prometheus text format (API.md, Operations; docs/operations.md, Metrics).
+"""GET /metrics: Prometheus text format (docs/api.md, Operations; docs/operations.md, Metrics).
 
 Run, queue and process figures are read from PostgreSQL at scrape time by `DatabaseCollector`,
 so they are the same whichever API process answers and however many workers write them. Each

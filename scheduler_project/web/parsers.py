@@ -20,5 +20,5 @@ class JSONParser(parsers.JSONParser):
             raise ParseError("JSON parse error - the document is nested too deeply.") from None
 
 
-# Creating or changing a task may upload its executable as multipart part `file` (API.md).
+# Creating or changing a task may upload its executable as multipart part `file` (docs/api.md).
 UPLOAD_PARSERS = [JSONParser, parsers.MultiPartParser]

@@ -1,8 +1,8 @@
-"""The request body of creating or changing a task, as the schema declares it (issue 17).
+"""The request body of creating or changing a task, as the schema declares it.
 
 The schema declares one body type per operation: client generators choke on an operation with
 two (openapi-python-client 0.29 emits a client that does not import). So the task routes
-declare JSON, while an executable's upload keeps working there as API.md says (multipart, part
+declare JSON, while an executable's upload keeps working there as docs/api.md says (multipart, part
 `file`, with `payload`, `schedule` and `notify` as JSON text; UPLOAD_NOTE says so), and
 `POST /api/v1/tasks/upload` declares the multipart form alone (TaskUploadBody).
 """
@@ -31,8 +31,14 @@ class TaskUploadBody(serializers.Serializer):
     file = serializers.FileField(help_text="The executable itself.")
     name = serializers.CharField(max_length=200, required=False, allow_blank=True)
     dedup_key = serializers.CharField(max_length=200, required=False)
-    payload = serializers.CharField(required=False, help_text='JSON text: {"args"?, "env"?}.')
-    schedule = serializers.CharField(required=False, help_text="JSON text: a schedule object.")
+    payload = serializers.CharField(
+        required=False, help_text='JSON text of an ExecutablePayload: {"args"?, "env"?}.'
+    )
+    schedule = serializers.CharField(
+        required=False,
+        help_text="JSON text of a schedule (OnceSchedule ... CronSchedule), e.g. "
+        '{"type": "once", "delay": 60}.',
+    )
     priority = PriorityField(required=False)
     max_attempts = serializers.IntegerField(min_value=1, max_value=100, required=False)
     timeout = serializers.FloatField(min_value=0.001, required=False)

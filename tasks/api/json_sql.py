@@ -36,7 +36,7 @@ from tasks.models import CLAIMABLE_STATUSES, Run, Task
 
 Ids = Sequence[UUID] | QuerySet
 RECENT_RUNS = history.RECENT_RUNS  # a task's `runs`: its latest 20 begun runs
-NEXT_RUNS = 5  # a task's `next_runs` (API.md: up to the next 5 fire times)
+NEXT_RUNS = 5  # a task's `next_runs` (docs/api.md: up to the next 5 fire times)
 
 
 def iso_sql(column: str) -> str:

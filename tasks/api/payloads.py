@@ -1,4 +1,4 @@
-"""Validation of the `payload` object, per task kind (API.md); errors name the payload's field."""
+"""Validation of the `payload` object, per task kind (docs/api.md); errors name its field."""
 
 from __future__ import annotations
 

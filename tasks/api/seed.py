@@ -1,4 +1,4 @@
-"""The routes written in the seed design documents, as thin adapters onto the same services."""
+"""The seed routes (docs/api.md, Endpoints), as thin adapters onto the same services."""
 
 from __future__ import annotations
 
@@ -42,7 +42,7 @@ def _plain(data: Any) -> dict:
 
 
 def _form_schedule(value: str) -> str:
-    """A form field carries the schedule as JSON text; the seed's bare cron string is not JSON,
+    """A form field carries the schedule as JSON text; a seed route's bare cron string is not JSON,
     so it travels on as a JSON string (which the schedule validator reads as a cron expression)."""
     if not value.strip():
         return value
@@ -96,7 +96,7 @@ def _task_from(request: Request, value: Any) -> Task:
 
 
 def seed_representation(request: Request, task: Task) -> dict:
-    """The task as API.md returns it, plus the fields the seed's GET /task names."""
+    """The task as the API returns it, plus the fields the seed routes add (docs/api.md)."""
     data = orjson.loads(tasks_json([task.pk], owner=request.user, now=timezone.now())[0].text)
     data["task_id"] = str(task.id)
     data["payload_s3_path"] = payload_s3_path(task.executable.name if task.executable else None)
@@ -123,7 +123,7 @@ def _update(request: Request, task: Task, body: dict) -> Task:
 
 # Every seed PUT answers 204, as seed B writes `PUT /task/{id}`; the task is read back with GET.
 class SeedTaskView(APIView):
-    """POST/PUT/GET/DELETE /task (seed A)."""
+    """POST/PUT/GET/DELETE /task."""
 
     parser_classes = UPLOAD_PARSERS
 
@@ -184,7 +184,7 @@ class SeedTaskStatusSerializer(StrictSerializer):
 
 
 class SeedTaskStatusView(APIView):
-    """PUT /task/status {"task_id", "status": "enable"|"disable"} (seed A)."""
+    """PUT /task/status {"task_id", "status": "enable"|"disable"}."""
 
     @extend_schema(request=SeedTaskStatusSerializer, responses={204: None, **ERRORS})
     def put(self, request: Request) -> Response:
@@ -200,7 +200,7 @@ class SeedTaskStatusView(APIView):
 
 
 class SeedTaskDetailView(APIView):
-    """GET/PUT/DELETE /task/{id} (seed B)."""
+    """GET/PUT/DELETE /task/{id}."""
 
     parser_classes = UPLOAD_PARSERS
 
@@ -229,7 +229,7 @@ class SeedTaskDetailView(APIView):
 
 
 class SeedTaskListView(TaskListCreateView):
-    """GET /tasks (seed A): the same list as /api/v1/tasks."""
+    """GET /tasks: the same list as /api/v1/tasks."""
 
     http_method_names = ["get", "head", "options"]
 

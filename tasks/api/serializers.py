@@ -1,4 +1,4 @@
-"""Input validation of the task API (API.md) and the shape of a task as returned."""
+"""Input validation of the task API (docs/api.md) and the shape of a task as returned."""
 
 from __future__ import annotations
 
@@ -94,6 +94,14 @@ class JSONFormField(serializers.JSONField):
         return super().to_internal_value(data)
 
 
+class PayloadField(JSONFormField):
+    """A task's `payload`; scheduler_project/schema.py describes it per kind."""
+
+
+class ScheduleField(JSONFormField):
+    """A schedule; scheduler_project/schema.py describes it per type."""
+
+
 class RetryBackoffSerializer(StrictSerializer):
     base = serializers.FloatField(min_value=0.0, max_value=86400.0)
     cap = serializers.FloatField(min_value=0.0, max_value=7 * 86400.0)
@@ -123,8 +131,8 @@ class TaskInputSerializer(StrictSerializer):
     name = serializers.CharField(max_length=200, required=False, allow_blank=True)
     dedup_key = serializers.CharField(max_length=200, required=False, allow_null=True)
     kind = ChoiceField(choices=Task.Kind.choices)
-    payload = JSONFormField(required=False)
-    schedule = JSONFormField(required=False, allow_null=True)
+    payload = PayloadField(required=False)
+    schedule = ScheduleField(required=False, allow_null=True)
     priority = PriorityField(required=False)
     max_attempts = serializers.IntegerField(min_value=1, max_value=100, required=False)
     retry_backoff = RetryBackoffSerializer(required=False)
@@ -207,6 +215,12 @@ class TaskOutputSerializer(serializers.ModelSerializer):
     written by PostgreSQL (tasks/api/json_sql.py); tests hold every served task to this shape."""
 
     owner = serializers.CharField(read_only=True)
+    payload = PayloadField(read_only=True)
+    schedule = ScheduleField(read_only=True)
+    # As validated on the way in (the model's columns would show their types' whole ranges).
+    priority = serializers.IntegerField(min_value=0, max_value=9, read_only=True)
+    max_attempts = serializers.IntegerField(min_value=1, max_value=100, read_only=True)
+    notify = NotifySerializer(many=True, read_only=True)
     retry_backoff = RetryBackoffSerializer(read_only=True)
     last_run = LastRunSerializer(read_only=True, allow_null=True)
     next_run_at = serializers.DateTimeField(
@@ -263,7 +277,7 @@ class TaskOutputSerializer(serializers.ModelSerializer):
 
 
 class PreviewSerializer(StrictSerializer):
-    schedule = JSONFormField()
+    schedule = ScheduleField()
     count = serializers.IntegerField(min_value=1, max_value=100, default=5)
 
     def validate_schedule(self, value: Any) -> dict:

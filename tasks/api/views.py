@@ -1,4 +1,4 @@
-"""Task and run endpoints: validate, call one service, serialize (STYLE.md section 2)."""
+"""Task and run endpoints: validate, call one service, serialize (docs/architecture.md)."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ from scheduler_project.web.parsers import UPLOAD_PARSERS
 from scheduler_project.web.renderers import RawJSON
 from tasks import history, planning
 from tasks.api import filtering
-from tasks.api.bodies import TASK_BODY, UPLOAD_BODY, UPLOAD_NOTE
+from tasks.api.bodies import TASK_BODY, UPLOAD_BODY
 from tasks.api.creation_warnings import task_warnings, with_warnings
 from tasks.api.filtering import PriorityFilter
 from tasks.api.json_sql import (
@@ -39,7 +39,12 @@ from tasks.api.json_sql import (
 )
 from tasks.api.pagination import Pagination
 from tasks.api.run_serializers import RunSerializer
-from tasks.api.serializers import PreviewSerializer, TaskInputSerializer, TaskOutputSerializer
+from tasks.api.serializers import (
+    PreviewSerializer,
+    ScheduleField,
+    TaskInputSerializer,
+    TaskOutputSerializer,
+)
 from tasks.db import db_now
 from tasks.models import Run, Task
 from tasks.transitions import creation, lifecycle, run_actions
@@ -112,7 +117,6 @@ class TaskListCreateView(PagedListView):
 
     @extend_schema(
         request=TASK_BODY,
-        description=UPLOAD_NOTE,
         responses={201: TaskOutputSerializer, 200: TaskOutputSerializer, **ERRORS},
     )
     def post(self, request: Request) -> Response:
@@ -164,7 +168,6 @@ class TaskDetailView(APIView):
 
     @extend_schema(
         request=TASK_BODY,
-        description=UPLOAD_NOTE,
         responses={200: TaskOutputSerializer, **ERRORS, **CONFLICT},
     )
     def patch(self, request: Request, pk: Any) -> Response:
@@ -172,7 +175,6 @@ class TaskDetailView(APIView):
 
     @extend_schema(
         request=TASK_BODY,
-        description=UPLOAD_NOTE,
         responses={200: TaskOutputSerializer, **ERRORS, **CONFLICT},
     )
     def put(self, request: Request, pk: Any) -> Response:
@@ -365,7 +367,7 @@ PREVIEW_OUTPUT = inline_serializer(
     {
         "next_runs": serializers.ListField(child=serializers.DateTimeField()),
         # The normalized schedule, with the misfire grace that applies (a recurring one).
-        "schedule": serializers.JSONField(),
+        "schedule": ScheduleField(read_only=True),
     },
 )
 

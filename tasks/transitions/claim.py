@@ -1,7 +1,7 @@
 """The worker's transitions: claim runs, record their outcomes (fenced), hold them (heartbeats).
 
 Plain SQL (tasks/sql/claim.sql) because these statements run thousands of times a second and
-each must be exactly one round trip; DESIGN.md section 4 is the contract they implement. The
+each must be exactly one round trip; docs/architecture.md describes the claim they implement. The
 claim and the outcome write run as prepared statements (tasks/db.py `prepared_cursor`).
 """
 

@@ -72,7 +72,7 @@ def retry_run(*, run: Run, now: datetime) -> Run:
             raise Conflict(f"only failed or cancelled runs can be retried, not {run.status}")
         task = Task.objects.get(pk=run.task_id)
         if task.status == Task.Status.CANCELLED:
-            # A cancelled task has no further runs (API.md, DELETE); reviving one would run it.
+            # A cancelled task has no further runs (docs/api.md, DELETE); reviving one would run it.
             raise Conflict("the task is cancelled")
         run.status = Run.Status.SCHEDULED
         run.execute_at = now

@@ -3,7 +3,8 @@
 The generator is a tool no one here wrote: it reads /api/schema/ from a real server, must print
 no warning, and its client (imported from a temporary folder) gets a token, creates a task,
 waits until a real worker process completed it, lists its runs, previews a schedule and
-uploads an executable task.
+uploads an executable task, with the payloads and schedules as the typed models the schema's
+`oneOf`s become.
 """
 
 from __future__ import annotations
@@ -56,7 +57,9 @@ def test_generated_client_runs_token_create_wait_runs_preview(processes, tmp_pat
     UserFactory(username="generated")
     base = serve(processes)
     output = generate(base, tmp_path)
+    # openapi-python-client reports what it could not model as warnings (and still exits 0).
     assert "warning" not in output.lower(), output
+    assert output.strip().startswith("Generating"), output
 
     sys.path.insert(0, str(tmp_path))
     try:
@@ -78,15 +81,21 @@ def test_generated_client_runs_token_create_wait_runs_preview(processes, tmp_pat
             base_url=base, token=token.access, raise_on_unexpected_status=True
         )
 
+        # The payload and schedule are typed models, one per kind and schedule type.
+        args = models.HandlerPayloadArgs.from_dict({"from": "generated client"})
         body = models.TaskInputRequest(
             kind=models.TaskKindEnum.HANDLER,
             name="generated",
-            payload={"name": "echo", "args": {"from": "generated client"}},
+            payload=models.HandlerPayload(name=models.HandlerName.ECHO, args=args),
+            schedule=models.OnceSchedule(type_=models.OnceScheduleTypeEnum.ONCE),
         )
         created = tasks_create.sync_detailed(client=client, body=body)
         assert created.status_code == 201, created.content
         task = created.parsed
         assert isinstance(task, models.TaskOutput)
+        assert isinstance(task.payload, models.HandlerPayload)
+        assert task.payload.name == models.HandlerName.ECHO
+        assert isinstance(task.schedule, models.OnceSchedule)
 
         def completed() -> object:
             current = tasks_retrieve.sync(client=client, id=task.id)
@@ -103,11 +112,16 @@ def test_generated_client_runs_token_create_wait_runs_preview(processes, tmp_pat
         assert run.output == '{"from": "generated client"}'
         assert [a.outcome for a in run.attempts] == [models.OutcomeEnum.SUCCEEDED]
 
-        schedule = {"type": "cron", "expression": "0 9 * * *", "timezone": "Europe/Berlin"}
-        times = preview.sync(client=client, body=models.PreviewRequest(schedule=schedule, count=3))
+        cron = models.CronSchedule(
+            type_=models.CronScheduleTypeEnum.CRON, expression="0 9 * * *", timezone="Europe/Berlin"
+        )
+        times = preview.sync(client=client, body=models.PreviewRequest(schedule=cron, count=3))
         assert isinstance(times, models.SchedulePreviewOutput)
         assert len(times.next_runs) == 3
         assert all(at.hour in (7, 8) and at.minute == 0 for at in times.next_runs)
+        # The answer's schedule is parsed into the branch its `type` names, defaults filled in.
+        assert isinstance(times.schedule, models.CronSchedule)
+        assert times.schedule.misfire == models.MisfirePolicy.RUN_ONCE
 
         # The one multipart operation: an executable task and its file.
         script = client_types.File(payload=io.BytesIO(b"#!/bin/sh\necho hi\n"), file_name="job.sh")
@@ -118,6 +132,7 @@ def test_generated_client_runs_token_create_wait_runs_preview(processes, tmp_pat
         assert uploaded.status_code == 201, uploaded.content
         assert uploaded.parsed.kind == models.TaskKindEnum.EXECUTABLE
         assert uploaded.parsed.executable
+        assert isinstance(uploaded.parsed.payload, models.ExecutablePayload)
     finally:
         sys.path.remove(str(tmp_path))
         for name in [m for m in sys.modules if m.split(".")[0] == "scheduler_client"]:

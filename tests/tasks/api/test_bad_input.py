@@ -1,4 +1,4 @@
-"""What a client sends wrongly answers 400 naming the field, never 500 (API.md)."""
+"""What a client sends wrongly answers 400 naming the field, never 500 (docs/api.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The seed documents' routes (API.md "Seed routes"), onto the same services."""
+"""The seed routes (docs/api.md, Endpoints), onto the same services."""
 
 from __future__ import annotations
 
