@@ -19,7 +19,7 @@ from jsonschema.exceptions import ValidationError
 from openapi_schema_validator import OAS30Validator
 from rest_framework.test import APIClient
 
-from notifications import http
+from scheduler_project import outbound_http as http
 from tasks import handlers, schedules
 
 JSON = {"HTTP_ACCEPT": "application/vnd.oai.openapi+json"}
