@@ -31,7 +31,7 @@ from tasks.worker.k8s_job import (
     job_state,
     terminated_exit_code,
 )
-from tasks.worker.zombies import Activity
+from tasks.worker.zombie_tracker import Activity
 
 logger = logging.getLogger("tasks.worker")
 PREVIOUS_GONE_SECONDS = 60.0  # how long to wait for an earlier attempt's Job to go away
@@ -51,8 +51,8 @@ def execute(
     admission: Admission | None = None,
 ) -> ExecutionResult:
     """The worker's executor: executables as Jobs, every other kind as before. A Job reports
-    its log output and status changes to `activity` (zombie detection, tasks/worker/zombies.py:
-    its CPU is not visible here)."""
+    its log output and status changes to `activity` (zombie detection,
+    tasks/worker/zombie_tracker.py: its CPU is not visible here)."""
     try:
         if run.kind != "executable":
             return executors.execute(run, cancel=cancel, timeout=timeout, activity=activity)

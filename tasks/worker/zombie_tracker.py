@@ -2,7 +2,7 @@
 TASKS_ZOMBIE_AFTER_SECONDS, flagged to their owner (docs/api.md, Zombie runs). A Kubernetes
 Job's CPU is not visible here (the pod's metrics are not read), so a Job is a zombie when it
 wrote no log output and its status did not change for that long. Pure code: the sandbox (or the
-Job's follower, tasks/worker/k8s.py) records activity, the worker's watch thread calls
+Job's follower, tasks/worker/k8s_executor.py) records activity, the worker's watch thread calls
 `Tracker.check` once per heartbeat and writes what changed (tasks/transitions/zombie.py).
 """
 

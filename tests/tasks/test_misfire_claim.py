@@ -14,7 +14,7 @@ from datetime import timedelta
 import pytest
 from django.db import connection, transaction
 
-from tasks import planning
+from tasks import occurrences
 from tasks.db import db_now
 from tasks.models import Run, Task
 from tasks.transitions import claim
@@ -89,15 +89,15 @@ def test_skip_records_every_missed_occurrence_skipped() -> None:
 
 
 def test_run_all_runs_every_missed_occurrence_up_to_the_cap() -> None:
-    task = planned_on_time("run_all", seconds=planning.RUN_ALL_CAP + 20)
+    task = planned_on_time("run_all", seconds=occurrences.RUN_ALL_CAP + 20)
     claim_all()
 
     history = statuses(task)
     skipped = history.count("skipped")
     assert history == ["skipped"] * skipped + ["running"] * (len(history) - skipped)
     # Only the late ones beyond the latest RUN_ALL_CAP late ones are skipped.
-    assert 1 <= skipped <= planning.RUN_ALL_CAP + 21 - planning.RUN_ALL_CAP - GRACE + 1
-    assert history.count("running") >= planning.RUN_ALL_CAP
+    assert 1 <= skipped <= occurrences.RUN_ALL_CAP + 21 - occurrences.RUN_ALL_CAP - GRACE + 1
+    assert history.count("running") >= occurrences.RUN_ALL_CAP
 
 
 def test_retries_and_one_time_tasks_are_never_missed() -> None:

@@ -11,7 +11,7 @@ from datetime import timedelta
 
 import pytest
 
-from tasks import planning, schedules
+from tasks import occurrences, schedules
 from tasks.db import db_now
 from tasks.models import TERMINAL_STATUSES, Run, Task
 from tasks.transitions import creation, lifecycle
@@ -97,7 +97,7 @@ def test_each_misfire_policy_after_ten_minutes_without_a_scheduler(processes):
     # catch-up (issue 13): occurrences within the grace when planned may be late by then, and
     # count among the latest RUN_ALL_CAP late ones, so a few of planning's 100 may be skipped.
     assert ran == missed_capped[len(missed_capped) - len(ran) :]
-    assert planning.RUN_ALL_CAP - 2 * GRACE <= len(ran) <= planning.RUN_ALL_CAP
+    assert occurrences.RUN_ALL_CAP - 2 * GRACE <= len(ran) <= occurrences.RUN_ALL_CAP
     assert {history[at] for at in missed_capped[: -len(ran)]} == {"skipped"}
     # Late, but within the grace period: not missed, so these run whatever the policy.
     late = [history[at] for at in history if at >= cutoff]

@@ -10,7 +10,7 @@ import pytest
 from django.contrib.auth.models import AbstractBaseUser
 
 from notifications.models import Notification
-from tasks import planning, schedules
+from tasks import occurrences, schedules
 from tasks.models import Run, Task
 from tasks.transitions import creation, lifecycle, plan
 from tests.factories import UserFactory
@@ -49,7 +49,7 @@ def test_occurrences_inside_a_pause_are_skipped_whatever_the_misfire_policy(owne
     lifecycle.resume_task(task=task, now=T0 + 25 * S)
 
     runs = history(task)
-    assert runs[10] == runs[20] == ("skipped", planning.PAUSED_REASON)
+    assert runs[10] == runs[20] == ("skipped", occurrences.PAUSED_REASON)
     assert runs[30] == ("scheduled", "") and runs[50] == ("scheduled", "")
     assert sorted(runs) == list(range(10, 60, 10))  # each occurrence once, none left out
 
@@ -62,7 +62,7 @@ def test_an_occurrence_due_before_the_pause_follows_the_misfire_policy(owner) ->
 
     runs = history(task)
     assert runs[10] == ("scheduled", "")  # late, within the grace: it runs
-    assert runs[20] == ("skipped", planning.PAUSED_REASON)
+    assert runs[20] == ("skipped", occurrences.PAUSED_REASON)
 
 
 def test_a_long_pause_is_recorded_over_several_passes(owner, settings) -> None:
@@ -77,7 +77,7 @@ def test_a_long_pause_is_recorded_over_several_passes(owner, settings) -> None:
     runs = Run.objects.filter(task=task)
     inside = runs.filter(scheduled_at__lt=resumed)
     assert inside.count() == 1439
-    assert set(inside.values_list("status", "error")) == {("skipped", planning.PAUSED_REASON)}
+    assert set(inside.values_list("status", "error")) == {("skipped", occurrences.PAUSED_REASON)}
     assert runs.filter(scheduled_at__gte=resumed, status="scheduled").exists()
 
 
@@ -90,7 +90,7 @@ def test_a_pause_sends_no_missed_notifications(owner, settings) -> None:
     lifecycle.resume_task(task=task, now=T0 + 25 * S)
 
     runs = history(task)
-    assert (runs[10][0], runs[20]) == ("skipped", ("skipped", planning.PAUSED_REASON))
+    assert (runs[10][0], runs[20]) == ("skipped", ("skipped", occurrences.PAUSED_REASON))
     sent = Notification.objects.filter(channel=channel)
     assert [(n.event, n.run.scheduled_at) for n in sent] == [("missed", T0 + 10 * S)]
 

@@ -1,4 +1,4 @@
-"""tasks.planning: materialising occurrences, idempotently, with the misfire policies."""
+"""tasks.occurrences: materialising occurrences, idempotently, with the misfire policies."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from django.contrib.auth.models import AbstractBaseUser
 
-from tasks import planning, schedules
+from tasks import occurrences, schedules
 from tasks.models import Run, Task
 from tasks.transitions import creation
 from tasks.transitions.plan import PlanResult, plan_due_tasks, plan_task
@@ -146,15 +146,15 @@ def test_misfire_run_all_is_capped(owner: AbstractBaseUser) -> None:
 
     runs = runs_by_status(task)
     # 199 missed (before now - grace); on time: now - 1 min and now.
-    assert len(runs["skipped"]) == 199 - planning.RUN_ALL_CAP
+    assert len(runs["skipped"]) == 199 - occurrences.RUN_ALL_CAP
     missed_run = [at for at in runs["scheduled"] if at < now - MINUTE]
-    assert len(missed_run) == planning.RUN_ALL_CAP
+    assert len(missed_run) == occurrences.RUN_ALL_CAP
     # The latest missed are the ones replayed.
     assert max(runs["skipped"]) < min(runs["scheduled"])
 
 
 def test_run_once_over_several_passes_runs_one(owner: AbstractBaseUser) -> None:
-    task, now = late_minutely(owner, "run_once", planning.MAX_OCCURRENCES_PER_PASS + 200)
+    task, now = late_minutely(owner, "run_once", occurrences.MAX_OCCURRENCES_PER_PASS + 200)
 
     plan(task, now)
     assert "scheduled" not in runs_by_status(task)  # the catch-up continues next pass
@@ -209,13 +209,13 @@ def test_next_planning_at_is_the_earliest_next_run_minus_lookahead(
     make_task(owner, {"type": "interval", "every": 3600})
     make_task(owner, {"type": "interval", "every": 600})
 
-    assert planning.next_planning_at() == T0 + timedelta(seconds=600 - 30)
+    assert occurrences.next_planning_at() == T0 + timedelta(seconds=600 - 30)
 
 
 def test_preview_uses_the_planning_code(owner: AbstractBaseUser) -> None:
     schedule = schedules.normalize({"type": "interval", "every": 60}, now=T0)
 
-    assert planning.preview(schedule, now=T0, count=3) == [T0 + i * MINUTE for i in (1, 2, 3)]
+    assert occurrences.preview(schedule, now=T0, count=3) == [T0 + i * MINUTE for i in (1, 2, 3)]
 
 
 def test_task_whose_last_occurrences_are_skipped_completes(owner: AbstractBaseUser) -> None:

@@ -8,7 +8,7 @@ import pytest
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 
-from tasks import planning, schedules
+from tasks import occurrences, schedules
 from tasks.db import db_now
 from tasks.management.commands.runscheduler import MIN_PAUSE_SECONDS
 from tasks.management.commands.runscheduler import Command as Scheduler
@@ -58,34 +58,34 @@ def statuses(task: Task) -> dict[str, list[datetime]]:
 
 def test_run_all_runs_the_latest_hundred_of_a_catch_up_longer_than_a_pass(owner) -> None:
     task = make_task(owner, {"type": "interval", "every": 60, "misfire": "run_all"})
-    now = T0 + (planning.MAX_OCCURRENCES_PER_PASS + 300) * MINUTE
+    now = T0 + (occurrences.MAX_OCCURRENCES_PER_PASS + 300) * MINUTE
 
     plan(task, now)
     plan(task, now)
 
     runs = statuses(task)
     missed_run = [at for at in runs["scheduled"] if at < now - MINUTE]
-    assert len(missed_run) == planning.RUN_ALL_CAP  # not one hundred per pass
+    assert len(missed_run) == occurrences.RUN_ALL_CAP  # not one hundred per pass
     assert max(runs["skipped"]) < min(missed_run)
-    assert len(runs["skipped"]) + len(missed_run) == planning.MAX_OCCURRENCES_PER_PASS + 298
+    assert len(runs["skipped"]) + len(missed_run) == occurrences.MAX_OCCURRENCES_PER_PASS + 298
 
 
 def test_run_once_runs_the_latest_missed_when_a_pass_ends_on_it(owner) -> None:
     task = make_task(owner, {"type": "interval", "every": 60})
     # The first pass ends on the first occurrence inside the grace period: every missed one is
     # in it, but the catch-up goes on in a second pass.
-    now = T0 + (planning.MAX_OCCURRENCES_PER_PASS + 1) * MINUTE
+    now = T0 + (occurrences.MAX_OCCURRENCES_PER_PASS + 1) * MINUTE
 
     plan(task, now)
     plan(task, now)
 
     runs = statuses(task)
-    assert len(runs["skipped"]) == planning.MAX_OCCURRENCES_PER_PASS - 2
+    assert len(runs["skipped"]) == occurrences.MAX_OCCURRENCES_PER_PASS - 2
     assert runs["scheduled"] == [now - 2 * MINUTE, now - MINUTE, now]
 
 
 def test_run_once_under_max_runs_counts_only_occurrences_that_will_exist(owner) -> None:
-    schedule = {"type": "interval", "every": 60, "max_runs": planning.MAX_OCCURRENCES_PER_PASS}
+    schedule = {"type": "interval", "every": 60, "max_runs": occurrences.MAX_OCCURRENCES_PER_PASS}
     task = make_task(owner, schedule)
     now = T0 + 2000 * MINUTE
 
@@ -93,7 +93,7 @@ def test_run_once_under_max_runs_counts_only_occurrences_that_will_exist(owner) 
 
     runs = statuses(task)
     # max_runs ends the schedule inside the first pass: its last occurrence is the latest missed.
-    assert runs["scheduled"] == [T0 + planning.MAX_OCCURRENCES_PER_PASS * MINUTE]
+    assert runs["scheduled"] == [T0 + occurrences.MAX_OCCURRENCES_PER_PASS * MINUTE]
     task.refresh_from_db()
     assert task.next_unplanned_at is None
 
@@ -127,7 +127,7 @@ def test_next_runs_lists_planned_occurrences_first(owner) -> None:
     task = make_task(owner, {"type": "interval", "every": 10})
     assert task.next_unplanned_at == T0 + 40 * SECOND  # 10, 20 and 30 s are planned already
 
-    times = planning.next_runs(task, now=T0, count=5)
+    times = occurrences.next_runs(task, now=T0, count=5)
 
     assert times == [T0 + s * SECOND for s in (10, 20, 30, 40, 50)]
 
@@ -139,7 +139,7 @@ def test_next_runs_leaves_out_skipped_and_started_occurrences(owner) -> None:
     )
     lifecycle.skip_next(task=task, now=T0)  # 20 s
 
-    times = planning.next_runs(task, now=T0, count=5)
+    times = occurrences.next_runs(task, now=T0, count=5)
 
     assert times == [T0 + 30 * SECOND, T0 + 40 * SECOND]  # max_runs ends it after 40 s
 

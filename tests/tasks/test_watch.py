@@ -9,7 +9,7 @@ import pytest
 
 from tasks.models import Process, RunCounter
 from tasks.worker.watch import Watch
-from tasks.worker.zombies import Activity, RunKey
+from tasks.worker.zombie_tracker import Activity, RunKey
 from tests.conftest import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)

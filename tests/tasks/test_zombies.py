@@ -1,4 +1,4 @@
-"""tasks.worker.zombies against real process trees (no database)."""
+"""tasks.worker.zombie_tracker against real process trees (no database)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tasks.worker.zombies import Activity, Tracker, tree_cpu_ticks
+from tasks.worker.zombie_tracker import Activity, Tracker, tree_cpu_ticks
 
 
 @pytest.fixture
