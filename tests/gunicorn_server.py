@@ -1,4 +1,4 @@
-"""Fixtures for the operations tests: a real gunicorn serving the test database."""
+"""The `gunicorn` fixture: a real gunicorn serving the test database."""
 
 from __future__ import annotations
 

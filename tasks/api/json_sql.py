@@ -6,7 +6,7 @@ their attempts. Loading them as models, parsing every timestamp and formatting i
 most of those requests' time; PostgreSQL writes the same JSON in a fraction of it, and the
 response renderer (ORJSONRenderer) writes it as it is. The serializers describe this
 shape in the OpenAPI schema; tests hold every served response to that schema
-(tests/tasks/api/test_schema_conformance.py) and these statements to DRF's formats
+(tests/tasks/api/test_json_sql_schema_conformance.py) and these statements to DRF's formats
 (tests/tasks/api/test_json_sql.py).
 
 Only a task's next fire times (`next_run_at`, `next_runs`, `next_runs_detail`) are computed in

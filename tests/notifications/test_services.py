@@ -26,7 +26,7 @@ from tests.notifications.conftest import (
     subscribed_task,
     webhook_channel,
 )
-from tests.notifications.test_email_transport import _free_port, _Mailbox
+from tests.notifications.transports.test_email import _free_port, _Mailbox
 
 pytestmark = pytest.mark.django_db
 

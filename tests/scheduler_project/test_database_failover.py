@@ -1,5 +1,5 @@
 """Issue 16 in process: multi-host URLs, connections to a read-only server dropped, a database
-that cannot be reached answered 503 with Retry-After (tests/tasks/test_failover.py does it all
+that cannot be reached answered 503 with Retry-After (tests/system/test_failover.py does it all
 with real processes and a real failover)."""
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from tasks.models import Run
 from tasks.transitions import claim
 from tasks.transitions.rescue import rescue_stuck_runs
 from tests.factories import RunFactory, TaskFactory, UserFactory
-from tests.security.test_production_settings import python_setting
+from tests.scheduler_project.test_settings_production import python_setting
 
 
 def test_several_hosts_keep_their_own_ports_and_the_session_attributes() -> None:

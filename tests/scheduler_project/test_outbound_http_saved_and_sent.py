@@ -3,7 +3,7 @@
 Refused with a 400 naming the field when a channel or an `http` task is saved, and again when
 the request is sent: a host that passed at save time but resolves to the loopback later (DNS
 rebinding) gives a failed attempt with a clear error, and a redirect to another host is never
-followed (tests/notifications/test_http_guard.py covers the guard function by function).
+followed (tests/scheduler_project/test_outbound_http.py covers the guard function by function).
 """
 
 from __future__ import annotations

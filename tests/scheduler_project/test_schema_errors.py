@@ -1,5 +1,5 @@
 """The served schema documents the errors every operation can give (scheduler_project/schema.py);
-the fuzz test (test_fuzz.py, `make test-fuzz`) then holds every real answer to it."""
+the fuzz test (tests/system/test_fuzz.py, `make test-fuzz`) then holds every real answer to it."""
 
 from __future__ import annotations
 

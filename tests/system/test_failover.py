@@ -3,7 +3,7 @@
 A primary with a synchronous standby (tests/tasks/pg_pair.py); every role on the two-host URL
 (`target_session_attrs=read-write`); one-time tasks created through the API every 100 ms and a
 1-second recurring task; the primary stopped with `-m immediate` and the standby promoted 2 s
-later. Run with `pytest -m chaos -s tests/tasks/test_failover.py` to see the figures.
+later. Run with `pytest -m chaos -s tests/system/test_failover.py` to see the figures.
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ from tasks.worker.k8s_job import HASH_MISMATCH, HASH_MISMATCH_EXIT, Cluster
 from tests.conftest import process_env, wait_for
 from tests.factories import RunFactory, TaskFactory
 from tests.k8s_standin import FakeJob, KubeStandIn
-from tests.tasks.test_object_storage import bucket, s3_endpoint, s3_env  # noqa: F401
+from tests.tasks.test_storage import bucket, s3_endpoint, s3_env  # noqa: F401
 
 IMAGE = "registry.example/scheduler-payload:1"
 

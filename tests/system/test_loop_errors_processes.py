@@ -10,7 +10,7 @@ from django.test import override_settings
 from tasks.models import Process, Run
 from tests.conftest import wait_for
 from tests.factories import RunFactory, TaskFactory
-from tests.ops.test_metrics import scrape, value
+from tests.scheduler_project.web.test_metrics import scrape, value
 
 pytestmark = pytest.mark.processes
 NOOP = {"name": "noop", "args": {}}

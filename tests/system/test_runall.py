@@ -19,7 +19,7 @@ import requests
 
 from tests.conftest import ROOT, free_port, process_env, wait_for, wait_for_api
 from tests.factories import UserFactory
-from tests.ops.test_metrics import value
+from tests.scheduler_project.web.test_metrics import value
 
 MANAGE = str(ROOT / "manage.py")
 PASSWORD = "password-123"  # tests.factories.UserFactory's

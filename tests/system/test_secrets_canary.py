@@ -33,7 +33,7 @@ from notifications import services as notification_services
 from notifications.models import Notification
 from tasks.models import Run
 from tasks.worker.worker import Worker
-from tests.notifications.test_email_transport import _free_port
+from tests.notifications.transports.test_email import _free_port
 
 pytestmark = pytest.mark.django_db
 

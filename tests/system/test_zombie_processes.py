@@ -21,7 +21,7 @@ from tests.notifications.conftest import (
     subscribed_task,
     webhook_channel,
 )
-from tests.notifications.test_processes import role_env
+from tests.system.test_notifications_processes import role_env
 
 pytestmark = pytest.mark.processes
 

@@ -3,7 +3,7 @@
 The serializers describe the shape and json_sql.py writes it: schemathesis' response checks
 hold each to the other, over real rows in every state that changes the output (nulls, attempts,
 executables, paused and finished tasks), for each read and for the writes that return a task or
-a run. The fuzz tests (tests/security/test_fuzz.py) do the same with generated requests.
+a run. The fuzz tests (tests/system/test_fuzz.py) do the same with generated requests.
 """
 
 from __future__ import annotations
