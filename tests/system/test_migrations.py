@@ -17,7 +17,7 @@ from django.db import connection
 
 from scheduler_project.sql import queries
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SCRATCH = "live_definitions"
 # Statements that define schema objects (a file's other statements are the application's).
 DEFINES = re.compile(

@@ -19,7 +19,7 @@ from tasks.db import connect
 from tests.conftest import process_env
 
 pytestmark = pytest.mark.django_db
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def _shown(conn) -> str:
