@@ -71,7 +71,7 @@ from notifications import http
 if TYPE_CHECKING:
     from notifications.models import Channel
 def late():
-    from notifications.delivery import start_delivery_thread
+    from notifications.delivery_thread import start_delivery_thread
     return import_string("notifications.api.serializers.validate_notify_channels")
 """
     found = references(source, module="tasks.api.views", is_package=False)

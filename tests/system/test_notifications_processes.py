@@ -9,7 +9,7 @@ import pytest
 from django.conf import settings
 from django.core.management import call_command
 
-from notifications.delivery import DeliveryThread
+from notifications.delivery_thread import DeliveryThread
 from notifications.models import Notification
 from tasks.models import Run
 from tests.conftest import process_env, wait_for

@@ -10,7 +10,7 @@ from django.db import connection
 from rest_framework.exceptions import ValidationError
 
 from notifications.api.serializers import ChannelInputSerializer
-from notifications.delivery import DeliveryThread
+from notifications.delivery_thread import DeliveryThread
 from notifications.messages import HEADLINES
 from notifications.models import Channel, Notification
 from tasks import events, outbox
