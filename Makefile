@@ -7,11 +7,9 @@ PYTEST_ARGS ?=
 RUN_ARGS ?=
 # What the SQL-semantics run covers (CI runs it on PostgreSQL 16 too): every read the API serves,
 # the claim, planning.
-SQL_TESTS := tests/tasks/api tests/notifications/api tests/security/test_isolation.py \
-	tests/tasks/test_capacity_claim.py tests/tasks/test_claim_ahead.py \
-	tests/tasks/test_misfire_claim.py tests/tasks/test_reliability.py tests/tasks/test_services.py \
-	tests/tasks/test_planning.py tests/tasks/test_recurring_planning.py \
-	tests/tasks/test_recurring_api.py tests/ops/test_database_failover.py
+SQL_TESTS := tests/tasks/api tests/notifications/api tests/tasks/transitions \
+	tests/tasks/worker/test_worker_claim_ahead.py tests/tasks/test_occurrences.py \
+	tests/scheduler_project/test_database_failover.py
 
 .DEFAULT_GOAL := help
 

@@ -33,6 +33,6 @@ def validate_notify_channels(entries: list[dict], *, owner: Any) -> list[dict]:
 
 def start_delivery_thread() -> Companion | None:
     """The worker's delivery thread, when NOTIFICATIONS_DELIVER_IN_WORKER."""
-    from notifications import delivery
+    from notifications import delivery_thread
 
-    return delivery.start_delivery_thread()
+    return delivery_thread.start_delivery_thread()

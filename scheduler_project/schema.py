@@ -8,7 +8,7 @@ schedules, channels, notifications, auth, seed, health), so a generated client r
 
 Views document their own success answers and the errors only they produce (409 for a run in
 flight). What applies across the board is added here, so the schema stays honest as views come
-and go (tests/security/test_fuzz.py holds every answer to the schema):
+and go (tests/system/test_fuzz.py holds every answer to the schema):
 
 * 401 on every operation that needs a token, and on the token endpoints (wrong credentials);
 * 400 wherever a body or a query parameter is read; 415 wherever a body is parsed;

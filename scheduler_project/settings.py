@@ -323,7 +323,7 @@ TASKS_SHUTDOWN_GRACE_SECONDS = env_float("TASKS_SHUTDOWN_GRACE_SECONDS", 30.0)
 SCHEDULER_SANDBOX_ALLOW_RLIMIT_ONLY = env_bool("SCHEDULER_SANDBOX_ALLOW_RLIMIT_ONLY", False)
 # An executable whose processes used no CPU and wrote nothing this long is flagged zombie.
 TASKS_ZOMBIE_AFTER_SECONDS = env_float("TASKS_ZOMBIE_AFTER_SECONDS", 600.0)
-# `runworker --executor kubernetes` (tasks/worker/k8s.py): executables as batch/v1 Jobs.
+# `runworker --executor kubernetes` (tasks/worker/k8s_executor.py): executables as batch/v1 Jobs.
 SCHEDULER_K8S_NAMESPACE = os.environ.get("SCHEDULER_K8S_NAMESPACE", "default")
 # The payload's image: it needs a POSIX shell and curl or python3 to fetch the executable.
 SCHEDULER_K8S_IMAGE = os.environ.get("SCHEDULER_K8S_IMAGE", "python:3.12-slim")

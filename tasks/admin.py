@@ -23,7 +23,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
-from tasks import history, planning
+from tasks import history, occurrences
 from tasks.admin_forms import SCHEDULE_FIELDS, TaskAdminForm, schedule_help
 from tasks.admin_lists import (
     EstimatedCountPaginator,
@@ -157,7 +157,7 @@ class TaskAdmin(admin.ModelAdmin):
     def next_fire_times(self, task: Task) -> str:
         if task.pk is None:
             return "Shown once the task is saved."
-        times = planning.next_runs(task, now=timezone.now(), count=5)
+        times = occurrences.next_runs(task, now=timezone.now(), count=5)
         if not times:
             return "None: the task is not active or has no occurrence left."
         zone = timezone.get_default_timezone()

@@ -42,7 +42,7 @@ def last_run(field: str) -> Subquery:
 
 
 def next_run_at(now: datetime) -> Case:
-    """Each active task's next fire time, `next_runs[0]` as planning.next_runs computes it: its
+    """Each active task's next fire time, `next_runs[0]` as occurrences.next_runs computes it: its
     earliest occurrence planned but not begun (due at `now` or later), or else the planner's
     cursor, the first occurrence not planned yet. NULL for a task that is not active."""
     pending = Run.objects.filter(upcoming(now), task_id=OuterRef("pk")).order_by("scheduled_at")

@@ -97,13 +97,13 @@ class Task(models.Model):
     next_unplanned_at = models.DateTimeField(null=True, blank=True)
     runs_planned = models.PositiveIntegerField(default=0)
     # The task's last pause: occurrences whose time fell from paused_at until resumed_at are
-    # recorded skipped when it is resumed (tasks/planning.py), instead of all running at once.
+    # recorded skipped when it is resumed (tasks/occurrences.py), instead of all running at once.
     paused_at = models.DateTimeField(null=True, blank=True)
     resumed_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
-    # Set with the task's JSON (tasks/api/json_sql.py) for planning.next_runs; not a field.
+    # Set with the task's JSON (tasks/api/json_sql.py) for occurrences.next_runs; not a field.
     pending_times: list[datetime] | None = None
 
     class Meta:

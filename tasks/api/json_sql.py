@@ -6,7 +6,7 @@ their attempts. Loading them as models, parsing every timestamp and formatting i
 most of those requests' time; PostgreSQL writes the same JSON in a fraction of it, and the
 response renderer (ORJSONRenderer) writes it as it is. The serializers describe this
 shape in the OpenAPI schema; tests hold every served response to that schema
-(tests/tasks/api/test_schema_conformance.py) and these statements to DRF's formats
+(tests/tasks/api/test_json_sql_schema_conformance.py) and these statements to DRF's formats
 (tests/tasks/api/test_json_sql.py).
 
 Only a task's next fire times (`next_run_at`, `next_runs`, `next_runs_detail`) are computed in
@@ -29,7 +29,7 @@ from django.db import router
 from django.db.models import Model, QuerySet
 
 from scheduler_project.web.renderers import RawJSON
-from tasks import history, planning
+from tasks import history, occurrences
 from tasks.db import prepared_cursor
 from tasks.ids import idempotency_key_sql
 from tasks.models import CLAIMABLE_STATUSES, Run, Task
@@ -128,7 +128,8 @@ SELECT json_build_object(
            'id', t.id, 'owner', %(owner_name)s::text, 'name', t.name, 'dedup_key', t.dedup_key,
            'kind', t.kind, 'payload', t.payload,
            'executable', CASE WHEN t.executable <> '' THEN t.executable_name END,
-           -- A recurring schedule shows the misfire grace that applies (planning.shown_schedule).
+           -- A recurring schedule shows the misfire grace that applies (shown_schedule in
+           -- tasks/occurrences.py).
            'schedule', CASE WHEN t.schedule->>'type' = 'once'
                               OR coalesce(t.schedule->'misfire_grace', 'null') <> 'null'
                             THEN t.schedule
@@ -171,14 +172,14 @@ def _next_json(times: Sequence[datetime], ids: dict[datetime, UUID]) -> str:
 
 @functools.lru_cache(maxsize=8192)
 def _upcoming(schedule: str, cursor: str, runs_planned: int) -> tuple[tuple[datetime, ...], str]:
-    """A task's upcoming fire times (planning.upcoming_times) and their members of its JSON (as
+    """A task's upcoming fire times (occurrences.upcoming_times) and their members of its JSON (as
     `_next_json` writes them with nothing planned), by its schedule and planner's cursor
     (`next_unplanned_at`) as PostgreSQL writes them (jsonb and timestamptz as text: canonical).
     They change only when the task is planned or edited, and tasks are read far more often than
     either: a list page read again computes none of its 50 tasks' times (they were a tenth of
     the page's time), and parses neither a schedule nor a time."""
     start = datetime.fromisoformat(cursor)
-    times = planning.upcoming_times(orjson.loads(schedule), start, runs_planned, NEXT_RUNS)
+    times = occurrences.upcoming_times(orjson.loads(schedule), start, runs_planned, NEXT_RUNS)
     return times, _next_json(times, {})
 
 
@@ -275,7 +276,7 @@ def _tasks(rows: list[tuple], now: datetime) -> tuple[list[RawJSON], int | None]
         if status == Task.Status.ACTIVE and cursor is not None:
             upcoming, shown = _upcoming(schedule, cursor, runs_planned)
         if status == Task.Status.ACTIVE and times:  # planned, not begun: first
-            merged = planning.merge_next_runs(times, upcoming, now=now, count=NEXT_RUNS)
+            merged = occurrences.merge_next_runs(times, upcoming, now=now, count=NEXT_RUNS)
             shown = _next_json(merged, dict(zip(times, ids, strict=True)))
         last = last_run or "null"
         found.append(RawJSON(f'{head[:-1]}, "last_run": {last}, {shown}, {tail[1:]}'))

@@ -25,7 +25,7 @@ from rest_framework.views import APIView
 from scheduler_project.auth import request_owner
 from scheduler_project.web.parsers import UPLOAD_PARSERS
 from scheduler_project.web.renderers import RawJSON
-from tasks import history, planning
+from tasks import history, occurrences
 from tasks.api import filtering
 from tasks.api.bodies import TASK_BODY, UPLOAD_BODY
 from tasks.api.creation_warnings import task_warnings, with_warnings
@@ -379,7 +379,7 @@ class SchedulePreviewView(APIView):
         serializer = PreviewSerializer(data=request.data, context={"now": now})
         serializer.is_valid(raise_exception=True)
         schedule = serializer.validated_data["schedule"]
-        times = planning.preview(schedule, now=now, count=serializer.validated_data["count"])
+        times = occurrences.preview(schedule, now=now, count=serializer.validated_data["count"])
         # The normalized schedule, with the misfire grace that applies (a recurring one).
         return Response({"next_runs": RawJSON(iso_json(times)),
-                         "schedule": planning.shown_schedule(schedule)})  # fmt: skip
+                         "schedule": occurrences.shown_schedule(schedule)})  # fmt: skip

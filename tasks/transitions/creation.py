@@ -10,7 +10,7 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import QuerySet
 
-from tasks import planning, schedules
+from tasks import occurrences, schedules
 from tasks.db import RUN_DUE_CHANNEL, TASK_CHANGED_CHANNEL, notify
 from tasks.models import Run, Task
 from tasks.transitions.plan import plan_task
@@ -120,7 +120,7 @@ def create_tasks(*, owner: Any, items: list[dict], now: datetime) -> list[Task]:
                 setattr(task, field, item[field])
         task.set_requests()
         task.next_unplanned_at = first_fire_at(task.schedule, now=now)
-        runs.extend(planning.advance(task, now=now, horizon=horizon))
+        runs.extend(occurrences.advance(task, now=now, horizon=horizon))
         if key:
             seen[key] = task
         new_tasks.append(task)

@@ -1,5 +1,5 @@
 """Storing planned runs: the scheduler's pass over due tasks, and one task planned inline by
-the API. What to plan is computed by tasks/planning.py; this module writes it."""
+the API. What to plan is computed by tasks/occurrences.py; this module writes it."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from scheduler_project.sql import queries
-from tasks import planning
+from tasks import occurrences
 from tasks.db import RUN_DUE_CHANNEL, notify
 from tasks.events import skipped_events
 from tasks.models import Run, Task
@@ -42,7 +42,7 @@ def plan_task(task: Task, *, now: datetime, horizon: datetime) -> PlanResult:
     """
     if task.next_unplanned_at is None or task.next_unplanned_at > horizon:
         return PlanResult()
-    runs = planning.advance(task, now=now, horizon=horizon)
+    runs = occurrences.advance(task, now=now, horizon=horizon)
     Run.objects.bulk_create(runs, ignore_conflicts=True)
     # The outbox: a `missed` event per occurrence recorded missed, in the planning transaction.
     enqueue(None, events=skipped_events((r.id, task.id, 0) for r in runs if _missed(r)))
@@ -59,7 +59,7 @@ def plan_task(task: Task, *, now: datetime, horizon: datetime) -> PlanResult:
 
 def _missed(run: Run) -> bool:
     # An occurrence skipped because its task was paused was not missed: nobody is told.
-    return run.status == Run.Status.SKIPPED and run.error == planning.MISSED_REASON
+    return run.status == Run.Status.SKIPPED and run.error == occurrences.MISSED_REASON
 
 
 def plan_due_tasks(*, now: datetime, batch: int = 500) -> PlanResult:
@@ -83,7 +83,7 @@ def plan_due_tasks(*, now: datetime, batch: int = 500) -> PlanResult:
         for task in due:
             try:
                 # Pure computation: nothing is written until every task of the batch is planned.
-                planned.append((task, planning.advance(task, now=now, horizon=horizon)))
+                planned.append((task, occurrences.advance(task, now=now, horizon=horizon)))
             except Exception:
                 # A schedule this code cannot evaluate would fail every pass and, first in
                 # next_unplanned_at order, hold up every task behind it. It is pushed back instead

@@ -1,6 +1,6 @@
-"""Flag and unflag zombie runs (tasks/worker/zombies.py finds them): the worker's watch thread, on
-its own connection, in one transaction with the `zombie` notifications (the outbox). Statements
-in tasks/sql/zombie.sql."""
+"""Flag and unflag zombie runs (tasks/worker/zombie_tracker.py finds them): the worker's watch
+thread, on its own connection, in one transaction with the `zombie` notifications (the outbox).
+Statements in tasks/sql/zombie.sql."""
 
 from __future__ import annotations
 

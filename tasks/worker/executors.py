@@ -13,7 +13,7 @@ from tasks import handlers
 from tasks.storage import local_executable
 from tasks.transitions.claim import ClaimedRun
 from tasks.worker import sandbox
-from tasks.worker.zombies import Activity
+from tasks.worker.zombie_tracker import Activity
 
 
 @dataclass(frozen=True)

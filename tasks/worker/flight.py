@@ -11,7 +11,7 @@ from datetime import datetime, timedelta
 from tasks import retries
 from tasks.transitions.claim import ClaimedRun, Outcome
 from tasks.worker.executors import ExecutionResult
-from tasks.worker.zombies import Activity
+from tasks.worker.zombie_tracker import Activity
 
 logger = logging.getLogger("tasks.worker")  # as before the package: logs filter on it
 

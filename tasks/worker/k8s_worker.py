@@ -4,7 +4,7 @@ namespace's free capacity.
 The same loop and the same claim as every worker (tasks/worker/worker.py,
 tasks/transitions/claim.py); what differs is the capacity it offers, the namespace's
 (k8s_capacity.py) instead of `--cpu/--memory`, and the executor, which makes and follows one
-Job per attempt (k8s.py). `--concurrency` is the most Jobs in flight.
+Job per attempt (k8s_executor.py). `--concurrency` is the most Jobs in flight.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from kubernetes.client.rest import ApiException
 from urllib3.exceptions import HTTPError
 
 from tasks.transitions import claim
-from tasks.worker import k8s
+from tasks.worker import k8s_executor
 from tasks.worker.k8s_capacity import NamespaceCapacity
 from tasks.worker.worker import Worker
 
@@ -29,7 +29,7 @@ class KubernetesWorker(Worker):
         super().__init__(
             concurrency=concurrency,
             name=name,
-            executor=functools.partial(k8s.execute, admission=self.namespace),
+            executor=functools.partial(k8s_executor.execute, admission=self.namespace),
         )
         self.max_ahead = 0  # a claimed run is a Job about to be made: hold none ahead
 

@@ -56,7 +56,7 @@ from dataclasses import asdict, dataclass
 
 from tasks.worker import supervisor
 from tasks.worker.supervisor import GRACE_SECONDS, remove_tree
-from tasks.worker.zombies import Activity
+from tasks.worker.zombie_tracker import Activity
 
 NOBODY = 65534
 _SIGNAL_HINTS = {

@@ -19,7 +19,7 @@ from tasks.counters import count_loop_error
 from tasks.db import RUN_CANCEL_CHANNEL, RUN_DUE_CHANNEL, connect
 from tasks.processes import beat, mark_stopped
 from tasks.transitions import claim, zombie
-from tasks.worker.zombies import Activity, RunKey, Tracker
+from tasks.worker.zombie_tracker import Activity, RunKey, Tracker
 
 logger = logging.getLogger(__name__)
 

@@ -30,7 +30,7 @@ from tasks.worker.executors import ExecutionResult, execute
 from tasks.worker.flight import InFlight, deadline_slack
 from tasks.worker.sandbox import capability
 from tasks.worker.watch import Watch
-from tasks.worker.zombies import Activity, RunKey
+from tasks.worker.zombie_tracker import Activity, RunKey
 
 logger = logging.getLogger("tasks.worker")  # as before the package: logs filter on it
 RECLAIM_PAUSE_SECONDS = 0.02  # well inside the claim-ahead window (TASKS_PREFETCH_SECONDS)
@@ -53,7 +53,7 @@ class Worker:
         self.held_back = False
         self.short = False  # the last claim took fewer runs than it had slots for
         self.claim_sent = 0.0  # monotonic time the last claim was sent
-        self.execute = executor  # executors.execute, or k8s.execute (runworker --executor)
+        self.execute = executor  # executors.execute, or k8s_executor.execute (runworker --executor)
         self.name = name or process_name("worker")
         self.prefetch = settings.TASKS_PREFETCH_SECONDS
         self.poll = settings.TASKS_POLL_INTERVAL_SECONDS

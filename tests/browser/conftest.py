@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT, process_env
-from tests.ops.conftest import gunicorn  # noqa: F401  (the fixture, for these tests too)
+from tests.gunicorn_server import gunicorn  # noqa: F401  (the fixture, for these tests too)
 
 CHROMIUM = os.environ.get("SCHEDULER_TEST_CHROMIUM") or shutil.which("chromium") or ""
 

@@ -7,7 +7,7 @@ import logging
 from django.conf import settings
 
 from notifications import services
-from notifications.delivery import next_wait
+from notifications.delivery_thread import next_wait
 from tasks.daemon import DaemonCommand
 from tasks.db import db_now
 from tasks.outbox import NOTIFICATION_CHANNEL

@@ -6,7 +6,7 @@ import logging
 
 from django.conf import settings
 
-from tasks import planning
+from tasks import occurrences
 from tasks.daemon import DaemonCommand
 from tasks.db import TASK_CHANGED_CHANNEL, db_now
 from tasks.transitions.plan import plan_due_tasks
@@ -38,7 +38,7 @@ class Command(DaemonCommand):
         plans every task due within the whole look-ahead, and each occurrence is still planned
         at least half a look-ahead before it is due.
         """
-        upcoming = planning.next_planning_at()
+        upcoming = occurrences.next_planning_at()
         cap = settings.TASKS_HEARTBEAT_SECONDS
         if upcoming is None:
             return cap

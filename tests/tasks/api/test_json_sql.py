@@ -13,7 +13,7 @@ from rest_framework import serializers
 from rest_framework.test import APIClient
 
 from scheduler_project.web.renderers import ORJSONRenderer
-from tasks import history, planning
+from tasks import history, occurrences
 from tasks.api.json_sql import iso_json, iso_sql, runs_json, tasks_json
 from tasks.api.run_serializers import RunSerializer, RunSummarySerializer
 from tasks.ids import idempotency_key, idempotency_key_sql
@@ -146,7 +146,7 @@ def test_a_tasks_runs_are_its_latest_twenty_begun_runs_as_summaries() -> None:
 def test_next_runs_list_the_planned_occurrences_first_however_many_lie_ahead(ahead) -> None:
     """The planned occurrences and the history come from the task's newest 25 runs when those
     reach back past `now`, and from probes of their own otherwise; the times agree with
-    planning.next_runs, the history with tasks/history.py."""
+    occurrences.next_runs, the history with tasks/history.py."""
     now = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
     task = TaskFactory(
         schedule={"type": "interval", "every": 60, "start_at": "2026-01-01T00:00:00Z"},
@@ -164,7 +164,7 @@ def test_next_runs_list_the_planned_occurrences_first_however_many_lie_ahead(ahe
 
     (found,) = tasks_json([task.pk], owner=task.owner, now=now)
 
-    expected = planning.next_runs(Task.objects.get(pk=task.pk), now=now, count=5)
+    expected = occurrences.next_runs(Task.objects.get(pk=task.pk), now=now, count=5)
     drf = serializers.DateTimeField()
     body = orjson.loads(found.text)
     assert body["next_runs"] == [drf.to_representation(t) for t in expected]
