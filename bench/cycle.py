@@ -25,8 +25,14 @@ from bench import proc, workload
 from tasks.transitions import claim
 
 
-def measure(*, n: int, concurrency: int, claim_ahead: int | None,
-            emit: Callable[[dict], None], write: Callable[[str], None]) -> dict:  # fmt: skip
+def measure(
+    *,
+    n: int,
+    concurrency: int,
+    claim_ahead: int | None,
+    emit: Callable[[dict], None],
+    write: Callable[[str], None],
+) -> dict:
     os.environ.setdefault("BENCH_RUN_DIR", tempfile.mkdtemp(prefix="bench-cycle-"))
     from bench import handlers  # noqa: F401  (registers the `bench` handler here)
     from tasks.worker.worker import Worker

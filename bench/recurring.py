@@ -130,8 +130,9 @@ def measure(
     log_path = run_dir.parent / f"{run_dir.name}.log"  # the fleet's output, kept for a look
     log = log_path.open("ab")
     procs = [_start(["runscheduler"], env, log) for _ in range(schedulers)]
-    procs += [_start(["runworker", "--concurrency", str(concurrency)], env, log)
-              for _ in range(workers)]  # fmt: skip
+    procs += [
+        _start(["runworker", "--concurrency", str(concurrency)], env, log) for _ in range(workers)
+    ]
     try:
         # Idle workers: the window opens once every process is up (its heartbeat row exists).
         boot = time.monotonic() + 120

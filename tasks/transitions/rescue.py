@@ -83,8 +83,9 @@ def mark_unplaceable_runs(*, dead_after_seconds: float) -> list[tuple[UUID, str]
     and seen again on the next pass; several reviewers write the same reason.
     """
     with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute(SQL["mark_unplaceable"],
-                       {"dead": dead_after_seconds, "unlimited": UNLIMITED})  # fmt: skip
+        cursor.execute(
+            SQL["mark_unplaceable"], {"dead": dead_after_seconds, "unlimited": UNLIMITED}
+        )
         rows = cursor.fetchall()
         if any(reason == "" for _, reason in rows):
             notify(RUN_DUE_CHANNEL)

@@ -153,12 +153,15 @@ def test_chunked_and_oversized_bodies_through_gunicorn(gunicorn, user) -> None:
         for start in range(0, len(body), 1000):
             yield body[start : start + 1000]
 
-    small = requests.post(f"{base}/api/v1/tasks", data=chunks(json.dumps(NOOP).encode()),
-                          headers=headers, timeout=30)  # fmt: skip
-    large = requests.post(f"{base}/api/v1/tasks", data=chunks(padded(50_000)), headers=headers,
-                          timeout=30)  # fmt: skip
-    declared = requests.post(f"{base}/api/v1/tasks", data=padded(50_000), headers=headers,
-                             timeout=30)  # fmt: skip
+    small = requests.post(
+        f"{base}/api/v1/tasks", data=chunks(json.dumps(NOOP).encode()), headers=headers, timeout=30
+    )
+    large = requests.post(
+        f"{base}/api/v1/tasks", data=chunks(padded(50_000)), headers=headers, timeout=30
+    )
+    declared = requests.post(
+        f"{base}/api/v1/tasks", data=padded(50_000), headers=headers, timeout=30
+    )
 
     assert small.status_code == 201, small.text
     for response in (large, declared):

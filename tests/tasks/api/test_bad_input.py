@@ -227,9 +227,17 @@ def test_bad_patch_changes_nothing(api: APIClient, create) -> None:
 
 # Found by the schema fuzzer (tests/security/test_fuzz.py) answering 500 before issue 17.
 ISSUE_17_BODY = {
-    "name": "", "kind": "http", "payload": None, "schedule": None, "priority": 0,
-    "max_attempts": 1, "retry_backoff": {"base": 0.0}, "timeout": 0.001, "notify": [], "file": "",
-}  # fmt: skip
+    "name": "",
+    "kind": "http",
+    "payload": None,
+    "schedule": None,
+    "priority": 0,
+    "max_attempts": 1,
+    "retry_backoff": {"base": 0.0},
+    "timeout": 0.001,
+    "notify": [],
+    "file": "",
+}
 
 
 @pytest.mark.parametrize("route", ["/api/v1/tasks/{id}", "/task/{id}"])

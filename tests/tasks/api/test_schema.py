@@ -99,16 +99,26 @@ def test_operation_ids_and_tags_read_by_resource(schema: dict) -> None:
     assert len(set(ids.values())) == len(ids), "operation ids are unique"
     tags = {operation["tags"][0] for operation in operations.values()}
     assert tags == {
-        "tasks", "runs", "schedules", "channels", "notifications", "auth", "seed", "health",
-    }  # fmt: skip
+        "tasks",
+        "runs",
+        "schedules",
+        "channels",
+        "notifications",
+        "auth",
+        "seed",
+        "health",
+    }
     assert operations[("/tasks", "get")]["tags"] == ["seed"]
 
 
 def test_actions_declare_what_each_answers(schema: dict) -> None:
     def ok(path: str) -> dict:
         responses = schema["paths"][path]["post"]["responses"]
-        return {code: responses[code]["content"]["application/json"]["schema"]["$ref"]
-                for code in responses if code < "300"}  # fmt: skip
+        return {
+            code: responses[code]["content"]["application/json"]["schema"]["$ref"]
+            for code in responses
+            if code < "300"
+        }
 
     task, run = "#/components/schemas/TaskOutput", "#/components/schemas/Run"
     assert ok("/api/v1/tasks/{id}/pause") == {"200": task}
