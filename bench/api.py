@@ -1,4 +1,4 @@
-"""API latency (issues 7 and 18): gunicorn as the Dockerfile runs it, with a scheduler and a
+"""API latency: gunicorn as the Dockerfile runs it, with a scheduler and a
 worker running, measured against a floor served in the same run.
 
 The floor is a trivial authenticated endpoint (`/bench/floor`: the JWT checked, `{}` returned)
@@ -37,11 +37,12 @@ from bench import apiserver, proc, workload
 
 P95_TARGET_MS = 25.0
 P99_TARGET_MS = 100.0
-# The read mix of issue 18 (20 % list pages, 80 % single reads), by weight.
+# The read mix (20 % list pages, 80 % single reads), by weight.
 READS = {"task_list": 20, "task_detail": 40, "task_runs": 20, "run_detail": 20}
 FLOOR = "floor"
 FLOOR_PATH = "/bench/floor"
-# Service time one at a time, as a multiple of the floor's (issue 18, "What it must show" 2).
+# Service time one at a time, as a multiple of the floor's (docs/benchmarks.md, "API against
+# its floor").
 RATIO_TARGETS = {"task_detail": 2.5, "task_runs": 3.0, "task_list": 5.0}
 SATURATION_CLIENTS = 8
 WARM_READS = 4  # of each list page before the service times (both gunicorn processes see it)

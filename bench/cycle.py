@@ -1,4 +1,4 @@
-"""Where a worker's time goes (issue 7 item 9): one Worker, in this process, draining N no-op runs.
+"""Where a worker's time goes: one Worker, in this process, draining N no-op runs.
 
 Every call of the worker's one statement per cycle (`claim.record_and_claim`: record the
 finished runs, claim the freed slots) is timed, with the runs it recorded and claimed; the CPU

@@ -1,4 +1,4 @@
-"""History does not slow the queue (issue 7 item 6): the claim rate with millions of finished runs.
+"""History does not slow the queue: the claim rate with millions of finished runs.
 
 The throughput workload (workload.throughput, W = 4, N no-op runs) is measured three times in
 one run: with an empty history, with `rows` finished runs generated with SQL (data.py), and

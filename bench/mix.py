@@ -1,4 +1,4 @@
-"""Start lateness of a mix of recurring tasks under several schedulers (issue 13 item 2).
+"""Start lateness of a mix of recurring tasks under several schedulers.
 
 N `runscheduler` and M `runworker --concurrency C` processes are started and idle; then
 interval tasks (every 2 s, no `start_at`: the first occurrence is 1-2 s after creation) and

@@ -1,4 +1,4 @@
-"""Start lateness of recurring tasks with idle workers (issue 3): real schedulers and workers.
+"""Start lateness of recurring tasks with idle workers: real schedulers and workers.
 
 `N` recurring tasks (intervals of 1-3 s and six-field crons with seconds) begin at T0; the
 schedulers plan them and the workers run them for `seconds`. Lateness is `started_at -

@@ -1,4 +1,4 @@
-"""Scheduler at scale (issue 7 item 7): 100,000 active recurring tasks, 1 then 2 schedulers.
+"""Scheduler at scale: 100,000 active recurring tasks, 1 then 2 schedulers.
 
 Half the tasks are minute-level crons (`*/1` ... `*/15 * * * *`), half intervals of 60-300 s with
 start times spread over their period. No worker runs: planned runs simply wait. Every few seconds

@@ -1,4 +1,4 @@
-"""Memory (issue 7 item 8): resident memory of every role process over a long run.
+"""Memory: resident memory of every role process over a long run.
 
 1. Soak: a scheduler and W executing slots (by default W worker processes of one slot; see
    --processes) run `runs` no-op runs fed evenly over `minutes` (one-time tasks due now,

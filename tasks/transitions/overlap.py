@@ -63,7 +63,7 @@ def resolve_overlaps(*, worker: str, claimed: list[ClaimedRun]) -> list[ClaimedR
                     "error": "skipped: the previous run was still running (overlap policy)",
                 },
             )
-            # Outbox (issue 5): `missed` for each occurrence skipped, in the same transaction.
+            # Outbox: `missed` for each occurrence skipped, in the same transaction.
             outbox.enqueue(
                 cursor, events=events.skipped_events((r, t, None) for r, t in cursor.fetchall())
             )

@@ -275,7 +275,7 @@ class Worker:
         timeout = flight.run.timeout or settings.TASKS_DEFAULT_TIMEOUT_SECONDS
         flight.started_mono = time.monotonic()
         flight.deadline_mono = flight.started_mono + timeout + deadline_slack(flight.run.kind)
-        # One structured line per start (issue 6); the fields become JSON keys in production.
+        # One structured line per start; the fields become JSON keys in production.
         run = flight.run
         logger.info(
             "run started run=%s task=%s attempt=%s kind=%s",

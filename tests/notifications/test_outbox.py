@@ -115,7 +115,7 @@ def test_enqueue_costs_one_statement_when_nobody_subscribes() -> None:
                 for c in claimed
             ],
         )
-    # The claim statement names notifications_enqueue too, for runs it records missed (issue 13),
+    # The claim statement names notifications_enqueue too, for runs it records missed,
     # and calls it only for those: none here.
     finishing = [q for q in queries.captured_queries if "missed_notified" not in q["sql"]]
     outbox_queries = [q for q in finishing if "notifications_" in q["sql"]]

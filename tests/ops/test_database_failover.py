@@ -1,6 +1,6 @@
-"""Issue 16 in process: multi-host URLs, connections to a read-only server dropped, a database
-that cannot be reached answered 503 with Retry-After (tests/tasks/test_failover.py does it all
-with real processes and a real failover)."""
+"""Database failover in process: multi-host URLs, connections to a read-only server dropped, a
+database that cannot be reached answered 503 with Retry-After (tests/tasks/test_failover.py does
+it all with real processes and a real failover)."""
 
 from __future__ import annotations
 

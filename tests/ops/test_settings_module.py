@@ -1,6 +1,6 @@
 """scheduler_project/settings.py states each setting once: every upper-case name is assigned by
 one statement and never changed afterwards (no `X[...] = `, no `X.append(...)`), so the line a
-reader finds is the whole truth about that setting (issue 12)."""
+reader finds is the whole truth about that setting."""
 
 from __future__ import annotations
 

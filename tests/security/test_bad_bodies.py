@@ -1,4 +1,4 @@
-"""Hostile bodies (issue 8, point 4) on every write route: always a JSON 4xx, naming the field.
+"""Hostile bodies on every write route: always a JSON 4xx, naming the field.
 
 tests/tasks/api/test_bad_input.py goes through the task fields one by one; this module sweeps
 the same kinds of trouble across the other writers (seed routes, batch, channels, token) and the

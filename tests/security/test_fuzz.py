@@ -1,4 +1,4 @@
-"""Schemathesis against the served OpenAPI schema (issue 8, point 1).
+"""Schemathesis against the served OpenAPI schema.
 
 Every operation of `/api/schema/` gets FUZZ_EXAMPLES generated requests that fit the schema
 (positive) and as many that do not (negative), sent in-process through the WSGI application with

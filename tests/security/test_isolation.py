@@ -1,4 +1,4 @@
-"""Isolation matrix (issue 8, point 2): users see only their own objects; anonymous sees nothing.
+"""Isolation matrix: users see only their own objects; anonymous sees nothing.
 
 For users A and B: every endpoint that takes an id answers B exactly as it answers an id that
 does not exist (404, same body), changes nothing of A's, and no list or filter of B's ever

@@ -1,4 +1,4 @@
-"""Request limits (issue 8, point 4): body size (413 JSON), chunked bodies, write rate (429)."""
+"""Request limits: body size (413 JSON), chunked bodies, write rate (429)."""
 
 from __future__ import annotations
 
@@ -108,7 +108,7 @@ def test_too_many_form_fields_is_a_json_400(api: APIClient, settings) -> None:
 
 
 def test_a_url_encoded_form_is_a_415(api: APIClient) -> None:
-    # JSON, or multipart where a file is uploaded; no third body type (issue 17).
+    # JSON, or multipart where a file is uploaded; no third body type.
     body = "kind=handler&payload=%7B%22name%22%3A%22noop%22%7D"
     response = api.post("/api/v1/tasks", body, content_type="application/x-www-form-urlencoded")
 

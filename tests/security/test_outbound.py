@@ -1,4 +1,4 @@
-"""Outbound requests (issue 8, point 6): the SSRF guard with the allow-list off.
+"""Outbound requests: the SSRF guard with the allow-list off.
 
 Refused with a 400 naming the field when a channel or an `http` task is saved, and again when
 the request is sent: a host that passed at save time but resolves to the loopback later (DNS

@@ -1,4 +1,4 @@
-"""Production settings (issue 8, points 3 and 7), each in a fresh process with a production
+"""Production settings, each in a fresh process with a production
 environment: `check --deploy` passes at WARNING level behind a TLS proxy, a short signing key
 stops the process at start-up, and the quick start's plain-HTTP defaults stay as they are."""
 

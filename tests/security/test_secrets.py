@@ -1,4 +1,4 @@
-"""Secrets canary (issue 8, point 5): every secret gets a unique canary value, the whole flow runs,
+"""Secrets canary: every secret gets a unique canary value, the whole flow runs,
 and no canary shows up in an API response, a log record, the OpenAPI schema, a notification body,
 the database in clear text, or the environment of an executable payload.
 

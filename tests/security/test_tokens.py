@@ -1,4 +1,4 @@
-"""Bearer tokens (issue 8, point 3): every bad token is a 401; external IdP tokens by setting."""
+"""Bearer tokens: every bad token is a 401; external IdP tokens by setting."""
 
 from __future__ import annotations
 

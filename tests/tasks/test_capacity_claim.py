@@ -1,4 +1,4 @@
-"""Issue 14, in process: the claim against a worker's capacity (tasks/sql/claim.sql), the
+"""Worker capacity, in process: the claim against a worker's capacity (tasks/sql/claim.sql), the
 reviewer's "no live worker offers" marking (tasks/sql/rescue.sql) and requests on runs."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 14 with real processes: a worker offering 2 CPUs runs 2-CPU tasks one at a time in
+"""Worker capacity with real processes: a worker offering 2 CPUs runs 2-CPU tasks one at a time in
 strict priority order, the waiting ones show why through the API, and a task no worker can
 hold waits with its reason without blocking a small one."""
 

@@ -1,4 +1,4 @@
-"""Issue 16: a PostgreSQL failover under load, with every role as a real process.
+"""A PostgreSQL failover under load, with every role as a real process.
 
 A primary with a synchronous standby (tests/tasks/pg_pair.py); every role on the two-host URL
 (`target_session_attrs=read-write`); one-time tasks created through the API every 100 ms and a

@@ -1,4 +1,4 @@
-"""Issue 13: the misfire policy at claim time, for runs planned on time that no worker started.
+"""The misfire policy at claim time, for runs planned on time that no worker started.
 
 The occurrences are planned as a scheduler would have planned them, on time; then no worker
 claims them until long after their grace period, as after a worker outage.

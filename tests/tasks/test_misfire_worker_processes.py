@@ -1,4 +1,4 @@
-"""Issue 13, misfire policies when the *workers* fall behind, with real processes.
+"""Misfire policies when the *workers* fall behind, with real processes.
 
 The scheduler plans every occurrence on time; then no worker starts them for longer than the
 grace period: all workers stopped (an outage), or every slot taken by a long run (a saturated

@@ -1,4 +1,4 @@
-"""Issue 3 with real processes: overlap policies, and tasks that end (max_runs, end_at).
+"""Overlap policies with real processes, and tasks that end (max_runs, end_at).
 
 Overlap is decided when a worker claims the new occurrence, which is up to the prefetch window
 (TASKS_PREFETCH_SECONDS) before it is due.

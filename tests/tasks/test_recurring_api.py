@@ -1,4 +1,4 @@
-"""Issue 3 through the API: changing, pausing and resuming recurring tasks, skip-next, run-now,
+"""Recurring tasks through the API: changing, pausing and resuming them, skip-next, run-now,
 previews (`next_runs` and POST /schedules/preview) and schedules refused with 400."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 3 fixes in planning and services, called directly with `now=` (no processes)."""
+"""Recurring planning and its services, called directly with `now=` (no processes)."""
 
 from __future__ import annotations
 

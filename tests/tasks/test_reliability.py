@@ -1,4 +1,4 @@
-"""Issue 4, in process: retries, timeouts, fencing, idempotency keys, priority and capacity."""
+"""Reliability, in process: retries, timeouts, fencing, idempotency keys, priority and capacity."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Zombie runs (issue 14, item 5) with a real worker, real payload processes and a real webhook
+"""Zombie runs with a real worker, real payload processes and a real webhook
 receiver on 127.0.0.1: a payload that uses no CPU and writes nothing past the threshold is
 flagged, its owner notified, and with `on_zombie: "cancel"` it is cancelled."""
 

@@ -1,4 +1,4 @@
-"""Resource requests per task (issue 14, item 2): Kubernetes quantities, errors naming the field."""
+"""Resource requests per task: Kubernetes quantities, errors naming the field."""
 
 from __future__ import annotations
 

@@ -60,7 +60,7 @@ def test_schema_lists_the_task_and_run_routes(schema: dict) -> None:
 def test_schema_documents_create_as_json_with_the_upload_described(schema: dict) -> None:
     post = schema["paths"]["/api/v1/tasks"]["post"]
 
-    # One body type per operation: generators make one model (issue 17); the multipart upload
+    # One body type per operation: generators make one model; the multipart upload
     # of an executable still works and is described.
     assert set(post["requestBody"]["content"]) == {"application/json"}
     assert "multipart/form-data" in post["description"]
