@@ -41,8 +41,8 @@ P99_TARGET_MS = 100.0
 READS = {"task_list": 20, "task_detail": 40, "task_runs": 20, "run_detail": 20}
 FLOOR = "floor"
 FLOOR_PATH = "/bench/floor"
-# Service time one at a time, as a multiple of the floor's (docs/benchmarks.md, "API against
-# its floor").
+# The targets for service time one at a time, as a multiple of the floor's
+# (docs/benchmarks.md, "API against its floor").
 RATIO_TARGETS = {"task_detail": 2.5, "task_runs": 3.0, "task_list": 5.0}
 SATURATION_CLIENTS = 8
 WARM_READS = 4  # of each list page before the service times (both gunicorn processes see it)
