@@ -1,6 +1,6 @@
 """The worker's watch thread: heartbeats, LISTEN wake-ups, and stopping runs it no longer holds.
 
-It reaches the worker through `HeldRuns` (four methods) and the worker's wake-up event only.
+It reaches the worker through the `HeldRuns` protocol and the worker's wake-up event only.
 """
 
 from __future__ import annotations

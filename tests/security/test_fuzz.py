@@ -193,9 +193,9 @@ def test_every_operation_answers_as_documented(transactional_db, fuzz_settings, 
 
 
 def test_enough_requests_were_made() -> None:
-    """Runs after the two fuzz tests above (module order); `-s` shows the figures."""
+    """Runs after the fuzz test above in both modes (module order); `-s` shows the figures."""
     if len(STATS["modes"]) < 2:
-        pytest.skip("the fuzz tests above did not both run")
+        pytest.skip("the fuzz test above did not run in both modes")
     print(
         f"\nfuzz: {STATS['requests']} requests in {STATS['seconds']:.1f}s of request time; "
         f"statuses {dict(sorted(STATS['statuses'].items()))}"
