@@ -1,7 +1,8 @@
 """The words stay true: no page, comment or test points a reader to a file that is not in the
 repository (design notes or contracts kept elsewhere), every `docs/...` page and benchmark
-section a text names exists, and no text names a tracker issue or a development session outside
-the benchmark diary (docs/benchmarks.md). The contract clients rely on is docs/api.md."""
+section a text names exists, every file the docs name exists, and no text names a tracker issue
+or a development session outside the benchmark diary (docs/benchmarks.md). The contract clients
+rely on is docs/api.md."""
 
 from __future__ import annotations
 
@@ -18,6 +19,10 @@ ISSUE = re.compile(r"\bissues? ?#?\d+|\bissue_\d+", re.IGNORECASE)
 SESSION = re.compile(r"\bsessions? \d+", re.IGNORECASE)
 FORMATTER_OFF = re.compile(r"#\s*fmt:\s*(?:skip|off|on)\b")
 DOC_PATH = re.compile(r"\bdocs/[\w-]+\.md\b")
+# A path in the repository as the docs name one: `tasks/worker/watch.py`, `deploy/kubernetes/`.
+REPO_PATH = re.compile(
+    r"(?<![\w/.-])((?:tasks|notifications|reviewers|scheduler_project|tests|bench|deploy|docs)/[\w./-]*\w)"
+)
 BENCHMARK_SECTION = re.compile(r'docs/benchmarks\.md,?\s+"([^"]+)"')
 DIARY = ROOT / "docs" / "benchmarks.md"
 SKIP = set(".git .venv var node_modules staticfiles __pycache__ .ruff_cache .mypy_cache".split())
@@ -68,6 +73,17 @@ def test_every_docs_page_named_exists() -> None:
         f"{path.relative_to(ROOT)}: {name}"
         for path in texts()
         for name in DOC_PATH.findall(path.read_text(errors="replace"))
+        if not (ROOT / name).exists()
+    }
+    assert missing == set()
+
+
+def test_every_file_the_docs_name_exists() -> None:
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    missing = {
+        f"{page.relative_to(ROOT)}: {name}"
+        for page in pages
+        for name in REPO_PATH.findall(page.read_text())
         if not (ROOT / name).exists()
     }
     assert missing == set()
