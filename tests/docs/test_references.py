@@ -102,6 +102,14 @@ def test_every_benchmark_section_named_exists() -> None:
     assert missing == set()
 
 
+def test_the_transitions_table_names_every_transition_module() -> None:
+    page = (ROOT / "docs" / "architecture.md").read_text()
+    section = page.split("\n## State transitions\n")[1].split("\n## ")[0]
+    rows = set(re.findall(r"^\| `(\w+\.py)` \|", section, re.MULTILINE))
+    modules = {p.name for p in (ROOT / "tasks" / "transitions").glob("*.py")} - {"__init__.py"}
+    assert rows == modules
+
+
 def test_the_api_page_is_the_contract() -> None:
     page = (ROOT / "docs" / "api.md").read_text()
     assert "the contract clients" in page.split("\n## ")[0]
