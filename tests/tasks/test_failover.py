@@ -31,7 +31,7 @@ pytestmark = [
     pytest.mark.skipif(not can_run(), reason="needs PostgreSQL's server binaries (pg_ctl)"),
 ]
 
-# Fewer than docker-compose.ha.yml's 3 API replicas, 3 workers and 2 reviewers: two shared cores.
+# Fewer replicas than docker-compose.ha.yml runs: two shared cores.
 SCHEDULERS, WORKERS, REVIEWERS = 3, 2, 1
 CREATE_EVERY = 0.1
 PASSWORD = "failover-test-password"
