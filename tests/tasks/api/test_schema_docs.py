@@ -19,7 +19,7 @@ from jsonschema.exceptions import ValidationError
 from openapi_schema_validator import OAS30Validator
 from rest_framework.test import APIClient
 
-from notifications import http
+from scheduler_project import outbound_http
 from tasks import handlers, schedules
 
 JSON = {"HTTP_ACCEPT": "application/vnd.oai.openapi+json"}
@@ -41,7 +41,7 @@ def doc(anon: APIClient, db) -> dict:
 def public_dns(monkeypatch) -> None:
     # No DNS from a test: the examples' host names resolve to a public address.
     monkeypatch.setattr(
-        http, "_resolve", lambda host, port: [ipaddress.ip_address("93.184.215.14")]
+        outbound_http, "_resolve", lambda host, port: [ipaddress.ip_address("93.184.215.14")]
     )
 
 
