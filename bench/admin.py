@@ -64,8 +64,9 @@ URLS = [
 
 
 def populate(runs: int) -> None:
-    user, _ = get_user_model().objects.get_or_create(username="bench", is_staff=True,
-                                                     is_superuser=True)  # fmt: skip
+    user, _ = get_user_model().objects.get_or_create(
+        username="bench", is_staff=True, is_superuser=True
+    )
     with connection.cursor() as cursor:
         cursor.execute("SELECT count(*) FROM tasks_task")
         if cursor.fetchone()[0] < 1000:
@@ -100,5 +101,4 @@ def _measure(repeat: int) -> None:
                 response = client.get(url)
                 timings.append((time.perf_counter() - started) * 1000)
             assert response.status_code == 200, (url, response.status_code)
-        print(f"{label:34} {statistics.median(timings):9.1f} {max(timings):7.1f} "
-              f"{len(queries):7d}")  # fmt: skip
+        print(f"{label:34} {statistics.median(timings):9.1f} {max(timings):7.1f} {len(queries):7d}")

@@ -1,4 +1,4 @@
-"""API latency (issues 7 and 18): gunicorn as the Dockerfile runs it, with a scheduler and a
+"""API latency: gunicorn as the Dockerfile runs it, with a scheduler and a
 worker running, measured against a floor served in the same run.
 
 The floor is a trivial authenticated endpoint (`/bench/floor`: the JWT checked, `{}` returned)
@@ -37,11 +37,12 @@ from bench import apiserver, proc, workload
 
 P95_TARGET_MS = 25.0
 P99_TARGET_MS = 100.0
-# The read mix of issue 18 (20 % list pages, 80 % single reads), by weight.
+# The read mix (20 % list pages, 80 % single reads), by weight.
 READS = {"task_list": 20, "task_detail": 40, "task_runs": 20, "run_detail": 20}
 FLOOR = "floor"
 FLOOR_PATH = "/bench/floor"
-# Service time one at a time, as a multiple of the floor's (issue 18, "What it must show" 2).
+# The targets for service time one at a time, as a multiple of the floor's
+# (docs/benchmarks.md, "API against its floor").
 RATIO_TARGETS = {"task_detail": 2.5, "task_runs": 3.0, "task_list": 5.0}
 SATURATION_CLIENTS = 8
 WARM_READS = 4  # of each list page before the service times (both gunicorn processes see it)
@@ -71,8 +72,12 @@ def _request(kind: str, rng: random.Random, ctx: dict) -> tuple[str, str, bytes 
         return "GET", f"/api/v1/tasks/{rng.choice(tasks)}/runs", None
     if kind == "run_detail":
         return "GET", f"/api/v1/runs/{rng.choice(runs)}", None
-    body = {"kind": "handler", "name": "load", "payload": {"name": "noop"},
-            "schedule": {"type": "once", "delay": 1}}  # fmt: skip
+    body = {
+        "kind": "handler",
+        "name": "load",
+        "payload": {"name": "noop"},
+        "schedule": {"type": "once", "delay": 1},
+    }
     return "POST", "/api/v1/tasks", json.dumps(body).encode()
 
 
@@ -135,8 +140,13 @@ def _load(ctx: dict, results: mp.Queue) -> None:
         ]
         samples.extend(unfinished)
         report = {"samples": list(samples), "unanswered": len(unfinished)}
-    results.put({**report, "dispatch_lag_ms": round(lag * 1000, 2),
-                 "loadgen_cpu_seconds": round(time.process_time() - cpu_before, 2)})  # fmt: skip
+    results.put(
+        {
+            **report,
+            "dispatch_lag_ms": round(lag * 1000, 2),
+            "loadgen_cpu_seconds": round(time.process_time() - cpu_before, 2),
+        }
+    )
 
 
 def _context(server: apiserver.Gunicorn, seeded: apiserver.Seeded) -> dict:
@@ -162,11 +172,24 @@ def _in_child(target: Callable, ctx: dict, timeout: float) -> dict:
             child.kill()
 
 
-def run_step(server: apiserver.Gunicorn, seeded: apiserver.Seeded, *, rate: float,
-             writes: float, seconds: float, threads: int = 64) -> dict:  # fmt: skip
+def run_step(
+    server: apiserver.Gunicorn,
+    seeded: apiserver.Seeded,
+    *,
+    rate: float,
+    writes: float,
+    seconds: float,
+    threads: int = 64,
+) -> dict:
     """One open-loop load of `seconds`; the figures as a dict (milliseconds)."""
-    ctx = {**_context(server, seeded), "rate": rate, "writes": writes, "seconds": seconds,
-           "seed": int(rate * 1000 + writes), "threads": threads}  # fmt: skip
+    ctx = {
+        **_context(server, seeded),
+        "rate": rate,
+        "writes": writes,
+        "seconds": seconds,
+        "seed": int(rate * 1000 + writes),
+        "threads": threads,
+    }
     server_cpu = server.cpu_seconds()
     started = time.monotonic()
     report = _in_child(_load, ctx, seconds + DRAIN_SECONDS + 60)
@@ -231,13 +254,21 @@ def service_times(
     figures = {}
     for kind, found in times.items():
         median = statistics.median(found)
-        figures[kind] = {"median_ms": round(median, 2), "min_ms": round(min(found), 2),
-                         "x_floor": round(median / floor, 2)}  # fmt: skip
+        figures[kind] = {
+            "median_ms": round(median, 2),
+            "min_ms": round(min(found), 2),
+            "x_floor": round(median / floor, 2),
+        }
         if kind in RATIO_TARGETS:
             figures[kind]["target_x_floor"] = RATIO_TARGETS[kind]
     meets = all(figures[k]["x_floor"] < target for k, target in RATIO_TARGETS.items())
-    return {"workload": "api service time", "repeat": repeat, "by_endpoint": figures,
-            "meets_target": meets, "machine": proc.machine()}  # fmt: skip
+    return {
+        "workload": "api service time",
+        "repeat": repeat,
+        "by_endpoint": figures,
+        "meets_target": meets,
+        "machine": proc.machine(),
+    }
 
 
 def _saturate(ctx: dict, results: mp.Queue) -> None:
@@ -273,16 +304,29 @@ def saturation(
     """Requests/s answered with `clients` always waiting: the read mix, then the floor."""
     figures = {}
     for name, mix in (("reads", READS), (FLOOR, {FLOOR: 1})):
-        ctx = {**_context(server, seeded), "clients": clients, "seconds": SATURATION_SECONDS,
-               "kinds": list(mix), "weights": list(mix.values())}  # fmt: skip
-        report = _in_child(_saturate, ctx, SATURATION_SECONDS + 60)
-        figures[name] = {"per_second": round(report["ok"] / report["seconds"], 1),
-                         "errors": report["errors"]}  # fmt: skip
-    ratio = figures["reads"]["per_second"] / max(figures[FLOOR]["per_second"], 0.1)
-    return {"workload": "api saturated throughput", "clients": clients,
+        ctx = {
+            **_context(server, seeded),
+            "clients": clients,
             "seconds": SATURATION_SECONDS,
-            **figures, "reads_x_floor": round(ratio, 3), "api_workers": server.workers,
-            "api_threads": server.threads, "machine": proc.machine()}  # fmt: skip
+            "kinds": list(mix),
+            "weights": list(mix.values()),
+        }
+        report = _in_child(_saturate, ctx, SATURATION_SECONDS + 60)
+        figures[name] = {
+            "per_second": round(report["ok"] / report["seconds"], 1),
+            "errors": report["errors"],
+        }
+    ratio = figures["reads"]["per_second"] / max(figures[FLOOR]["per_second"], 0.1)
+    return {
+        "workload": "api saturated throughput",
+        "clients": clients,
+        "seconds": SATURATION_SECONDS,
+        **figures,
+        "reads_x_floor": round(ratio, 3),
+        "api_workers": server.workers,
+        "api_threads": server.threads,
+        "machine": proc.machine(),
+    }
 
 
 def _figures(latencies: list[float]) -> dict:
@@ -308,9 +352,20 @@ def _next_rate(rate: float, passing: float, failing: float) -> float | None:
     return round((passing + failing) / 2, 1)
 
 
-def measure(*, database_url: str, rate: float, writes: float, seconds: float, find_max: bool,
-            api_workers: int | None, api_threads: int | None, tasks: int, runs_per_task: int,
-            emit: Callable[[dict], None], write: Callable[[str], None]) -> list[dict]:  # fmt: skip
+def measure(
+    *,
+    database_url: str,
+    rate: float,
+    writes: float,
+    seconds: float,
+    find_max: bool,
+    api_workers: int | None,
+    api_threads: int | None,
+    tasks: int,
+    runs_per_task: int,
+    emit: Callable[[dict], None],
+    write: Callable[[str], None],
+) -> list[dict]:
     """Seed; start gunicorn, a scheduler and a worker; measure the service times against the
     floor, the saturated throughput, then one open-loop step (or step the read rate up until a
     target is missed)."""
@@ -326,14 +381,20 @@ def measure(*, database_url: str, rate: float, writes: float, seconds: float, fi
         fleet.start("runworker", "--concurrency", "4")
         alone = service_times(server, seeded)
         emit(alone)
-        write("one request at a time (median, x floor): " + ", ".join(
-            f"{kind} {f['median_ms']} ms {f['x_floor']}x"
-            for kind, f in alone["by_endpoint"].items()))  # fmt: skip
+        write(
+            "one request at a time (median, x floor): "
+            + ", ".join(
+                f"{kind} {f['median_ms']} ms {f['x_floor']}x"
+                for kind, f in alone["by_endpoint"].items()
+            )
+        )
         saturated = saturation(server, seeded)
         emit(saturated)
-        write(f"saturated ({saturated['clients']} clients): reads "
-              f"{saturated['reads']['per_second']}/s, floor {saturated[FLOOR]['per_second']}/s, "
-              f"reads/floor {saturated['reads_x_floor']}")  # fmt: skip
+        write(
+            f"saturated ({saturated['clients']} clients): reads "
+            f"{saturated['reads']['per_second']}/s, floor {saturated[FLOOR]['per_second']}/s, "
+            f"reads/floor {saturated['reads_x_floor']}"
+        )
         passing, failing = 0.0, 0.0  # the highest rate that met the targets, the lowest missed
         step = rate
         while True:
@@ -357,21 +418,31 @@ def measure(*, database_url: str, rate: float, writes: float, seconds: float, fi
     if find_max:
         passing = [r["rate"] for r in results if r["meets_target"]]
         best = max(passing) if passing else None
-        summary = {"workload": "api max rate", "max_read_rate_meeting_target": best,
-                   "writes": writes, "api_workers": server.workers}  # fmt: skip
+        summary = {
+            "workload": "api max rate",
+            "max_read_rate_meeting_target": best,
+            "writes": writes,
+            "api_workers": server.workers,
+        }
         emit(summary)
-        write(f"highest read rate meeting p95 < {P95_TARGET_MS:g} ms and p99 < "
-              f"{P99_TARGET_MS:g} ms: {best} reads/s (+ {writes:g} writes/s)")  # fmt: skip
+        write(
+            f"highest read rate meeting p95 < {P95_TARGET_MS:g} ms and p99 < "
+            f"{P99_TARGET_MS:g} ms: {best} reads/s (+ {writes:g} writes/s)"
+        )
     return results
 
 
 def _line(r: dict) -> str:
-    head = (f"api {r['rate']:g} reads/s + {r['writes']:g} creates/s, {r['api_workers']} workers"
-            f" x {r['api_threads'] or 1} threads: "
-            f"p50 {r['p50_ms']} / p95 {r['p95_ms']} / p99 {r['p99_ms']} / max {r['max_ms']} ms, "
-            f"{r['errors']} errors, {r['answered_per_second']} answered/s, "
-            f"{'meets' if r['meets_target'] else 'MISSES'} the target")  # fmt: skip
-    rows = [f"  {kind:<12} n={f['n']:<6} p50 {f['p50_ms']:>7} p95 {f['p95_ms']:>7} "
-            f"p99 {f['p99_ms']:>7} max {f['max_ms']:>7} ms"
-            for kind, f in r["by_endpoint"].items()]  # fmt: skip
+    head = (
+        f"api {r['rate']:g} reads/s + {r['writes']:g} creates/s, {r['api_workers']} workers"
+        f" x {r['api_threads'] or 1} threads: "
+        f"p50 {r['p50_ms']} / p95 {r['p95_ms']} / p99 {r['p99_ms']} / max {r['max_ms']} ms, "
+        f"{r['errors']} errors, {r['answered_per_second']} answered/s, "
+        f"{'meets' if r['meets_target'] else 'MISSES'} the target"
+    )
+    rows = [
+        f"  {kind:<12} n={f['n']:<6} p50 {f['p50_ms']:>7} p95 {f['p95_ms']:>7} "
+        f"p99 {f['p99_ms']:>7} max {f['max_ms']:>7} ms"
+        for kind, f in r["by_endpoint"].items()
+    ]
     return "\n".join([head, *rows])

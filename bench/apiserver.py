@@ -58,8 +58,14 @@ class Gunicorn:
             **self.env,
         )
         gunicorn = str(Path(sys.executable).with_name("gunicorn"))
-        command = [gunicorn, "-c", CONFIG, "scheduler_project.wsgi",
-                   "--bind", f"127.0.0.1:{self.port}"]  # fmt: skip
+        command = [
+            gunicorn,
+            "-c",
+            CONFIG,
+            "scheduler_project.wsgi",
+            "--bind",
+            f"127.0.0.1:{self.port}",
+        ]
         if self.workers:
             command += ["--workers", str(self.workers)]
         else:

@@ -58,8 +58,11 @@ def parser() -> argparse.ArgumentParser:
     core.add_argument("--minutes", type=float, default=10.0, help="soak: minutes")
     core.add_argument("--api-runs", type=int, default=100_000, help="soak: runs in history")
     core.add_argument("--concurrency", type=int, default=4, help="cycle: worker slots")
-    core.add_argument("--worker-flags", default="", help="throughput: more runworker flags, "
-                      "e.g. '--cpu 64 --memory 256Gi'")  # fmt: skip
+    core.add_argument(
+        "--worker-flags",
+        default="",
+        help="throughput: more runworker flags, e.g. '--cpu 64 --memory 256Gi'",
+    )
     core.add_argument("--claim-ahead", type=int, default=None, help="cycle: override")
     core.add_argument("--api-requests", type=int, default=1000, help="soak: API requests")
     for name in CORE:
@@ -160,12 +163,14 @@ def run_core(options: dict[str, Any]) -> None:
             for w in _ints(options["workers"] or "1,2,4,8"):
                 rounds = [
                     workload.throughput(
-                        database_url=url, workers=w, n=options["n"],
+                        database_url=url,
+                        workers=w,
+                        n=options["n"],
                         processes=options["processes"],
                         worker_flags=shlex.split(options["worker_flags"]),
                     )
                     for _ in range(options["repeat"])
-                ]  # fmt: skip
+                ]
                 results.append(_median(rounds, label="scheduler"))
         if kind in ("lateness", "all"):
             w = _ints(options["workers"] or "4")[0] if kind == "lateness" else 4
@@ -176,34 +181,58 @@ def run_core(options: dict[str, Any]) -> None:
             results.append(result)
         if kind == "api":
             api.measure(
-                database_url=url, rate=options["rate"], writes=options["writes"],
-                seconds=options["seconds"], find_max=options["find_max"],
-                api_workers=options["api_workers"], api_threads=options["api_threads"],
-                tasks=1000, runs_per_task=20, emit=emit, write=write,
-            )  # fmt: skip
+                database_url=url,
+                rate=options["rate"],
+                writes=options["writes"],
+                seconds=options["seconds"],
+                find_max=options["find_max"],
+                api_workers=options["api_workers"],
+                api_threads=options["api_threads"],
+                tasks=1000,
+                runs_per_task=20,
+                emit=emit,
+                write=write,
+            )
         if kind == "history":
             history.measure(
-                database_url=url, rows=options["rows"], n=options["n"],
-                workers=_ints(options["workers"] or "4")[0], repeat=options["repeat"],
-                emit=emit, write=write,
-            )  # fmt: skip
+                database_url=url,
+                rows=options["rows"],
+                n=options["n"],
+                workers=_ints(options["workers"] or "4")[0],
+                repeat=options["repeat"],
+                emit=emit,
+                write=write,
+            )
         if kind == "scheduler":
             scale.measure(
-                database_url=url, tasks=options["tasks"], seconds=options["seconds"],
-                schedulers=_ints(options["schedulers"]), emit=emit, write=write,
-            )  # fmt: skip
+                database_url=url,
+                tasks=options["tasks"],
+                seconds=options["seconds"],
+                schedulers=_ints(options["schedulers"]),
+                emit=emit,
+                write=write,
+            )
         if kind == "soak":
             soak.measure(
-                database_url=url, runs=options["runs"], minutes=options["minutes"],
-                workers=_ints(options["workers"] or "4")[0], processes=options["processes"],
-                api_runs=options["api_runs"], api_requests=options["api_requests"],
-                api_workers=options["api_workers"], emit=emit, write=write,
-            )  # fmt: skip
+                database_url=url,
+                runs=options["runs"],
+                minutes=options["minutes"],
+                workers=_ints(options["workers"] or "4")[0],
+                processes=options["processes"],
+                api_runs=options["api_runs"],
+                api_requests=options["api_requests"],
+                api_workers=options["api_workers"],
+                emit=emit,
+                write=write,
+            )
         if kind == "cycle":
             cycle.measure(
-                n=options["n"], concurrency=options["concurrency"],
-                claim_ahead=options["claim_ahead"], emit=emit, write=write,
-            )  # fmt: skip
+                n=options["n"],
+                concurrency=options["concurrency"],
+                claim_ahead=options["claim_ahead"],
+                emit=emit,
+                write=write,
+            )
     if results:
         _table(results)
 
@@ -245,8 +274,12 @@ def _median(rounds: list[Any], *, label: str) -> dict:
     for one in dicts:
         emit({**one, "label": label})
     best = sorted(dicts, key=lambda d: d["rate"])[len(dicts) // 2]
-    return {**best, "label": label, "rates": [d["rate"] for d in dicts],
-            "median_rate": statistics.median(d["rate"] for d in dicts)}  # fmt: skip
+    return {
+        **best,
+        "label": label,
+        "rates": [d["rate"] for d in dicts],
+        "median_rate": statistics.median(d["rate"] for d in dicts),
+    }
 
 
 def _table(results: list[dict]) -> None:

@@ -1,4 +1,4 @@
-"""Where a worker's time goes (issue 7 item 9): one Worker, in this process, draining N no-op runs.
+"""Where a worker's time goes: one Worker, in this process, draining N no-op runs.
 
 Every call of the worker's one statement per cycle (`claim.record_and_claim`: record the
 finished runs, claim the freed slots) is timed, with the runs it recorded and claimed; the CPU
@@ -25,8 +25,14 @@ from bench import proc, workload
 from tasks.transitions import claim
 
 
-def measure(*, n: int, concurrency: int, claim_ahead: int | None,
-            emit: Callable[[dict], None], write: Callable[[str], None]) -> dict:  # fmt: skip
+def measure(
+    *,
+    n: int,
+    concurrency: int,
+    claim_ahead: int | None,
+    emit: Callable[[dict], None],
+    write: Callable[[str], None],
+) -> dict:
     os.environ.setdefault("BENCH_RUN_DIR", tempfile.mkdtemp(prefix="bench-cycle-"))
     from bench import handlers  # noqa: F401  (registers the `bench` handler here)
     from tasks.worker.worker import Worker

@@ -95,7 +95,7 @@ SELECT UUID_NOW, t.id, %(owner)s, %(at)s, %(at)s, 5, 'scheduled', 0, 5, '', '', 
 
 
 def enqueue_due(owner: int, count: int) -> None:
-    """`count` no-op runs due now, in two statements and one NOTIFY (a cheap feeder)."""
+    """`count` no-op runs due now, in one statement and one NOTIFY (a cheap feeder)."""
     at = datetime.now(UTC)
     schedule = schedules.normalize(
         {"type": "once", "run_at": at.isoformat().replace("+00:00", "Z")}, now=at

@@ -1,4 +1,4 @@
-"""History does not slow the queue (issue 7 item 6): the claim rate with millions of finished runs.
+"""History does not slow the queue: the claim rate with millions of finished runs.
 
 The throughput workload (workload.throughput, W = 4, N no-op runs) is measured three times in
 one run: with an empty history, with `rows` finished runs generated with SQL (data.py), and
@@ -71,27 +71,45 @@ def explain_claim(n: int) -> dict:
     workload.enqueue([now] * n, now=now)
     workload.analyze_queue()
     sql = claim_sql(_candidates(10, 100))
-    names = ("worker", "limit", "prefetch", "owner_cap", "window", "channel", "cpu_total",
-             "memory_total", "cpu_free", "memory_free", "executables")  # fmt: skip
+    names = (
+        "worker",
+        "limit",
+        "prefetch",
+        "owner_cap",
+        "window",
+        "channel",
+        "cpu_total",
+        "memory_total",
+        "cpu_free",
+        "memory_free",
+        "executables",
+    )
     for number, name in enumerate(names, start=1):
         sql = sql.replace(f"%({name})s", f"${number}")
     # A worker with no capacity declared, and a sandbox for executables.
     unlimited = f"{UNLIMITED}, {UNLIMITED}, {UNLIMITED}, {UNLIMITED}, true"
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute("SET LOCAL plan_cache_mode = force_generic_plan")
-        cursor.execute("PREPARE bench_claim(text, int, float8, int, float8, text, bigint, bigint,"
-                       f" bigint, bigint, bool) AS {sql}")  # fmt: skip
-        cursor.execute("EXPLAIN (ANALYZE, BUFFERS) EXECUTE bench_claim('explain', 10, 0.5, 100,"
-                       f" 3600, 'x', {unlimited})")  # fmt: skip
+        cursor.execute(
+            "PREPARE bench_claim(text, int, float8, int, float8, text, bigint, bigint,"
+            f" bigint, bigint, bool) AS {sql}"
+        )
+        cursor.execute(
+            "EXPLAIN (ANALYZE, BUFFERS) EXECUTE bench_claim('explain', 10, 0.5, 100,"
+            f" 3600, 'x', {unlimited})"
+        )
         plan = [row[0] for row in cursor.fetchall()]
         cursor.execute("DEALLOCATE bench_claim")
         transaction.set_rollback(True)
     reset_keeping_history()
     # Index scans name the index ("Index Scan using X on tasks_run"); a bitmap scan names it on
     # its own line ("Bitmap Index Scan on X"), under the "Bitmap Heap Scan on tasks_run".
-    scans = [line.strip(" ->").split("  (")[0] for line in plan
-             if (" on tasks_run" in line and "Scan" in line and "Bitmap Heap" not in line)
-             or "Bitmap Index Scan on" in line]  # fmt: skip
+    scans = [
+        line.strip(" ->").split("  (")[0]
+        for line in plan
+        if (" on tasks_run" in line and "Scan" in line and "Bitmap Heap" not in line)
+        or "Bitmap Index Scan on" in line
+    ]
     execution = next((line for line in plan if line.startswith("Execution Time")), "")
     return {
         "plan": plan,
@@ -117,16 +135,29 @@ def _rounds(url: str, *, workers: int, n: int, repeat: int, emit: Callable, labe
     return rates
 
 
-def measure(*, database_url: str, rows: int, n: int, workers: int, repeat: int,
-            emit: Callable[[dict], None], write: Callable[[str], None]) -> dict:  # fmt: skip
+def measure(
+    *,
+    database_url: str,
+    rows: int,
+    n: int,
+    workers: int,
+    repeat: int,
+    emit: Callable[[dict], None],
+    write: Callable[[str], None],
+) -> dict:
     """Empty, history, empty again: medians of `repeat` rounds each, and the claim's plan."""
     empty = _rounds(database_url, workers=workers, n=n, repeat=repeat, emit=emit, label="empty")
     plan_empty = explain_claim(n)
     write(f"empty history: {empty} runs/s; claim {plan_empty['execution_ms']} ms")
 
     owner = data.owner_id("history")
-    data.insert_tasks(owner, HISTORY_TASKS, raw_schedule={"type": "interval", "every": 60},
-                      next_unplanned_at=None, prefix="history ")  # fmt: skip
+    data.insert_tasks(
+        owner,
+        HISTORY_TASKS,
+        raw_schedule={"type": "interval", "every": 60},
+        next_unplanned_at=None,
+        prefix="history ",
+    )
 
     def progress(done: int, seconds: float) -> None:
         if done % 1_000_000 < 250_000 or done == rows:
@@ -137,10 +168,13 @@ def measure(*, database_url: str, rows: int, n: int, workers: int, repeat: int,
     data.vacuum_analyze()
     vacuum_seconds = time.monotonic() - started
     sizes = data.table_sizes()
-    write(f"history: {rows:,} runs in {generate_seconds:.0f} s, VACUUM ANALYZE "
-          f"{vacuum_seconds:.0f} s; sizes {sizes}")  # fmt: skip
-    with_history = _rounds(database_url, workers=workers, n=n, repeat=repeat, emit=emit,
-                           label=f"history {rows}")  # fmt: skip
+    write(
+        f"history: {rows:,} runs in {generate_seconds:.0f} s, VACUUM ANALYZE "
+        f"{vacuum_seconds:.0f} s; sizes {sizes}"
+    )
+    with_history = _rounds(
+        database_url, workers=workers, n=n, repeat=repeat, emit=emit, label=f"history {rows}"
+    )
     plan_history = explain_claim(n)
 
     with connection.cursor() as cursor:

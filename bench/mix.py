@@ -1,4 +1,4 @@
-"""Start lateness of a mix of recurring tasks under several schedulers (issue 13 item 2).
+"""Start lateness of a mix of recurring tasks under several schedulers.
 
 N `runscheduler` and M `runworker --concurrency C` processes are started and idle; then
 interval tasks (every 2 s, no `start_at`: the first occurrence is 1-2 s after creation) and
@@ -72,8 +72,11 @@ def measure(
         for i, raw in enumerate(raws):
             time.sleep(max(0.0, i * spread / len(raws) - (time.monotonic() - began)))
             now = db_now()
-            data = {"kind": "handler", "payload": {"name": "bench", "args": {}},
-                    "schedule": schedules.normalize(raw, now=now)}  # fmt: skip
+            data = {
+                "kind": "handler",
+                "payload": {"name": "bench", "args": {}},
+                "schedule": schedules.normalize(raw, now=now),
+            }
             created.append(creation.create_task(owner=owner, data=data, now=now)[0])
         end = db_now() + timedelta(seconds=seconds)
         while db_now() < end + timedelta(seconds=2):
@@ -91,10 +94,16 @@ def measure(
         floor.stopping.set()
         fleet.stop()
     return _figures(created, window, end, run_dir, cpu, floor) | {
-        "schedulers": schedulers, "workers": workers, "concurrency": concurrency,
-        "intervals": intervals, "every": every, "crons": crons, "cron": cron,
-        "seconds": seconds, "spread": spread,
-    }  # fmt: skip
+        "schedulers": schedulers,
+        "workers": workers,
+        "concurrency": concurrency,
+        "intervals": intervals,
+        "every": every,
+        "crons": crons,
+        "cron": cron,
+        "seconds": seconds,
+        "spread": spread,
+    }
 
 
 def _figures(created: list, window, end, run_dir: str, cpu: dict, floor: TimerFloor) -> dict:

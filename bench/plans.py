@@ -56,9 +56,20 @@ def measure(*, repeat: int, emit: Callable[[dict], None], write: Callable[[str],
             )
             generic, custom = cursor.fetchone()
         figures = {name: round(statistics.median(found), 3) for name, found in times.items()}
-        emit({"workload": "api prepared reads", "plan_cache_mode": mode, "repeat": repeat,
-              "median_ms": figures, "generic_plans": generic, "custom_plans": custom})  # fmt: skip
-        write(f"{mode}: " + ", ".join(f"{name} {ms} ms" for name, ms in figures.items())
-              + f" (plans: {generic} generic, {custom} custom)")  # fmt: skip
+        emit(
+            {
+                "workload": "api prepared reads",
+                "plan_cache_mode": mode,
+                "repeat": repeat,
+                "median_ms": figures,
+                "generic_plans": generic,
+                "custom_plans": custom,
+            }
+        )
+        write(
+            f"{mode}: "
+            + ", ".join(f"{name} {ms} ms" for name, ms in figures.items())
+            + f" (plans: {generic} generic, {custom} custom)"
+        )
     connection.close()
     connection.settings_dict.update(RANDOM_PAGE_COST=0.0, PLAN_CACHE_MODE="")

@@ -1,4 +1,4 @@
-"""Start lateness of recurring tasks with idle workers (issue 3): real schedulers and workers.
+"""Start lateness of recurring tasks with idle workers: real schedulers and workers.
 
 `N` recurring tasks (intervals of 1-3 s and six-field crons with seconds) begin at T0; the
 schedulers plan them and the workers run them for `seconds`. Lateness is `started_at -
@@ -130,8 +130,9 @@ def measure(
     log_path = run_dir.parent / f"{run_dir.name}.log"  # the fleet's output, kept for a look
     log = log_path.open("ab")
     procs = [_start(["runscheduler"], env, log) for _ in range(schedulers)]
-    procs += [_start(["runworker", "--concurrency", str(concurrency)], env, log)
-              for _ in range(workers)]  # fmt: skip
+    procs += [
+        _start(["runworker", "--concurrency", str(concurrency)], env, log) for _ in range(workers)
+    ]
     try:
         # Idle workers: the window opens once every process is up (its heartbeat row exists).
         boot = time.monotonic() + 120

@@ -1,4 +1,4 @@
-"""Scheduler at scale (issue 7 item 7): 100,000 active recurring tasks, 1 then 2 schedulers.
+"""Scheduler at scale: 100,000 active recurring tasks, 1 then 2 schedulers.
 
 Half the tasks are minute-level crons (`*/1` ... `*/15 * * * *`), half intervals of 60-300 s with
 start times spread over their period. No worker runs: planned runs simply wait. Every few seconds
@@ -35,8 +35,11 @@ def _raw(i: int, t0: datetime) -> dict:
         return {"type": "cron", "expression": CRONS[(i // 2) % len(CRONS)]}
     every = INTERVALS[(i // 2) % len(INTERVALS)]
     start = t0 + timedelta(seconds=(i * 7919) % (every * 1000) / 1000)  # spread over the period
-    return {"type": "interval", "every": every,
-            "start_at": start.isoformat().replace("+00:00", "Z")}  # fmt: skip
+    return {
+        "type": "interval",
+        "every": every,
+        "start_at": start.isoformat().replace("+00:00", "Z"),
+    }
 
 
 def demand_per_second(count: int) -> float:
@@ -69,12 +72,16 @@ def create(count: int, *, batch: int = 5000) -> float:
                 cache.setdefault(key, dict(schedule))
             tasks.append(
                 Task(
-                    owner=owner, name=f"scale {i}", kind="handler",
-                    payload={"name": "bench", "args": {}}, schedule=schedule,
-                    schedule_type=schedule["type"], priority=i % 10,
+                    owner=owner,
+                    name=f"scale {i}",
+                    kind="handler",
+                    payload={"name": "bench", "args": {}},
+                    schedule=schedule,
+                    schedule_type=schedule["type"],
+                    priority=i % 10,
                     next_unplanned_at=next(iter(schedules.fire_times(schedule, after=None))),
                 )
-            )  # fmt: skip
+            )
         Task.objects.bulk_create(tasks)
     with connection.cursor() as cursor:
         cursor.execute("VACUUM ANALYZE tasks_task")
@@ -107,17 +114,22 @@ def run_once(*, database_url: str, tasks: int, seconds: float, schedulers: int) 
             time.sleep(SAMPLE_SECONDS - (time.monotonic() - started) % SAMPLE_SECONDS)
             runs, skipped, lag = _sample()
             pids = [p.pid for p in fleet.procs]
-            samples.append({
-                "t": round(time.monotonic() - started, 1), "runs": runs, "skipped": skipped,
-                "lag_s": round(lag, 2) if lag is not None else None,
-                "cpu_s": round(sum(proc.cpu_seconds(pid) for pid in pids), 1),
-                "rss_mb": [proc.rss_mb(pid) for pid in pids],
-            })  # fmt: skip
+            samples.append(
+                {
+                    "t": round(time.monotonic() - started, 1),
+                    "runs": runs,
+                    "skipped": skipped,
+                    "lag_s": round(lag, 2) if lag is not None else None,
+                    "cpu_s": round(sum(proc.cpu_seconds(pid) for pid in pids), 1),
+                    "rss_mb": [proc.rss_mb(pid) for pid in pids],
+                }
+            )
     finally:
         fleet.stop()
     shutil.rmtree(run_dir, ignore_errors=True)
-    return _summarise(samples, tasks=tasks, seconds=seconds, schedulers=schedulers,
-                      create_seconds=create_seconds)  # fmt: skip
+    return _summarise(
+        samples, tasks=tasks, seconds=seconds, schedulers=schedulers, create_seconds=create_seconds
+    )
 
 
 def _summarise(samples: list[dict], **info: float) -> dict:
@@ -151,21 +163,29 @@ def _summarise(samples: list[dict], **info: float) -> dict:
     }
 
 
-def measure(*, database_url: str, tasks: int, seconds: float, schedulers: list[int],
-            emit: Callable[[dict], None], write: Callable[[str], None]) -> list[dict]:  # fmt: skip
+def measure(
+    *,
+    database_url: str,
+    tasks: int,
+    seconds: float,
+    schedulers: list[int],
+    emit: Callable[[dict], None],
+    write: Callable[[str], None],
+) -> list[dict]:
     results = []
     for count in schedulers:
-        result = run_once(database_url=database_url, tasks=tasks, seconds=seconds,
-                          schedulers=count)  # fmt: skip
+        result = run_once(database_url=database_url, tasks=tasks, seconds=seconds, schedulers=count)
         emit(result)
         results.append(result)
-        write(f"scheduler x{count}, {tasks:,} tasks, {seconds:g} s: {result['materialised']:,} "
-              f"occurrences, mean {result['rate_mean']}/s, peak {result['rate_peak']}/s, "
-              f"second half {result['rate_second_half']}/s "
-              f"(demand {result['demand_per_second']}/s); lag max {result['lag_max_s']} s, "
-              f"end {result['lag_end_s']} s, slope "
-              f"{result['lag_slope_s_per_min_second_half']} s/min; skipped {result['skipped']}; "
-              f"CPU {result['cpu_ms_per_occurrence']} ms/occurrence")  # fmt: skip
+        write(
+            f"scheduler x{count}, {tasks:,} tasks, {seconds:g} s: {result['materialised']:,} "
+            f"occurrences, mean {result['rate_mean']}/s, peak {result['rate_peak']}/s, "
+            f"second half {result['rate_second_half']}/s "
+            f"(demand {result['demand_per_second']}/s); lag max {result['lag_max_s']} s, "
+            f"end {result['lag_end_s']} s, slope "
+            f"{result['lag_slope_s_per_min_second_half']} s/min; skipped {result['skipped']}; "
+            f"CPU {result['cpu_ms_per_occurrence']} ms/occurrence"
+        )
         write("  t(s)   runs    lag(s)  skipped")
         for s in result["samples"]:
             write(f"  {s['t']:>5} {s['runs']:>7} {s['lag_s']:>8} {s['skipped']:>8}")

@@ -1,4 +1,4 @@
-"""Memory (issue 7 item 8): resident memory of every role process over a long run.
+"""Memory: resident memory of every role process over a long run.
 
 1. Soak: a scheduler and W executing slots (by default W worker processes of one slot; see
    --processes) run `runs` no-op runs fed evenly over `minutes` (one-time tasks due now,
@@ -140,14 +140,20 @@ def run_soak(
     }
 
 
-def run_api_memory(*, database_url: str, api_runs: int, requests: int,
-                   api_workers: int | None) -> dict:  # fmt: skip
+def run_api_memory(
+    *, database_url: str, api_runs: int, requests: int, api_workers: int | None
+) -> dict:
     """gunicorn worker RSS before/after `requests` random pages of a `api_runs`-run history."""
     username = "bench-api-memory"
     owner = data.owner_id(username)
     started = time.monotonic()
-    (task_id,) = data.insert_tasks(owner, 1, raw_schedule={"type": "interval", "every": 60},
-                                   next_unplanned_at=None, prefix="memory ")  # fmt: skip
+    (task_id,) = data.insert_tasks(
+        owner,
+        1,
+        raw_schedule={"type": "interval", "every": 60},
+        next_unplanned_at=None,
+        prefix="memory ",
+    )
     data.insert_history(owner, api_runs, span=timedelta(seconds=api_runs * 60))
     data.vacuum_analyze()
     seed_seconds = time.monotonic() - started
@@ -162,8 +168,9 @@ def run_api_memory(*, database_url: str, api_runs: int, requests: int,
 
     def one(page: int) -> None:
         t0 = time.perf_counter()
-        status, _ = apiserver.get(server.port, f"/api/v1/tasks/{task_id}/runs?page={page}",
-                                  token=token)  # fmt: skip
+        status, _ = apiserver.get(
+            server.port, f"/api/v1/tasks/{task_id}/runs?page={page}", token=token
+        )
         with lock:
             latencies.append((time.perf_counter() - t0) * 1000)
             statuses[status] = statuses.get(status, 0) + 1
@@ -205,30 +212,49 @@ def run_api_memory(*, database_url: str, api_runs: int, requests: int,
     }
 
 
-def measure(*, database_url: str, runs: int, minutes: float, workers: int,
-            processes: int | None, emit: Callable[[dict], None], write: Callable[[str], None],
-            api_runs: int = 100_000, api_requests: int = 1000,
-            api_workers: int | None = None) -> list[dict]:  # fmt: skip
-    soak = run_soak(database_url=database_url, runs=runs, minutes=minutes, workers=workers,
-                    processes=processes)  # fmt: skip
+def measure(
+    *,
+    database_url: str,
+    runs: int,
+    minutes: float,
+    workers: int,
+    processes: int | None,
+    emit: Callable[[dict], None],
+    write: Callable[[str], None],
+    api_runs: int = 100_000,
+    api_requests: int = 1000,
+    api_workers: int | None = None,
+) -> list[dict]:
+    soak = run_soak(
+        database_url=database_url, runs=runs, minutes=minutes, workers=workers, processes=processes
+    )
     emit(soak)
-    write(f"soak: {soak['succeeded']:,}/{runs:,} runs succeeded in {soak['seconds']} s, "
-          f"{soak['processes']} worker processes x --concurrency {soak['concurrency']}, "
-          f"ran twice {soak['ran_twice']}")  # fmt: skip
-    write(f"  {'process':<11} {'start':>7} {'end':>7} {'max':>7} {'MB/min':>8} "
-          f"{'MB/min after 1 min':>19}")  # fmt: skip
+    write(
+        f"soak: {soak['succeeded']:,}/{runs:,} runs succeeded in {soak['seconds']} s, "
+        f"{soak['processes']} worker processes x --concurrency {soak['concurrency']}, "
+        f"ran twice {soak['ran_twice']}"
+    )
+    write(
+        f"  {'process':<11} {'start':>7} {'end':>7} {'max':>7} {'MB/min':>8} "
+        f"{'MB/min after 1 min':>19}"
+    )
     for name, s in soak["rss"].items():
-        write(f"  {name:<11} {s['start_mb']:>7} {s['end_mb']:>7} {s['max_mb']:>7} "
-              f"{s['slope_mb_per_min']:>8} {s['slope_after_1_min_mb_per_min']:>19}")  # fmt: skip
+        write(
+            f"  {name:<11} {s['start_mb']:>7} {s['end_mb']:>7} {s['max_mb']:>7} "
+            f"{s['slope_mb_per_min']:>8} {s['slope_after_1_min_mb_per_min']:>19}"
+        )
     workload.reset_queue()
-    api = run_api_memory(database_url=database_url, api_runs=api_runs, requests=api_requests,
-                         api_workers=api_workers)  # fmt: skip
+    api = run_api_memory(
+        database_url=database_url, api_runs=api_runs, requests=api_requests, api_workers=api_workers
+    )
     emit(api)
-    write(f"api memory: {api_requests} GET /api/v1/tasks/{{id}}/runs?page=N over {api_runs:,} "
-          f"runs, {api['api_workers']} gunicorn workers: RSS before {api['rss_before_mb']} MB, "
-          f"after {api['rss_after_mb']} MB (growth {api['growth_mb']} MB); "
-          f"statuses {api['statuses']}; latency p50 {api['p50_ms']} / p99 {api['p99_ms']} / "
-          f"max {api['max_ms']} ms")  # fmt: skip
+    write(
+        f"api memory: {api_requests} GET /api/v1/tasks/{{id}}/runs?page=N over {api_runs:,} "
+        f"runs, {api['api_workers']} gunicorn workers: RSS before {api['rss_before_mb']} MB, "
+        f"after {api['rss_after_mb']} MB (growth {api['growth_mb']} MB); "
+        f"statuses {api['statuses']}; latency p50 {api['p50_ms']} / p99 {api['p99_ms']} / "
+        f"max {api['max_ms']} ms"
+    )
     for c in api["checkpoints"]:
         write(f"  after {c['requests']:>5} requests: {c['rss_mb']} MB")
     return [soak, api]

@@ -1,4 +1,4 @@
--- The run summary trigger's cost per row (docs/benchmarks.md, issue 18, session 5):
+-- The run summary trigger's cost per row (docs/benchmarks.md, "API against its floor"):
 --   psql -h 127.0.0.1 -U postgres -f bench/summary_trigger_cost.sql <a migrated database with runs>
 -- Two copies of tasks_run, one with the triggers of tasks/sql/run_summary.sql; each is claimed
 -- (-> running) and finished (-> succeeded) by one UPDATE of every row, timed. Dropped after.

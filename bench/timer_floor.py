@@ -32,5 +32,9 @@ class TimerFloor(threading.Thread):
 
     def figures(self) -> dict:
         late = sorted(self.late_ms)
-        return {"p50_ms": pct(late, 50), "p99_ms": pct(late, 99),
-                "max_ms": round(late[-1], 1) if late else 0.0, "samples": len(late)}  # fmt: skip
+        return {
+            "p50_ms": pct(late, 50),
+            "p99_ms": pct(late, 99),
+            "max_ms": round(late[-1], 1) if late else 0.0,
+            "samples": len(late),
+        }

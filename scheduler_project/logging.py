@@ -38,7 +38,7 @@ _URL_PASSWORD = re.compile(r"(?P<scheme>\b[a-z][a-z0-9+.-]*://[^:/\s@]+:)[^@/\s]
 
 
 # Every pattern above needs one of these; one search lets the common line (ids, counts) through
-# without running five substitutions (a worker logs two lines per run).
+# without running the substitutions (a worker logs two lines per run).
 _MAYBE_SECRET = re.compile(rf"://|bearer|basic|eyJ|{_SECRET_KEYS}", re.IGNORECASE)
 
 

@@ -63,10 +63,12 @@ class RequestSizeLimitMiddleware:
                 # The server hands over the raw chunked stream (e.g. runserver): reading it to
                 # the end would wait for the client forever.
                 return JsonResponse(
-                    {"detail": "Send a Content-Length; chunked bodies are not supported here.",
-                     "code": "length_required"},
+                    {
+                        "detail": "Send a Content-Length; chunked bodies are not supported here.",
+                        "code": "length_required",
+                    },
                     status=411,
-                )  # fmt: skip
+                )
             try:
                 _buffer_chunked_body(request, limit)
             except BodyTooLarge as exc:

@@ -90,7 +90,7 @@ INSTALLED_APPS = [
     "rest_framework_simplejwt",
     "django_filters",
     "drf_spectacular",
-    "drf_spectacular_sidecar",  # Swagger UI and ReDoc as our own static files (issue 17)
+    "drf_spectacular_sidecar",  # Swagger UI and ReDoc as our own static files
     "tasks",
     "notifications",
     "reviewers",

@@ -36,7 +36,7 @@ def same_origin_only(view: Callable[..., HttpResponse]) -> Callable[..., HttpRes
 
 
 urlpatterns = [
-    # Operations (issue 6): the admin dashboard (staff only) sits before the admin's catch-all.
+    # Operations: the admin dashboard (staff only) sits before the admin's catch-all.
     path("admin/dashboard/", admin.site.admin_view(dashboard_view), name="admin-dashboard"),
     path("admin/", admin.site.urls),
     path("api/v1/", include("tasks.api.urls")),
@@ -64,7 +64,7 @@ urlpatterns = [
     path("tasks", seed.SeedTaskListView.as_view(), name="seed-task-list"),
 ]
 
-# Issue 8: JSON instead of Django's HTML pages for an unknown URL, a refused request or a crash.
+# JSON instead of Django's HTML pages for an unknown URL, a refused request or a crash.
 handler400 = "scheduler_project.web.errors.bad_request"
 handler404 = "scheduler_project.web.errors.not_found"
 handler500 = "scheduler_project.web.errors.server_error"

@@ -62,8 +62,14 @@ def _apply(
 class RunInline(admin.TabularInline):
     model = Run
     fields = readonly_fields = (
-        "scheduled_at", "status", "wait_reason", "attempt", "started_at", "finished_at", "error"
-    )  # fmt: skip
+        "scheduled_at",
+        "status",
+        "wait_reason",
+        "attempt",
+        "started_at",
+        "finished_at",
+        "error",
+    )
     ordering = ["-scheduled_at"]
     extra = 0
     max_num = 0
@@ -164,10 +170,12 @@ class TaskAdmin(admin.ModelAdmin):
         if isinstance(task.schedule.get("timezone"), str):
             zone = zoneinfo.ZoneInfo(task.schedule["timezone"])
         rows = [
-            (at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC"),
-             at.astimezone(zone).strftime(f"%Y-%m-%d %H:%M:%S {zone.key}"))
+            (
+                at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC"),
+                at.astimezone(zone).strftime(f"%Y-%m-%d %H:%M:%S {zone.key}"),
+            )
             for at in times
-        ]  # fmt: skip
+        ]
         items = format_html_join("", "<li>{} ({})</li>", rows)
         return format_html('<ol class="next-fire-times">{}</ol>', items)
 
@@ -263,23 +271,35 @@ class TaskAdmin(admin.ModelAdmin):
         description="Skip the next occurrence of the selected tasks", permissions=["change"]
     )
     def skip_next(self, request: HttpRequest, queryset: QuerySet[Task]) -> None:
-        _apply(self, request, queryset, "skipped",
-               lambda t, now: lifecycle.skip_next(task=t, now=now))  # fmt: skip
+        _apply(
+            self, request, queryset, "skipped", lambda t, now: lifecycle.skip_next(task=t, now=now)
+        )
 
     @admin.action(
         description="Cancel the selected tasks (stops running runs too)", permissions=["change"]
     )
     def cancel(self, request: HttpRequest, queryset: QuerySet[Task]) -> None:
-        _apply(self, request, queryset, "cancelled",
-               lambda t, now: lifecycle.cancel_task(task=t, force=True, now=now))  # fmt: skip
+        _apply(
+            self,
+            request,
+            queryset,
+            "cancelled",
+            lambda t, now: lifecycle.cancel_task(task=t, force=True, now=now),
+        )
 
 
 class AttemptInline(admin.TabularInline):
     model = Attempt
     fields = readonly_fields = (
-        "number", "worker", "started_at", "finished_at", "outcome", "exit_code", "http_status",
+        "number",
+        "worker",
+        "started_at",
+        "finished_at",
+        "outcome",
+        "exit_code",
+        "http_status",
         "error",
-    )  # fmt: skip
+    )
     ordering = ["number"]
     extra = 0
     max_num = 0
@@ -296,11 +316,29 @@ class RunAdmin(admin.ModelAdmin):
     search_fields = ["task__name"]
     raw_id_fields = ["task", "owner"]
     fields = readonly_fields = (
-        "id", "task", "owner", "status", "wait_reason", "zombie_since", "scheduled_at",
-        "execute_at", "priority", "cpu_millis", "memory_bytes", "attempt", "max_attempts",
-        "worker", "heartbeat_at", "started_at", "finished_at", "exit_code", "http_status",
-        "error", "output_text", "created_at",
-    )  # fmt: skip
+        "id",
+        "task",
+        "owner",
+        "status",
+        "wait_reason",
+        "zombie_since",
+        "scheduled_at",
+        "execute_at",
+        "priority",
+        "cpu_millis",
+        "memory_bytes",
+        "attempt",
+        "max_attempts",
+        "worker",
+        "heartbeat_at",
+        "started_at",
+        "finished_at",
+        "exit_code",
+        "http_status",
+        "error",
+        "output_text",
+        "created_at",
+    )
     show_full_result_count = False
     paginator = EstimatedCountPaginator
     inlines = [AttemptInline]
@@ -346,15 +384,21 @@ class RunAdmin(admin.ModelAdmin):
         description="Retry the selected runs (failed or cancelled)", permissions=["change"]
     )
     def retry(self, request: HttpRequest, queryset: QuerySet[Run]) -> None:
-        _apply(self, request, queryset, "retried",
-               lambda r, now: run_actions.retry_run(run=r, now=now))  # fmt: skip
+        _apply(
+            self, request, queryset, "retried", lambda r, now: run_actions.retry_run(run=r, now=now)
+        )
 
     @admin.action(
         description="Cancel the selected runs (running ones are stopped)", permissions=["change"]
     )
     def cancel(self, request: HttpRequest, queryset: QuerySet[Run]) -> None:
-        _apply(self, request, queryset, "cancelled",
-               lambda r, now: run_actions.cancel_run(run=r, now=now))  # fmt: skip
+        _apply(
+            self,
+            request,
+            queryset,
+            "cancelled",
+            lambda r, now: run_actions.cancel_run(run=r, now=now),
+        )
 
 
 @admin.register(Process)

@@ -57,23 +57,34 @@ def line_chart(title: str, minutes: list[datetime], series: list[Series], unit: 
     parts = [
         format_html(
             '<line x1="{}" y1="{}" x2="{}" y2="{}" stroke="#999"/>',
-            LEFT, HEIGHT - BOTTOM, WIDTH - 10, HEIGHT - BOTTOM,
+            LEFT,
+            HEIGHT - BOTTOM,
+            WIDTH - 10,
+            HEIGHT - BOTTOM,
         ),
-        format_html('<line x1="{}" y1="10" x2="{}" y2="{}" stroke="#999"/>',
-                    LEFT, LEFT, HEIGHT - BOTTOM),
-        format_html('<text x="{}" y="18" font-size="11">{} {}</text>',
-                    LEFT + 4, f"{top:.3g}", unit),
-        format_html('<text x="{}" y="{}" text-anchor="end" font-size="11">0</text>',
-                    LEFT - 4, HEIGHT - BOTTOM),
-    ]  # fmt: skip
+        format_html(
+            '<line x1="{}" y1="10" x2="{}" y2="{}" stroke="#999"/>', LEFT, LEFT, HEIGHT - BOTTOM
+        ),
+        format_html(
+            '<text x="{}" y="18" font-size="11">{} {}</text>', LEFT + 4, f"{top:.3g}", unit
+        ),
+        format_html(
+            '<text x="{}" y="{}" text-anchor="end" font-size="11">0</text>',
+            LEFT - 4,
+            HEIGHT - BOTTOM,
+        ),
+    ]
     if minutes:
         for xi, anchor, minute in ((x[0], "start", minutes[0]), (x[-1], "end", minutes[-1])):
             parts.append(
                 format_html(
                     '<text x="{}" y="{}" text-anchor="{}" font-size="11">{}</text>',
-                    f"{xi:.1f}", HEIGHT - 6, anchor, minute.strftime("%H:%M UTC"),
+                    f"{xi:.1f}",
+                    HEIGHT - 6,
+                    anchor,
+                    minute.strftime("%H:%M UTC"),
                 )
-            )  # fmt: skip
+            )
     legend = []
     for i, one in enumerate(series):
         colour = COLOURS[i % len(COLOURS)]
@@ -81,19 +92,25 @@ def line_chart(title: str, minutes: list[datetime], series: list[Series], unit: 
             parts.append(
                 format_html(
                     '<polyline fill="none" stroke="{}" stroke-width="2" points="{}"/>',
-                    colour, points,
+                    colour,
+                    points,
                 )
-            )  # fmt: skip
+            )
         legend.append(format_html('<span style="color:{}">&#9632; {}</span>', colour, one.label))
     svg = format_html(
         '<svg xmlns="http://www.w3.org/2000/svg" width="{}" height="{}" role="img" '
         'aria-label="{}">{}</svg>',
-        WIDTH, HEIGHT, title, mark_safe("".join(parts)),
-    )  # fmt: skip
+        WIDTH,
+        HEIGHT,
+        title,
+        mark_safe("".join(parts)),
+    )
     return format_html(
         "<figure><figcaption><strong>{}</strong> {}</figcaption>{}</figure>",
-        title, format_html_join(" ", "{}", ((item,) for item in legend)), svg,
-    )  # fmt: skip
+        title,
+        format_html_join(" ", "{}", ((item,) for item in legend)),
+        svg,
+    )
 
 
 def last_hour(now: datetime) -> tuple[list[datetime], dict[datetime, QueueSample]]:
@@ -136,21 +153,40 @@ def dashboard_view(request: HttpRequest) -> HttpResponse:
 
     def column(name: str) -> list[float | None]:
         return [
-            getattr(samples[m], name) if m in samples and getattr(samples[m], name) is not None
+            getattr(samples[m], name)
+            if m in samples and getattr(samples[m], name) is not None
             else None
             for m in minutes
-        ]  # fmt: skip
+        ]
 
     charts = [
-        line_chart("Queue depth", minutes, [Series("due", column("due")),
-                   Series("waiting for resource", column("waiting_for_resource")),
-                   Series("running", column("running"))], "runs"),
-        line_chart("Start lateness", minutes, [Series("p50", column("lateness_p50")),
-                   Series("p99", column("lateness_p99")), Series("max", column("lateness_max"))],
-                   "s"),
-        line_chart("Throughput", minutes, [Series("finished", column("finished")),
-                   Series("failed", column("failed"))], "runs/min"),
-    ]  # fmt: skip
+        line_chart(
+            "Queue depth",
+            minutes,
+            [
+                Series("due", column("due")),
+                Series("waiting for resource", column("waiting_for_resource")),
+                Series("running", column("running")),
+            ],
+            "runs",
+        ),
+        line_chart(
+            "Start lateness",
+            minutes,
+            [
+                Series("p50", column("lateness_p50")),
+                Series("p99", column("lateness_p99")),
+                Series("max", column("lateness_max")),
+            ],
+            "s",
+        ),
+        line_chart(
+            "Throughput",
+            minutes,
+            [Series("finished", column("finished")), Series("failed", column("failed"))],
+            "runs/min",
+        ),
+    ]
     live = live_figures(now)
     context = {
         **admin.site.each_context(request),

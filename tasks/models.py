@@ -238,7 +238,7 @@ class Run(models.Model):
             models.Index(fields=["worker"], condition=Q(status="running"), name="run_running_idx"),
             models.Index(fields=["owner", "-scheduled_at"], name="run_owner_scheduled_idx"),
             models.Index(fields=["status", "finished_at"], name="run_status_finished_idx"),
-            # The admin's date filter and its newest-first order (issue 6).
+            # The admin's date filter and its newest-first order.
             models.Index(fields=["scheduled_at"], name="run_scheduled_at_idx"),
             # The reviewer's search for runs no live worker can hold: claimable runs with
             # requests only. The claim cannot use it (its condition is not the claim's).
@@ -326,7 +326,7 @@ class Process(models.Model):
         return self.name
 
 
-# --- Operations (issue 6): the figures behind /metrics and the admin dashboard ---------------
+# --- Operations: the figures behind /metrics and the admin dashboard ---------------
 
 
 class RunCounter(models.Model):

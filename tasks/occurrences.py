@@ -34,7 +34,7 @@ def _paused_during(task: Task) -> Callable[[datetime], bool]:
 def advance(task: Task, *, now: datetime, horizon: datetime) -> list[Run]:
     """The runs (unsaved) of the task's occurrences up to `horizon`, applying the misfire policy;
     advances `task.next_unplanned_at` and `task.runs_planned` in memory. Pure apart from reading
-    settings, so bulk creation can plan many new tasks and insert them in two statements.
+    settings, so bulk creation can plan many new tasks and insert them in bulk.
     """
     if task.next_unplanned_at is None or task.next_unplanned_at > horizon:
         return []

@@ -71,8 +71,9 @@ def normalize(value: object) -> dict[str, str]:
     if value is None:
         return {}
     if not isinstance(value, dict):
-        raise ResourcesError({"non_field_errors": "Must be an object such as "
-                              '{"cpu": "500m", "memory": "256Mi"}.'})  # fmt: skip
+        raise ResourcesError(
+            {"non_field_errors": 'Must be an object such as {"cpu": "500m", "memory": "256Mi"}.'}
+        )
     errors: dict[str, str] = {}
     clean: dict[str, str] = {}
     for key, raw in value.items():

@@ -20,11 +20,23 @@ def gunicorn(transactional_db, tmp_path) -> Iterator[Callable[..., str]]:
         port = free_port()
         log = (tmp_path / f"gunicorn-{port}.log").open("wb")
         proc = subprocess.Popen(
-            [sys.executable, "-m", "gunicorn", "scheduler_project.wsgi", "--workers", str(workers),
-             "--bind", f"127.0.0.1:{port}", "--timeout", "30"],
-            cwd=ROOT, env=process_env(ALLOWED_HOSTS="127.0.0.1", **extra), stdout=log,
+            [
+                sys.executable,
+                "-m",
+                "gunicorn",
+                "scheduler_project.wsgi",
+                "--workers",
+                str(workers),
+                "--bind",
+                f"127.0.0.1:{port}",
+                "--timeout",
+                "30",
+            ],
+            cwd=ROOT,
+            env=process_env(ALLOWED_HOSTS="127.0.0.1", **extra),
+            stdout=log,
             stderr=subprocess.STDOUT,
-        )  # fmt: skip
+        )
         started.append(proc)
         return wait_for_api(f"http://127.0.0.1:{port}", timeout=30)
 

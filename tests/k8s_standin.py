@@ -66,13 +66,20 @@ class FakeJob:
         if self.ended is None:
             status["active"] = 1
         elif self.exit_code == 0 and not self.deadline_exceeded:
-            status.update(succeeded=1, completionTime=self.end_time, conditions=[
-                _condition("SuccessCriteriaMet", "CompletionsReached"),
-                _condition("Complete", "CompletionsReached")])  # fmt: skip
+            status.update(
+                succeeded=1,
+                completionTime=self.end_time,
+                conditions=[
+                    _condition("SuccessCriteriaMet", "CompletionsReached"),
+                    _condition("Complete", "CompletionsReached"),
+                ],
+            )
         else:
             reason = "DeadlineExceeded" if self.deadline_exceeded else "BackoffLimitExceeded"
-            status.update(failed=1, conditions=[_condition("FailureTarget", reason),
-                                                _condition("Failed", reason)])  # fmt: skip
+            status.update(
+                failed=1,
+                conditions=[_condition("FailureTarget", reason), _condition("Failed", reason)],
+            )
         return {**self.body, "status": status}
 
     def pod_json(self) -> dict[str, Any]:
@@ -91,30 +98,59 @@ class FakeJob:
         else:
             phase = "Succeeded" if self.exit_code == 0 else "Failed"
             reason = "Completed" if phase == "Succeeded" else "Error"
-            state = {"terminated": {"exitCode": self.exit_code, "reason": reason,
-                                    "startedAt": self.start_time,
-                                    "finishedAt": self.end_time}}  # fmt: skip
+            state = {
+                "terminated": {
+                    "exitCode": self.exit_code,
+                    "reason": reason,
+                    "startedAt": self.start_time,
+                    "finishedAt": self.end_time,
+                }
+            }
         running = self.proc is not None and self.ended is None
-        labels = {**meta.get("labels", {}), "job-name": self.name,
-                  "batch.kubernetes.io/job-name": self.name,
-                  "controller-uid": meta["uid"]}  # fmt: skip
+        labels = {
+            **meta.get("labels", {}),
+            "job-name": self.name,
+            "batch.kubernetes.io/job-name": self.name,
+            "controller-uid": meta["uid"],
+        }
         return {
             "apiVersion": "v1",
             "kind": "Pod",
-            "metadata": {"name": self.pod, "namespace": meta["namespace"], "labels": labels,
-                         "uid": str(uuid.uuid4()), "creationTimestamp": self.start_time},
+            "metadata": {
+                "name": self.pod,
+                "namespace": meta["namespace"],
+                "labels": labels,
+                "uid": str(uuid.uuid4()),
+                "creationTimestamp": self.start_time,
+            },
             "spec": self.body["spec"]["template"]["spec"],
-            "status": {"phase": phase, "startTime": self.start_time, "containerStatuses": [{
-                "name": container["name"], "image": container["image"],
-                "imageID": f"docker.io/library/{container['image']}@sha256:{'0' * 64}",
-                "ready": running, "restartCount": 0, "started": running,
-                "state": state}]},
-        }  # fmt: skip
+            "status": {
+                "phase": phase,
+                "startTime": self.start_time,
+                "containerStatuses": [
+                    {
+                        "name": container["name"],
+                        "image": container["image"],
+                        "imageID": f"docker.io/library/{container['image']}@sha256:{'0' * 64}",
+                        "ready": running,
+                        "restartCount": 0,
+                        "started": running,
+                        "state": state,
+                    }
+                ],
+            },
+        }
 
 
 def _condition(kind: str, reason: str) -> dict[str, str]:
-    return {"type": kind, "status": "True", "reason": reason, "message": reason,
-            "lastProbeTime": _now(), "lastTransitionTime": _now()}  # fmt: skip
+    return {
+        "type": kind,
+        "status": "True",
+        "reason": reason,
+        "message": reason,
+        "lastProbeTime": _now(),
+        "lastTransitionTime": _now(),
+    }
 
 
 def _matches(labels: dict[str, str], selector: str) -> bool:
@@ -133,8 +169,10 @@ class KubeStandIn:
         self.stopping = threading.Event()
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.port = self.server.server_address[1]
-        self.threads = [threading.Thread(target=self.server.serve_forever, daemon=True),
-                        threading.Thread(target=self._reap, daemon=True)]  # fmt: skip
+        self.threads = [
+            threading.Thread(target=self.server.serve_forever, daemon=True),
+            threading.Thread(target=self._reap, daemon=True),
+        ]
 
     def start(self) -> KubeStandIn:
         for thread in self.threads:
@@ -149,14 +187,23 @@ class KubeStandIn:
                 self._kill(job)
 
     def kubeconfig(self, path: Path) -> Path:
-        path.write_text(json.dumps({  # JSON is YAML
-            "apiVersion": "v1", "kind": "Config", "current-context": "standin",
-            "clusters": [{"name": "standin",
-                          "cluster": {"server": f"http://127.0.0.1:{self.port}"}}],
-            "users": [{"name": "standin", "user": {"token": "standin-token"}}],
-            "contexts": [{"name": "standin",
-                          "context": {"cluster": "standin", "user": "standin"}}],
-        }))  # fmt: skip
+        # JSON is YAML.
+        path.write_text(
+            json.dumps(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Config",
+                    "current-context": "standin",
+                    "clusters": [
+                        {"name": "standin", "cluster": {"server": f"http://127.0.0.1:{self.port}"}}
+                    ],
+                    "users": [{"name": "standin", "user": {"token": "standin-token"}}],
+                    "contexts": [
+                        {"name": "standin", "context": {"cluster": "standin", "user": "standin"}}
+                    ],
+                }
+            )
+        )
         return path
 
     # --- what tests ask -------------------------------------------------------------------
@@ -200,8 +247,12 @@ class KubeStandIn:
             if name in self.jobs:
                 return 409, _status(409, "AlreadyExists", f'jobs.batch "{name}" already exists')
             meta = body["metadata"]
-            meta.update(namespace=namespace, uid=str(uuid.uuid4()), resourceVersion="1",
-                        creationTimestamp=_now())  # fmt: skip
+            meta.update(
+                namespace=namespace,
+                uid=str(uuid.uuid4()),
+                resourceVersion="1",
+                creationTimestamp=_now(),
+            )
             container = body["spec"]["template"]["spec"]["containers"][0]
             env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
             env.update({e["name"]: e.get("value", "") for e in container.get("env", [])})
@@ -212,9 +263,13 @@ class KubeStandIn:
                 if UNPULLABLE not in container["image"]:
                     proc = subprocess.Popen(
                         [*container.get("command", []), *container.get("args", [])],
-                        env=env, cwd=rundir, stdout=out, stderr=subprocess.STDOUT,
-                        stdin=subprocess.DEVNULL, start_new_session=True,
-                    )  # fmt: skip
+                        env=env,
+                        cwd=rundir,
+                        stdout=out,
+                        stderr=subprocess.STDOUT,
+                        stdin=subprocess.DEVNULL,
+                        start_new_session=True,
+                    )
             job = FakeJob(body=body, pod=f"{name}-{uuid.uuid4().hex[:5]}", proc=proc, log=log)
             self.jobs[name] = job
             self.history.append(job)
@@ -234,12 +289,16 @@ class KubeStandIn:
             with self.lock:
                 alive = [j for j in self.jobs.values() if j.ended is None]
                 used_cpu = sum(j.cpu_millis for j in alive)
-            items.append({
-                "metadata": {"name": "compute", "namespace": namespace},
-                "spec": {"hard": dict(self.quota_hard)},
-                "status": {"hard": dict(self.quota_hard),
-                           "used": {"requests.cpu": f"{used_cpu}m", "requests.memory": "0"}},
-            })  # fmt: skip
+            items.append(
+                {
+                    "metadata": {"name": "compute", "namespace": namespace},
+                    "spec": {"hard": dict(self.quota_hard)},
+                    "status": {
+                        "hard": dict(self.quota_hard),
+                        "used": {"requests.cpu": f"{used_cpu}m", "requests.memory": "0"},
+                    },
+                }
+            )
         return {"apiVersion": "v1", "kind": "ResourceQuotaList", "metadata": {}, "items": items}
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
@@ -291,8 +350,15 @@ class KubeStandIn:
                         for j in jobs
                         if _matches(j.body["metadata"].get("labels", {}), selector)
                     ]
-                    return self._send(200, {"apiVersion": "batch/v1", "kind": "JobList",
-                                            "metadata": {}, "items": items})  # fmt: skip
+                    return self._send(
+                        200,
+                        {
+                            "apiVersion": "batch/v1",
+                            "kind": "JobList",
+                            "metadata": {},
+                            "items": items,
+                        },
+                    )
                 if m := re.fullmatch(r"/api/v1/namespaces/[^/]+/pods/([^/]+)/log", path):
                     found = [j for j in jobs if j.pod == m[1]]
                     if not found:
@@ -302,16 +368,23 @@ class KubeStandIn:
                 if re.fullmatch(r"/api/v1/namespaces/[^/]+/pods", path):
                     pods = [j.pod_json() for j in jobs]
                     items = [p for p in pods if _matches(p["metadata"]["labels"], selector)]
-                    return self._send(200, {"apiVersion": "v1", "kind": "PodList",
-                                            "metadata": {}, "items": items})  # fmt: skip
+                    return self._send(
+                        200, {"apiVersion": "v1", "kind": "PodList", "metadata": {}, "items": items}
+                    )
                 if m := re.fullmatch(r"/api/v1/namespaces/([^/]+)/resourcequotas", path):
                     return self._send(200, standin.quota_json(m[1]))
                 if path == "/api/v1/nodes":
-                    node = {"metadata": {"name": "standin-node"},
-                            "status": {"allocatable": standin.node_allocatable,
-                                       "capacity": standin.node_allocatable}}  # fmt: skip
-                    return self._send(200, {"apiVersion": "v1", "kind": "NodeList",
-                                            "metadata": {}, "items": [node]})  # fmt: skip
+                    node = {
+                        "metadata": {"name": "standin-node"},
+                        "status": {
+                            "allocatable": standin.node_allocatable,
+                            "capacity": standin.node_allocatable,
+                        },
+                    }
+                    return self._send(
+                        200,
+                        {"apiVersion": "v1", "kind": "NodeList", "metadata": {}, "items": [node]},
+                    )
                 self._send(404, _status(404, "NotFound", path))
 
         return Handler
@@ -332,6 +405,12 @@ def _log_text(log: Path, query: dict[str, list[str]]) -> str:
 
 
 def _status(code: int, reason: str, message: str, *, success: bool = False) -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "Status", "metadata": {},
-            "status": "Success" if success else "Failure", "message": message,
-            "reason": reason, "code": code}  # fmt: skip
+    return {
+        "apiVersion": "v1",
+        "kind": "Status",
+        "metadata": {},
+        "status": "Success" if success else "Failure",
+        "message": message,
+        "reason": reason,
+        "code": code,
+    }

@@ -4,7 +4,7 @@
 
 -- name: notifications_enqueue
 -- The outbox's enqueue statement (tasks.outbox.enqueue) as a PL/pgSQL function: its
--- plan is cached per connection, so the worker's hot path does not re-plan a five-CTE statement
+-- plan is cached per connection, so the worker's hot path does not re-plan the statement
 -- on every batch (about 0.3 ms a call instead of 1 ms, nearly all of it planning). Subscribers
 -- are the channels a task's `notify` names for the event (compared as text, so a malformed id
 -- matches nothing instead of failing the caller's transaction) and the owner's channels listing

@@ -221,7 +221,7 @@ def health_report() -> tuple[dict[str, Any], bool]:
     return {"status": status, "components": report}, healthy
 
 
-# The shapes in the schema (issue 17: every answer declared with its shape).
+# The shapes in the schema (every answer declared with its shape).
 HEALTH_STATUSES = ["ok", "warning", "down"]  # HealthStatusEnum (settings ENUM_NAME_OVERRIDES)
 COMPONENT = inline_serializer(
     "HealthComponent",

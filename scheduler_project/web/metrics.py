@@ -228,14 +228,17 @@ def notification_metrics() -> list[Metric]:
     oldest = pending["oldest"]
     return [
         recent,
-        GaugeMetricFamily("scheduler_notifications_pending", "Notifications not yet delivered.",
-                          value=pending["n"]),
+        GaugeMetricFamily(
+            "scheduler_notifications_pending",
+            "Notifications not yet delivered.",
+            value=pending["n"],
+        ),
         GaugeMetricFamily(
             "scheduler_notifications_oldest_pending_age_seconds",
             "Age of the oldest notification not yet delivered (0 when none).",
             value=(timezone.now() - oldest).total_seconds() if oldest else 0.0,
         ),
-    ]  # fmt: skip
+    ]
 
 
 def uuid7_floor(moment: datetime) -> uuid.UUID:

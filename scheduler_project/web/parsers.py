@@ -1,6 +1,6 @@
 """Request parsers of the API: JSON everywhere (settings DEFAULT_PARSER_CLASSES), multipart only
 where a file is uploaded (UPLOAD_PARSERS), so the schema declares one body type per operation
-and client generators get one model each (issue 17)."""
+and client generators get one model each."""
 
 from __future__ import annotations
 

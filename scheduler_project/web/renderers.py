@@ -54,8 +54,12 @@ def _default(obj: Any) -> Any:
 class ORJSONRenderer(JSONRenderer):
     encoder_class = _Encoder
 
-    def render(self, data: Any, accepted_media_type: str | None = None,
-               renderer_context: Mapping[str, Any] | None = None) -> bytes:  # fmt: skip
+    def render(
+        self,
+        data: Any,
+        accepted_media_type: str | None = None,
+        renderer_context: Mapping[str, Any] | None = None,
+    ) -> bytes:
         if data is None:
             return b""
         renderer_context = renderer_context or {}

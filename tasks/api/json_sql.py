@@ -248,9 +248,13 @@ def _page_rows(
 def tasks_json(task_ids: Ids, *, owner: Any, now: datetime) -> list[RawJSON]:
     """Each of `owner`'s tasks among `task_ids` (ids, or a query of ids) as the API returns it,
     in that order; one statement for a whole page."""
-    params = {"owner": owner.pk, "owner_name": owner.get_username(),
-              "claimable": list(CLAIMABLE_STATUSES), "now": now,
-              "grace": float(settings.TASKS_MISFIRE_GRACE_SECONDS)}  # fmt: skip
+    params = {
+        "owner": owner.pk,
+        "owner_name": owner.get_username(),
+        "claimable": list(CLAIMABLE_STATUSES),
+        "now": now,
+        "grace": float(settings.TASKS_MISFIRE_GRACE_SECONDS),
+    }
     return _tasks(_page_rows(_TASKS_SQL, task_ids, params, Task), now)[0]
 
 
@@ -259,9 +263,13 @@ def tasks_page_json(
 ) -> tuple[list[RawJSON], int | None]:
     """A list page: the tasks of `page` (a sliced query of ids) and how many `counted` (the
     whole list's query) holds, from one statement; the count is None when the page is empty."""
-    params = {"owner": owner.pk, "owner_name": owner.get_username(),
-              "claimable": list(CLAIMABLE_STATUSES), "now": now,
-              "grace": float(settings.TASKS_MISFIRE_GRACE_SECONDS)}  # fmt: skip
+    params = {
+        "owner": owner.pk,
+        "owner_name": owner.get_username(),
+        "claimable": list(CLAIMABLE_STATUSES),
+        "now": now,
+        "grace": float(settings.TASKS_MISFIRE_GRACE_SECONDS),
+    }
     return _tasks(_page_rows(_TASKS_SQL, page, params, Task, counted), now)
 
 

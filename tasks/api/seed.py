@@ -121,7 +121,7 @@ def _update(request: Request, task: Task, body: dict) -> Task:
     return lifecycle.update_task(task=task, data=serializer.validated_data, now=now)
 
 
-# Every seed PUT answers 204, as seed B writes `PUT /task/{id}`; the task is read back with GET.
+# Every seed PUT answers 204 (docs/api.md, Endpoints); the task is read back with GET.
 class SeedTaskView(APIView):
     """POST/PUT/GET/DELETE /task."""
 

@@ -381,5 +381,9 @@ class SchedulePreviewView(APIView):
         schedule = serializer.validated_data["schedule"]
         times = occurrences.preview(schedule, now=now, count=serializer.validated_data["count"])
         # The normalized schedule, with the misfire grace that applies (a recurring one).
-        return Response({"next_runs": RawJSON(iso_json(times)),
-                         "schedule": occurrences.shown_schedule(schedule)})  # fmt: skip
+        return Response(
+            {
+                "next_runs": RawJSON(iso_json(times)),
+                "schedule": occurrences.shown_schedule(schedule),
+            }
+        )

@@ -1,6 +1,6 @@
 -- The worker's hot path: claim runs, record outcomes (fenced), renew heartbeats.
 -- tasks/transitions/claim.py runs these as prepared statements (tasks/db.py prepared_cursor);
--- docs/architecture.md, "The claim", explains them. Literals (tasks/sql/__init__.py): the
+-- docs/architecture.md, "The claim", explains them. Literals (scheduler_project/sql.py): the
 -- candidates' LIMIT, written in per batch size (a power of two, never a parameter: see
 -- claim.claim_sql), and the misfire rule's RUN_ALL_CAP.
 -- literal: candidates

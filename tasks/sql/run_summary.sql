@@ -1,6 +1,6 @@
 -- A finished run's summary, as a task's `runs` shows it, kept on the run by the database
 -- (`tasks_run.summary`): a task list page carries 50 tasks x 20 runs, and formatting their
--- 3,000 times on every read was about half of that page's time (docs/benchmarks.md, issue 18).
+-- 3,000 times on every read was about half of that page's time (docs/benchmarks.md, "API against its floor").
 -- A run's summary changes only when it finishes (or is retried and finishes again), so it is
 -- written then, once, by a trigger that no statement can forget: NULL while the run is not
 -- finished (those few are formatted as they are read). These are the current definitions; each

@@ -44,9 +44,13 @@ class Capacity:
     executables: bool = True  # False: it has no sandbox now, and claims no executable run
 
     def params(self) -> dict[str, int | bool]:
-        return {"cpu_total": self.cpu_total, "memory_total": self.memory_total,
-                "cpu_free": self.cpu_free, "memory_free": self.memory_free,
-                "executables": self.executables}  # fmt: skip
+        return {
+            "cpu_total": self.cpu_total,
+            "memory_total": self.memory_total,
+            "cpu_free": self.cpu_free,
+            "memory_free": self.memory_free,
+            "executables": self.executables,
+        }
 
 
 NO_LIMIT = Capacity()
@@ -114,9 +118,15 @@ def claim_runs(
     """
     if limit <= 0:
         return ClaimedRuns()
-    params = {"worker": worker, "limit": limit, "prefetch": prefetch_seconds,
-              "owner_cap": owner_cap, "window": settings.NOTIFICATIONS_RETRY_WINDOW_SECONDS,
-              "channel": outbox.NOTIFICATION_CHANNEL, **capacity.params()}  # fmt: skip
+    params = {
+        "worker": worker,
+        "limit": limit,
+        "prefetch": prefetch_seconds,
+        "owner_cap": owner_cap,
+        "window": settings.NOTIFICATIONS_RETRY_WINDOW_SECONDS,
+        "channel": outbox.NOTIFICATION_CHANNEL,
+        **capacity.params(),
+    }
     with prepared_cursor(row_factory=dict_row) as cursor:  # one statement: its own transaction
         cursor.execute(claim_sql(_candidates(limit, owner_cap)), params)
         rows = cursor.fetchall()
@@ -193,8 +203,13 @@ def record_and_claim(
     if it fails nothing is recorded and nothing claimed, and the caller keeps its outcomes.
     """
     if not outcomes:
-        return [], claim_runs(worker=worker, limit=limit, prefetch_seconds=prefetch_seconds,
-                              owner_cap=owner_cap, capacity=capacity)  # fmt: skip
+        return [], claim_runs(
+            worker=worker,
+            limit=limit,
+            prefetch_seconds=prefetch_seconds,
+            owner_cap=owner_cap,
+            capacity=capacity,
+        )
     if limit <= 0:
         return record_outcomes(worker=worker, outcomes=outcomes), ClaimedRuns()
     params = _finish_params(worker, outcomes)
@@ -213,9 +228,12 @@ def seconds_until_next_due(
     """Seconds (database clock) until the earliest claimable run that fits `capacity`'s totals
     is due; None when none is. With `later_than`, only runs due more than that many seconds
     from now count: a worker whose capacity held due runs back waits for what comes next."""
-    params = {"cpu_total": capacity.cpu_total, "memory_total": capacity.memory_total,
-              "executables": capacity.executables,
-              "later_than": -1e9 if later_than is None else later_than}  # fmt: skip
+    params = {
+        "cpu_total": capacity.cpu_total,
+        "memory_total": capacity.memory_total,
+        "executables": capacity.executables,
+        "later_than": -1e9 if later_than is None else later_than,
+    }
     with connection.cursor() as cursor:
         cursor.execute(SQL["seconds_until_next_due"], params)
         return cursor.fetchone()[0]

@@ -56,19 +56,22 @@ def resolve_overlaps(*, worker: str, claimed: list[ClaimedRun]) -> list[ClaimedR
         if skipped:
             cursor.execute(
                 SQL["set_aside"],
-                {"ids": skipped, "worker": worker, "status": "skipped",
-                 "error": "skipped: the previous run was still running (overlap policy)"},
-            )  # fmt: skip
-            # Outbox (issue 5): `missed` for each occurrence skipped, in the same transaction.
+                {
+                    "ids": skipped,
+                    "worker": worker,
+                    "status": "skipped",
+                    "error": "skipped: the previous run was still running (overlap policy)",
+                },
+            )
+            # Outbox: `missed` for each occurrence skipped, in the same transaction.
             outbox.enqueue(
                 cursor, events=events.skipped_events((r, t, None) for r, t in cursor.fetchall())
             )
         if superseded:
             cursor.execute(
                 SQL["set_aside"],
-                {"ids": superseded, "worker": worker, "status": "cancelled",
-                 "error": SUPERSEDED},
-            )  # fmt: skip
+                {"ids": superseded, "worker": worker, "status": "cancelled", "error": SUPERSEDED},
+            )
         cancel_tasks = {task_id for task_id, runs in by_task.items() if runs[0].overlap != "skip"}
         now = db_now()
         for run_id, task_id, _attempt in others:

@@ -88,8 +88,11 @@ def plan_due_tasks(*, now: datetime, batch: int = 500) -> PlanResult:
                 # A schedule this code cannot evaluate would fail every pass and, first in
                 # next_unplanned_at order, hold up every task behind it. It is pushed back instead
                 # of retried in a hot loop; a PATCH of its schedule replans it from now.
-                logger.exception("planning task=%s failed; next attempt at %s", task.pk,
-                                 now + timedelta(seconds=PLAN_RETRY_SECONDS))  # fmt: skip
+                logger.exception(
+                    "planning task=%s failed; next attempt at %s",
+                    task.pk,
+                    now + timedelta(seconds=PLAN_RETRY_SECONDS),
+                )
                 failed.append(task)
         if failed:
             Task.objects.filter(pk__in=[t.pk for t in failed]).update(

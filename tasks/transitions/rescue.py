@@ -39,7 +39,7 @@ def rescue_stuck_runs(*, after_seconds: float, batch: int = 500) -> RescueResult
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(SQL["rescue"], {"after": after_seconds, "batch": batch})
         rows = cursor.fetchall()
-        # Outbox (issue 5): `stuck` (and `retries_exhausted` when spent) commit with the rescue.
+        # Outbox: `stuck` (and `retries_exhausted` when spent) commit with the rescue.
         outbox.enqueue(cursor, events=events.rescue_events(rows))
         # /metrics counters: a rescue is an attempt's outcome, and a final `failed` when spent.
         counters.count_events(cursor, process=f"reviewer:{os.getpid()}", events=_counted(rows))
@@ -67,7 +67,7 @@ def flag_starved_runs(*, sla_seconds: float) -> int:
     """
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(SQL["flag_starved"], {"sla": sla_seconds})
-        # Outbox (issue 5): a `stuck` notification per flagged run, in the same transaction.
+        # Outbox: a `stuck` notification per flagged run, in the same transaction.
         rows = cursor.fetchall()
         outbox.enqueue(cursor, events=events.starved_events(rows))
         return len(rows)
@@ -83,8 +83,9 @@ def mark_unplaceable_runs(*, dead_after_seconds: float) -> list[tuple[UUID, str]
     and seen again on the next pass; several reviewers write the same reason.
     """
     with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute(SQL["mark_unplaceable"],
-                       {"dead": dead_after_seconds, "unlimited": UNLIMITED})  # fmt: skip
+        cursor.execute(
+            SQL["mark_unplaceable"], {"dead": dead_after_seconds, "unlimited": UNLIMITED}
+        )
         rows = cursor.fetchall()
         if any(reason == "" for _, reason in rows):
             notify(RUN_DUE_CHANNEL)

@@ -18,8 +18,15 @@ def flag(cursor: Any, *, worker: str, quiet: list[tuple[UUID, int, float]]) -> l
     returns (run id, task id, attempt, on_zombie) of those newly flagged."""
     if not quiet:
         return []
-    cursor.execute(SQL["flag"], {"ids": [q[0] for q in quiet], "attempts": [q[1] for q in quiet],
-                                 "idle": [q[2] for q in quiet], "worker": worker})  # fmt: skip
+    cursor.execute(
+        SQL["flag"],
+        {
+            "ids": [q[0] for q in quiet],
+            "attempts": [q[1] for q in quiet],
+            "idle": [q[2] for q in quiet],
+            "worker": worker,
+        },
+    )
     flagged = cursor.fetchall()
     outbox.enqueue(cursor, events=events.zombie_events(row[:3] for row in flagged))
     return flagged
@@ -29,5 +36,6 @@ def unflag(cursor: Any, *, worker: str, runs: list[tuple[UUID, int]]) -> None:
     """Clear the flag of (run id, attempt) runs that used CPU or wrote output again."""
     if runs:
         ids, attempts = zip(*runs, strict=True)
-        cursor.execute(SQL["unflag"], {"ids": list(ids), "attempts": list(attempts),
-                                       "worker": worker})  # fmt: skip
+        cursor.execute(
+            SQL["unflag"], {"ids": list(ids), "attempts": list(attempts), "worker": worker}
+        )

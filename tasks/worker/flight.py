@@ -75,10 +75,16 @@ class InFlight:
             outcome,
             status,
             duration,
-            extra={"event": "run_finished", "run": str(run.id), "task": str(run.task_id),
-                   "attempt": run.attempt, "outcome": outcome, "status": status,
-                   "duration": round(duration, 3)},
-        )  # fmt: skip
+            extra={
+                "event": "run_finished",
+                "run": str(run.id),
+                "task": str(run.task_id),
+                "attempt": run.attempt,
+                "outcome": outcome,
+                "status": status,
+                "duration": round(duration, 3),
+            },
+        )
         return decided
 
 

@@ -63,8 +63,16 @@ _SIGNAL_HINTS = {
     signal.SIGXFSZ: "file size limit exceeded",
     signal.SIGXCPU: "CPU time limit exceeded",
 }
-_ETC_FILES = ("alternatives", "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "passwd", "group",
-              "nsswitch.conf", "localtime")  # fmt: skip
+_ETC_FILES = (
+    "alternatives",
+    "ld.so.cache",
+    "ld.so.conf",
+    "ld.so.conf.d",
+    "passwd",
+    "group",
+    "nsswitch.conf",
+    "localtime",
+)
 _NET_ETC_FILES = ("resolv.conf", "hosts", "host.conf", "gai.conf", "ssl", "ca-certificates")
 
 
@@ -153,9 +161,14 @@ def _probe_bwrap(
         try:
             proc = subprocess.run(
                 [bwrap, *_bwrap_args(workdir, {}, False, extra), "/bin/true"],
-                capture_output=True, text=True, timeout=20, env={},
-                user=nobody, group=nobody, extra_groups=[] if as_nobody else None,
-            )  # fmt: skip
+                capture_output=True,
+                text=True,
+                timeout=20,
+                env={},
+                user=nobody,
+                group=nobody,
+                extra_groups=[] if as_nobody else None,
+            )
         except (OSError, subprocess.SubprocessError) as exc:
             reasons.append(str(exc))
             continue
@@ -277,9 +290,14 @@ def _supervise_run(
 ) -> ExecResult:
     proc = subprocess.Popen(
         [sys.executable, "-I", "-S", os.path.abspath(supervisor.__file__)],
-        cwd=workdir, env={}, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT, start_new_session=True, close_fds=True,
-    )  # fmt: skip
+        cwd=workdir,
+        env={},
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        close_fds=True,
+    )
     assert proc.stdin is not None and proc.stdout is not None
     # Config (env may hold secrets) goes over a pipe, never on a world-readable command line.
     proc.stdin.write(json.dumps(config).encode())

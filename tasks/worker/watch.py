@@ -1,6 +1,6 @@
 """The worker's watch thread: heartbeats, LISTEN wake-ups, and stopping runs it no longer holds.
 
-It reaches the worker through `HeldRuns` (four methods) and the worker's wake-up event only.
+It reaches the worker through the `HeldRuns` protocol and the worker's wake-up event only.
 """
 
 from __future__ import annotations
@@ -169,8 +169,9 @@ class Watch(threading.Thread):
         try:
             with self.conn.transaction():
                 cursor = self.conn.cursor()
-                flagged = zombie.flag(cursor, worker=self.process,
-                                           quiet=[(*key, idle) for key, idle in quiet])  # fmt: skip
+                flagged = zombie.flag(
+                    cursor, worker=self.process, quiet=[(*key, idle) for key, idle in quiet]
+                )
                 zombie.unflag(cursor, worker=self.process, runs=stirred)
         except psycopg.Error:
             self.zombies.undo(quiet, stirred)  # noticed again on the next beat

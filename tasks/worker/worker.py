@@ -275,7 +275,7 @@ class Worker:
         timeout = flight.run.timeout or settings.TASKS_DEFAULT_TIMEOUT_SECONDS
         flight.started_mono = time.monotonic()
         flight.deadline_mono = flight.started_mono + timeout + deadline_slack(flight.run.kind)
-        # One structured line per start (issue 6); the fields become JSON keys in production.
+        # One structured line per start; the fields become JSON keys in production.
         run = flight.run
         logger.info(
             "run started run=%s task=%s attempt=%s kind=%s",
@@ -283,9 +283,14 @@ class Worker:
             run.task_id,
             run.attempt,
             run.kind,
-            extra={"event": "run_started", "run": str(run.id), "task": str(run.task_id),
-                   "attempt": run.attempt, "kind": run.kind},
-        )  # fmt: skip
+            extra={
+                "event": "run_started",
+                "run": str(run.id),
+                "task": str(run.task_id),
+                "attempt": run.attempt,
+                "kind": run.kind,
+            },
+        )
         if run.kind == "executable":
             flight.activity = Activity()
         try:
@@ -387,8 +392,11 @@ class Worker:
     def executing(self) -> dict[RunKey, Activity]:
         """The executables running now, by (run id, attempt), for the watch's zombie check."""
         with self.lock:
-            return {(r, f.run.attempt): f.activity for r, f in self.inflight.items()
-                    if f.activity is not None and not f.decided}  # fmt: skip
+            return {
+                (r, f.run.attempt): f.activity
+                for r, f in self.inflight.items()
+                if f.activity is not None and not f.decided
+            }
 
     def stop_run(self, run_id: UUID, *, reason: str) -> None:
         """Cancel a run this worker holds (its outcome is recorded as `cancelled`, `reason`)."""

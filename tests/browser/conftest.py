@@ -30,8 +30,11 @@ def static_root(tmp_path_factory) -> Path:
     env = process_env(STATIC_ROOT=str(root), DATABASE_URL="postgres://unused@127.0.0.1:1/unused")
     subprocess.run(
         [sys.executable, str(ROOT / "manage.py"), "collectstatic", "--no-input", "-v", "0"],
-        cwd=ROOT, env=env, check=True, timeout=120,
-    )  # fmt: skip
+        cwd=ROOT,
+        env=env,
+        check=True,
+        timeout=120,
+    )
     return root
 
 

@@ -1,5 +1,5 @@
 """A staff user schedules from the admin in headless Chromium: adds a cron task, sees its next
-fire times, a real worker process runs it, and the run list shows seconds (issue 17).
+fire times, a real worker process runs it, and the run list shows seconds.
 
 Each page is saved as a screenshot under SCHEDULER_SCREENSHOT_DIR (default: the test's
 temporary folder) for a person to look at.

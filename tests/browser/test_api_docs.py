@@ -1,5 +1,5 @@
 """/api/docs/ (Swagger UI) and /api/redoc/ (ReDoc) render every operation from our own static
-files in headless Chromium, and no request leaves the host (issue 17): every request goes to
+files in headless Chromium, and no request leaves the host: every request goes to
 the server itself, except what the page's Content-Security-Policy stops before it is sent."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""What a reader of ReDoc sees of creating a task: the payload as one of the three kinds (tabs
+"""What a reader of ReDoc sees of creating a task: the payload as one of its kinds (tabs
 named after the components), the schedule as a choice of type (the discriminator's selector,
 each type with its own fields), and the examples as request and response samples."""
 

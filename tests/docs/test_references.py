@@ -1,16 +1,34 @@
-"""The documentation stays inside the repository: no page, comment or test points a reader to
-a file that is not in it (design notes or contracts kept elsewhere), and every `docs/...` page
-a text names exists. The contract clients rely on is docs/api.md."""
+"""The words stay true: no page, comment or test points a reader to a file that is not in the
+repository (design notes or contracts kept elsewhere), every `docs/...` page and benchmark
+section a text names exists, every file the docs name exists, and no text names a tracker issue
+or a development session outside the benchmark diary (docs/benchmarks.md). The contract clients
+rely on is docs/api.md."""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Collection
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-OUTSIDE = re.compile(r"shared/|\b(?:API|DESIGN|BENCHMARK|STYLE)\.md\b|seed documents")
+OUTSIDE = re.compile(
+    r"shared/|\b(?:API|DESIGN|BENCHMARK|STYLE)\.md\b|\b[Ss]eed [AB]\b"
+    r"|(?i:seed documents|\bthe seeds\b|\bseed's\b)"
+)
+ISSUE = re.compile(r"\bissues? ?#?\d+|\bissue_\d+", re.IGNORECASE)
+SESSION = re.compile(r"\bsessions? \d+", re.IGNORECASE)
+FORMATTER_OFF = re.compile(r"#\s*fmt:\s*(?:skip|off|on)\b")
 DOC_PATH = re.compile(r"\bdocs/[\w-]+\.md\b")
-SKIP = {".git", ".venv", "var", "node_modules", "staticfiles", "__pycache__"}
+# A path in the repository as the docs name one: `tasks/worker/watch.py`, `deploy/kubernetes/`.
+REPO_PATH = re.compile(
+    r"(?<![\w/.-])((?:tasks|notifications|reviewers|scheduler_project|tests|bench|deploy|docs)/[\w./-]*\w)"
+)
+BENCHMARK_SECTION = re.compile(r'docs/benchmarks\.md,?\s+"([^"]+)"')
+DIARY = ROOT / "docs" / "benchmarks.md"
+SKIP = set(".git .venv var node_modules staticfiles __pycache__ .ruff_cache .mypy_cache".split())
+SKIP |= {".pytest_cache", ".hypothesis"}
+SUFFIXES = {".md", ".py", ".txt", ".toml", ".cfg", ".yml", ".yaml", ".html", ".sql", ".sh", ".js"}
+NAMES = {"Makefile", "Dockerfile", "run"}
 
 
 def texts() -> list[Path]:
@@ -18,20 +36,36 @@ def texts() -> list[Path]:
     for path in ROOT.rglob("*"):
         if SKIP & set(path.relative_to(ROOT).parts) or not path.is_file():
             continue
-        if path.suffix in {".md", ".py", ".txt", ".toml", ".cfg", ".yml", ".yaml", ".html"}:
+        if path.suffix in SUFFIXES or path.name in NAMES:
             found.append(path)
     return found
 
 
-def test_no_text_points_outside_the_repository() -> None:
-    offending = [
+def lines_matching(pattern: re.Pattern[str], *, besides: Collection[Path] = ()) -> list[str]:
+    here = Path(__file__).resolve()
+    return [
         f"{path.relative_to(ROOT)}:{number}: {line.strip()}"
         for path in texts()
-        if path != Path(__file__).resolve()
+        if path != here and path not in besides
         for number, line in enumerate(path.read_text(errors="replace").splitlines(), 1)
-        if OUTSIDE.search(line)
+        if pattern.search(line)
     ]
-    assert offending == []
+
+
+def test_no_text_points_outside_the_repository() -> None:
+    assert lines_matching(OUTSIDE) == []
+
+
+def test_no_text_names_an_issue() -> None:
+    assert lines_matching(ISSUE) == []
+
+
+def test_sessions_are_named_only_in_the_benchmark_diary() -> None:
+    assert lines_matching(SESSION, besides={DIARY}) == []
+
+
+def test_the_formatter_lays_out_every_line() -> None:
+    assert lines_matching(FORMATTER_OFF) == []
 
 
 def test_every_docs_page_named_exists() -> None:
@@ -42,6 +76,38 @@ def test_every_docs_page_named_exists() -> None:
         if not (ROOT / name).exists()
     }
     assert missing == set()
+
+
+def test_every_file_the_docs_name_exists() -> None:
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    missing = {
+        f"{page.relative_to(ROOT)}: {name}"
+        for page in pages
+        for name in REPO_PATH.findall(page.read_text())
+        if not (ROOT / name).exists()
+    }
+    assert missing == set()
+
+
+def test_every_benchmark_section_named_exists() -> None:
+    headings = {
+        line.lstrip("#").strip() for line in DIARY.read_text().splitlines() if line.startswith("#")
+    }
+    missing = {
+        f"{path.relative_to(ROOT)}: {name}"
+        for path in texts()
+        for name in BENCHMARK_SECTION.findall(" ".join(path.read_text(errors="replace").split()))
+        if not any(heading.startswith(name) for heading in headings)
+    }
+    assert missing == set()
+
+
+def test_the_transitions_table_names_every_transition_module() -> None:
+    page = (ROOT / "docs" / "architecture.md").read_text()
+    section = page.split("\n## State transitions\n")[1].split("\n## ")[0]
+    rows = set(re.findall(r"^\| `(\w+\.py)` \|", section, re.MULTILINE))
+    modules = {p.name for p in (ROOT / "tasks" / "transitions").glob("*.py")} - {"__init__.py"}
+    assert rows == modules
 
 
 def test_the_api_page_is_the_contract() -> None:

@@ -23,8 +23,13 @@ DAY = timedelta(days=1)
 def finished(status: str, *, days_ago: float, **fields: object) -> Run:
     at = timezone.now() - days_ago * DAY
     started = at if status in ("succeeded", "failed") else None
-    run = RunFactory(status=status, scheduled_at=at - timedelta(minutes=1), finished_at=at,
-                     started_at=started, **fields)  # fmt: skip
+    run = RunFactory(
+        status=status,
+        scheduled_at=at - timedelta(minutes=1),
+        finished_at=at,
+        started_at=started,
+        **fields,
+    )
     Attempt.objects.create(run=run, number=1, finished_at=at, outcome="succeeded")
     return run
 
@@ -37,8 +42,14 @@ def test_prunes_only_finished_runs_past_their_retention(db):
     long_ago = timezone.now() - 400 * DAY
     # Still needed whatever their age: waiting, running, retrying.
     scheduled = RunFactory(task=task, scheduled_at=long_ago, execute_at=long_ago)
-    running = RunFactory(task=task, status="running", worker="w", scheduled_at=long_ago + DAY,
-                         started_at=long_ago, heartbeat_at=timezone.now())  # fmt: skip
+    running = RunFactory(
+        task=task,
+        status="running",
+        worker="w",
+        scheduled_at=long_ago + DAY,
+        started_at=long_ago,
+        heartbeat_at=timezone.now(),
+    )
     waiting = RunFactory(task=task, status="waiting_for_resource", scheduled_at=long_ago + 2 * DAY)
 
     pruned = retention.prune_finished_runs(
@@ -74,8 +85,14 @@ def test_prunes_notifications_with_their_run(db):
 
     run = finished("succeeded", days_ago=40)
     channel = Channel.objects.create(owner=run.owner, kind="email", config={"address": "a@b.c"})
-    Notification.objects.create(channel=channel, run=run, task=run.task, attempt=1,
-                                event="succeeded", retry_until=timezone.now())  # fmt: skip
+    Notification.objects.create(
+        channel=channel,
+        run=run,
+        task=run.task,
+        attempt=1,
+        event="succeeded",
+        retry_until=timezone.now(),
+    )
     assert retention.prune_batch(status="succeeded", older_than_days=30, batch=10) == 1
     assert not Notification.objects.exists()
 
@@ -126,8 +143,14 @@ def test_a_prune_batch_holding_its_locks_neither_blocks_a_claim_nor_another_prun
 def test_reviewer_pass_prunes_processes_and_keeps_ten_years_by_default():
     ancient = finished("succeeded", days_ago=3000)
     now = timezone.now()
-    Process.objects.create(name="gone", role="worker", host="h", pid=1,
-                           started_at=now - 30 * DAY, last_seen_at=now - 30 * DAY)  # fmt: skip
+    Process.objects.create(
+        name="gone",
+        role="worker",
+        host="h",
+        pid=1,
+        started_at=now - 30 * DAY,
+        last_seen_at=now - 30 * DAY,
+    )
     call_command("runreviewer", "--once")
     assert Run.objects.filter(pk=ancient.pk).exists()  # 3000 days < the default 3650
     assert not Process.objects.filter(name="gone").exists()

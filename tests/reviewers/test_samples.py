@@ -20,8 +20,9 @@ def test_samples_the_minute_just_ended_once(db):
     RunFactory(execute_at=now - timedelta(seconds=5))
     RunFactory(status="running", worker="w", started_at=now, heartbeat_at=now)
     at = minute + timedelta(seconds=30)
-    RunFactory(status="succeeded", execute_at=at - timedelta(seconds=2), started_at=at,
-               finished_at=at)  # fmt: skip
+    RunFactory(
+        status="succeeded", execute_at=at - timedelta(seconds=2), started_at=at, finished_at=at
+    )
     RunFactory(status="failed", execute_at=at, started_at=at, finished_at=at)
     assert record_queue_sample() is True
     assert record_queue_sample() is False  # already written (by this or another reviewer)

@@ -1,4 +1,4 @@
-"""Bearer tokens (issue 8, point 3): every bad token is a 401; external IdP tokens by setting."""
+"""Bearer tokens: every bad token is a 401; external IdP tokens by setting."""
 
 from __future__ import annotations
 
@@ -124,10 +124,16 @@ def public_pem(key: rsa.RSAPrivateKey) -> str:
 
 def external_settings(**overrides: Any) -> dict[str, Any]:
     return {
-        "ALGORITHM": "RS256", "VERIFYING_KEY": "", "JWK_URL": "", "AUDIENCE": AUDIENCE,
-        "ISSUER": ISSUER, "USER_CLAIM": "sub", "USER_FIELD": "username", "LEEWAY_SECONDS": 0,
+        "ALGORITHM": "RS256",
+        "VERIFYING_KEY": "",
+        "JWK_URL": "",
+        "AUDIENCE": AUDIENCE,
+        "ISSUER": ISSUER,
+        "USER_CLAIM": "sub",
+        "USER_FIELD": "username",
+        "LEEWAY_SECONDS": 0,
         **overrides,
-    }  # fmt: skip
+    }
 
 
 def idp_token(key: Any, *, algorithm: str = "RS256", **claims: Any) -> str:

@@ -1,6 +1,6 @@
-"""Issue 16 in process: multi-host URLs, connections to a read-only server dropped, a database
-that cannot be reached answered 503 with Retry-After (tests/system/test_failover.py does it all
-with real processes and a real failover)."""
+"""Database failover in process: multi-host URLs, connections to a read-only server dropped, a
+database that cannot be reached answered 503 with Retry-After (tests/system/test_failover.py does
+it all with real processes and a real failover)."""
 
 from __future__ import annotations
 
@@ -76,8 +76,10 @@ def test_a_replica_url_of_several_standbys_does_not_inherit_read_write() -> None
 
     result = python_setting(
         "__import__('json').dumps(settings.DATABASES)",
-        DATABASE_URL=primary, DATABASE_REPLICA_URL=replica, SECRET_KEY="x" * 40,
-    )  # fmt: skip
+        DATABASE_URL=primary,
+        DATABASE_REPLICA_URL=replica,
+        SECRET_KEY="x" * 40,
+    )
 
     databases = json.loads(result.stdout)
     assert databases["default"]["OPTIONS"]["target_session_attrs"] == "read-write"
@@ -197,8 +199,12 @@ def database_down(transactional_db):
 
 
 def test_the_api_answers_503_with_retry_after_while_the_database_is_down(database_down, api):
-    body = {"name": "x", "kind": "handler", "payload": {"name": "echo"},
-            "schedule": {"type": "once", "delay": 60}}  # fmt: skip
+    body = {
+        "name": "x",
+        "kind": "handler",
+        "payload": {"name": "echo"},
+        "schedule": {"type": "once", "delay": 60},
+    }
     database_down()
 
     response = api.post("/api/v1/tasks", body, format="json")
@@ -224,8 +230,10 @@ def test_a_claim_whose_answer_was_lost_is_not_renewed_and_gets_rescued() -> None
     # The primary died after committing a claim but before the worker heard of it: the run is
     # the worker's in the database, unknown to the worker. Renewing it would hold it forever.
     task = TaskFactory(max_attempts=3)
-    runs = [RunFactory(task=task, scheduled_at=datetime.now(UTC) - timedelta(seconds=i))
-            for i in range(2)]  # fmt: skip
+    runs = [
+        RunFactory(task=task, scheduled_at=datetime.now(UTC) - timedelta(seconds=i))
+        for i in range(2)
+    ]
     claimed = claim.claim_runs(worker="w-a", limit=2, prefetch_seconds=0, owner_cap=100)
     assert {c.id for c in claimed} == {r.id for r in runs}
     Run.objects.update(heartbeat_at=datetime.now(UTC) - timedelta(minutes=5))

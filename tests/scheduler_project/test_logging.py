@@ -34,8 +34,11 @@ def test_json_line_carries_extra_fields():
     line = emit("tests.ops", "run finished run=%s", "r1", extra={"run": "r1", "duration": 0.5})
     assert line["message"] == "run finished run=r1"
     assert (line["level"], line["logger"], line["run"], line["duration"]) == (
-        "WARNING", "tests.ops", "r1", 0.5,
-    )  # fmt: skip
+        "WARNING",
+        "tests.ops",
+        "r1",
+        0.5,
+    )
     assert line["time"].endswith("+00:00")
 
 

@@ -1,4 +1,4 @@
-"""Request limits (issue 8, point 4): body size (413 JSON), chunked bodies, write rate (429)."""
+"""Request limits: body size (413 JSON), chunked bodies, write rate (429)."""
 
 from __future__ import annotations
 
@@ -108,7 +108,7 @@ def test_too_many_form_fields_is_a_json_400(api: APIClient, settings) -> None:
 
 
 def test_a_url_encoded_form_is_a_415(api: APIClient) -> None:
-    # JSON, or multipart where a file is uploaded; no third body type (issue 17).
+    # JSON, or multipart where a file is uploaded; no third body type.
     body = "kind=handler&payload=%7B%22name%22%3A%22noop%22%7D"
     response = api.post("/api/v1/tasks", body, content_type="application/x-www-form-urlencoded")
 
@@ -153,12 +153,15 @@ def test_chunked_and_oversized_bodies_through_gunicorn(gunicorn, user) -> None:
         for start in range(0, len(body), 1000):
             yield body[start : start + 1000]
 
-    small = requests.post(f"{base}/api/v1/tasks", data=chunks(json.dumps(NOOP).encode()),
-                          headers=headers, timeout=30)  # fmt: skip
-    large = requests.post(f"{base}/api/v1/tasks", data=chunks(padded(50_000)), headers=headers,
-                          timeout=30)  # fmt: skip
-    declared = requests.post(f"{base}/api/v1/tasks", data=padded(50_000), headers=headers,
-                             timeout=30)  # fmt: skip
+    small = requests.post(
+        f"{base}/api/v1/tasks", data=chunks(json.dumps(NOOP).encode()), headers=headers, timeout=30
+    )
+    large = requests.post(
+        f"{base}/api/v1/tasks", data=chunks(padded(50_000)), headers=headers, timeout=30
+    )
+    declared = requests.post(
+        f"{base}/api/v1/tasks", data=padded(50_000), headers=headers, timeout=30
+    )
 
     assert small.status_code == 201, small.text
     for response in (large, declared):

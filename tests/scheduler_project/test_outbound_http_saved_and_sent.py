@@ -1,4 +1,4 @@
-"""Outbound requests (issue 8, point 6): the SSRF guard with the allow-list off.
+"""Outbound requests: the SSRF guard with the allow-list off.
 
 Refused with a 400 naming the field when a channel or an `http` task is saved, and again when
 the request is sent: a host that passed at save time but resolves to the loopback later (DNS
@@ -28,12 +28,25 @@ from tests.notifications.conftest import due_run, finish, subscribed_task
 pytestmark = pytest.mark.django_db
 
 LOOPBACK = [
-    "http://127.0.0.1/", "http://127.1/", "http://0x7f000001/", "http://2130706433/",
-    "http://0177.0.0.1/", "http://127.0.0.2:8080/", "http://[::1]/", "http://[::ffff:127.0.0.1]/",
-    "http://[::ffff:7f00:1]/", "http://localhost/", "http://0.0.0.0/",
-]  # fmt: skip
-PRIVATE = ["http://10.0.0.1/", "http://192.168.1.1/", "http://172.16.0.1/", "http://[fd00::1]/",
-           "http://100.64.0.1/"]  # fmt: skip
+    "http://127.0.0.1/",
+    "http://127.1/",
+    "http://0x7f000001/",
+    "http://2130706433/",
+    "http://0177.0.0.1/",
+    "http://127.0.0.2:8080/",
+    "http://[::1]/",
+    "http://[::ffff:127.0.0.1]/",
+    "http://[::ffff:7f00:1]/",
+    "http://localhost/",
+    "http://0.0.0.0/",
+]
+PRIVATE = [
+    "http://10.0.0.1/",
+    "http://192.168.1.1/",
+    "http://172.16.0.1/",
+    "http://[fd00::1]/",
+    "http://100.64.0.1/",
+]
 LINK_LOCAL = ["http://169.254.1.1/", "http://[fe80::1]/"]
 METADATA = ["http://169.254.169.254/latest/meta-data/", "http://[fd00:ec2::254]/"]
 REFUSED = LOOPBACK + PRIVATE + LINK_LOCAL + METADATA
@@ -76,17 +89,21 @@ def test_channel_refused_when_saved(api: APIClient, url: str) -> None:
 
 def test_changing_a_saved_url_is_checked_too(api: APIClient, settings) -> None:
     settings.SCHEDULER_OUTBOUND_ALLOW = ["127.0.0.1"]
-    task = api.post("/api/v1/tasks", {"kind": "http", "payload": {"url": "http://127.0.0.1/"}},
-                    format="json").json()  # fmt: skip
-    channel = api.post("/api/v1/channels", {"kind": "webhook", "url": "http://127.0.0.1/h"},
-                       format="json").json()  # fmt: skip
+    task = api.post(
+        "/api/v1/tasks", {"kind": "http", "payload": {"url": "http://127.0.0.1/"}}, format="json"
+    ).json()
+    channel = api.post(
+        "/api/v1/channels", {"kind": "webhook", "url": "http://127.0.0.1/h"}, format="json"
+    ).json()
     settings.SCHEDULER_OUTBOUND_ALLOW = []
     metadata = "http://169.254.169.254/"
 
-    task_change = api.patch(f"/api/v1/tasks/{task['id']}",
-                            {"payload": {"url": metadata}}, format="json")  # fmt: skip
-    channel_change = api.patch(f"/api/v1/channels/{channel['id']}", {"url": metadata},
-                               format="json")  # fmt: skip
+    task_change = api.patch(
+        f"/api/v1/tasks/{task['id']}", {"payload": {"url": metadata}}, format="json"
+    )
+    channel_change = api.patch(
+        f"/api/v1/channels/{channel['id']}", {"url": metadata}, format="json"
+    )
 
     assert "metadata" in field_errors(task_change, "payload", "url")
     assert "metadata" in field_errors(channel_change, "url")
@@ -172,8 +189,11 @@ def run_worker_until_finished(run_id: Any) -> Run:
 
 
 def create_http_task(api: APIClient, url: str) -> Run:
-    body = {"kind": "http", "payload": {"method": "POST", "url": url, "body": {"a": 1}},
-            "max_attempts": 1}  # fmt: skip
+    body = {
+        "kind": "http",
+        "payload": {"method": "POST", "url": url, "body": {"a": 1}},
+        "max_attempts": 1,
+    }
     response = api.post("/api/v1/tasks", body, format="json")
     assert response.status_code == 201, response.content
     return Run.objects.get(task_id=response.json()["id"])
@@ -193,9 +213,11 @@ def test_http_task_rebound_to_the_loopback_fails_when_sent(api, recorder, rebind
 def test_webhook_rebound_to_the_loopback_fails_when_delivered(
     api, user, recorder, rebinding_dns
 ) -> None:
-    created = api.post("/api/v1/channels",
-                       {"kind": "webhook", "url": f"http://rebind.example:{recorder.port}/hook"},
-                       format="json")  # fmt: skip
+    created = api.post(
+        "/api/v1/channels",
+        {"kind": "webhook", "url": f"http://rebind.example:{recorder.port}/hook"},
+        format="json",
+    )
     assert created.status_code == 201, created.content
     channel = Channel.objects.get(pk=created.json()["id"])
     finish(due_run(subscribed_task(channel, ["succeeded"])), "succeeded")

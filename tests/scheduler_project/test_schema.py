@@ -60,7 +60,7 @@ def test_schema_lists_the_task_and_run_routes(schema: dict) -> None:
 def test_schema_documents_create_as_json_with_the_upload_described(schema: dict) -> None:
     post = schema["paths"]["/api/v1/tasks"]["post"]
 
-    # One body type per operation: generators make one model (issue 17); the multipart upload
+    # One body type per operation: generators make one model; the multipart upload
     # of an executable still works and is described.
     assert set(post["requestBody"]["content"]) == {"application/json"}
     assert "multipart/form-data" in post["description"]
@@ -99,16 +99,26 @@ def test_operation_ids_and_tags_read_by_resource(schema: dict) -> None:
     assert len(set(ids.values())) == len(ids), "operation ids are unique"
     tags = {operation["tags"][0] for operation in operations.values()}
     assert tags == {
-        "tasks", "runs", "schedules", "channels", "notifications", "auth", "seed", "health",
-    }  # fmt: skip
+        "tasks",
+        "runs",
+        "schedules",
+        "channels",
+        "notifications",
+        "auth",
+        "seed",
+        "health",
+    }
     assert operations[("/tasks", "get")]["tags"] == ["seed"]
 
 
 def test_actions_declare_what_each_answers(schema: dict) -> None:
     def ok(path: str) -> dict:
         responses = schema["paths"][path]["post"]["responses"]
-        return {code: responses[code]["content"]["application/json"]["schema"]["$ref"]
-                for code in responses if code < "300"}  # fmt: skip
+        return {
+            code: responses[code]["content"]["application/json"]["schema"]["$ref"]
+            for code in responses
+            if code < "300"
+        }
 
     task, run = "#/components/schemas/TaskOutput", "#/components/schemas/Run"
     assert ok("/api/v1/tasks/{id}/pause") == {"200": task}

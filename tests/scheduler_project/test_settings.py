@@ -1,6 +1,6 @@
 """scheduler_project/settings.py states each setting once: every upper-case name is assigned by
 one statement and never changed afterwards (no `X[...] = `, no `X.append(...)`), so the line a
-reader finds is the whole truth about that setting (issue 12)."""
+reader finds is the whole truth about that setting."""
 
 from __future__ import annotations
 
@@ -46,8 +46,11 @@ def test_every_setting_is_assigned_by_one_statement() -> None:
     counts = Counter(name for node in nodes for name in _target_names(node) if name.isupper())
     assert counts, "no settings found"
     assert {name: n for name, n in counts.items() if n > 1} == {}
-    augmented = [n.target.id for n in nodes if isinstance(n, ast.AugAssign)
-                 and isinstance(n.target, ast.Name) and n.target.id.isupper()]  # fmt: skip
+    augmented = [
+        n.target.id
+        for n in nodes
+        if isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Name) and n.target.id.isupper()
+    ]
     assert augmented == []
 
 

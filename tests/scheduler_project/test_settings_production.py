@@ -1,4 +1,4 @@
-"""Production settings (issue 8, points 3 and 7), each in a fresh process with a production
+"""Production settings, each in a fresh process with a production
 environment: `check --deploy` passes at WARNING level behind a TLS proxy, a short signing key
 stops the process at start-up, and the quick start's plain-HTTP defaults stay as they are."""
 
@@ -27,12 +27,20 @@ PRODUCTION = {
 
 def manage(*args: str, **env: str) -> subprocess.CompletedProcess:
     """`manage.py` in a clean environment: nothing of the test run (SCHEDULER_TESTING, ...)."""
-    base = {"PATH": os.environ.get("PATH", ""), "HOME": os.environ.get("HOME", "/tmp"),
-            "DATABASE_URL": database_url(), "LOG_FORMAT": "plain"}  # fmt: skip
+    base = {
+        "PATH": os.environ.get("PATH", ""),
+        "HOME": os.environ.get("HOME", "/tmp"),
+        "DATABASE_URL": database_url(),
+        "LOG_FORMAT": "plain",
+    }
     return subprocess.run(
         [sys.executable, str(ROOT / "manage.py"), *args],
-        cwd=ROOT, env={**base, **env}, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        cwd=ROOT,
+        env={**base, **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def python_setting(expression: str, **env: str) -> subprocess.CompletedProcess:
@@ -105,7 +113,8 @@ def test_external_idp_needs_an_asymmetric_algorithm() -> None:
 
 
 def test_a_malformed_write_rate_is_refused_at_start_up() -> None:
-    result = python_setting("settings.SCHEDULER_WRITE_RATE", **PRODUCTION,
-                            SCHEDULER_WRITE_RATE="lots")  # fmt: skip
+    result = python_setting(
+        "settings.SCHEDULER_WRITE_RATE", **PRODUCTION, SCHEDULER_WRITE_RATE="lots"
+    )
 
     assert result.returncode != 0 and "SCHEDULER_WRITE_RATE" in result.stderr

@@ -81,7 +81,7 @@ def test_every_sql_file_of_the_apps_parses() -> None:
 
 
 def test_no_python_module_of_the_apps_holds_a_write_statement() -> None:
-    # Writes and claims live in .sql files (issue 12); SELECT-only reads may stay in Python.
+    # Writes and claims live in .sql files; SELECT-only reads may stay in Python.
     write = re.compile(
         r"INSERT\s+INTO|UPDATE\s+\w+(\s+\w+)?\s+SET|CREATE\s+(OR\s+REPLACE\s+)?FUNCTION"
         r"|FOR\s+UPDATE\s+(OF\s+\w+\s+)?SKIP\s+LOCKED\s*\)"

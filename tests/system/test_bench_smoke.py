@@ -79,8 +79,19 @@ def test_history_scheduler_and_soak() -> None:
     (scheduler,) = [r for r in lines if r.get("workload") == "scheduler"]
     assert scheduler["materialised"] > 0 and scheduler["skipped"] == 0
 
-    lines = bench("soak", "--runs", "300", "--minutes", "0.2", "--api-runs", "2000",
-                  "--api-requests", "50", "--api-workers", "1")  # fmt: skip
+    lines = bench(
+        "soak",
+        "--runs",
+        "300",
+        "--minutes",
+        "0.2",
+        "--api-runs",
+        "2000",
+        "--api-requests",
+        "50",
+        "--api-workers",
+        "1",
+    )
     soak = next(r for r in lines if "ran_twice" in r)
     assert (soak["succeeded"], soak["ran_twice"]) == (300, 0)
     api = next(r for r in lines if "rss_before_mb" in r)
@@ -88,13 +99,35 @@ def test_history_scheduler_and_soak() -> None:
 
 
 def test_recurring_notify_and_admin() -> None:
-    (late,) = bench("recurring", "--tasks", "3", "--seconds", "4", "--schedulers", "1",
-                    "--workers", "1", scratch="lateness")  # fmt: skip
+    (late,) = bench(
+        "recurring",
+        "--tasks",
+        "3",
+        "--seconds",
+        "4",
+        "--schedulers",
+        "1",
+        "--workers",
+        "1",
+        scratch="lateness",
+    )
     assert (late["missing"], late["ran_twice"], late["early"]) == (0, 0, 0)
     assert late["occurrences"] > 0
 
-    (mix,) = bench("mix", "--intervals", "2", "--crons", "1", "--seconds", "4", "--schedulers",
-                   "2", "--workers", "1", scratch="mix")  # fmt: skip
+    (mix,) = bench(
+        "mix",
+        "--intervals",
+        "2",
+        "--crons",
+        "1",
+        "--seconds",
+        "4",
+        "--schedulers",
+        "2",
+        "--workers",
+        "1",
+        scratch="mix",
+    )
     assert (mix["missing"], mix["duplicates"], mix["early"], mix["deadlocks"]) == (0, 0, 0, 0)
     assert mix["occurrences"] > 0 and mix["floor"]["samples"] > 0
 
@@ -104,9 +137,12 @@ def test_recurring_notify_and_admin() -> None:
 
     done = subprocess.run(
         [sys.executable, "-m", "bench", "admin", "--runs", "6000", "--repeat", "1"],
-        env=process_env(LOG_LEVEL="WARNING"), capture_output=True, text=True, timeout=240,
+        env=process_env(LOG_LEVEL="WARNING"),
+        capture_output=True,
+        text=True,
+        timeout=240,
         cwd=ROOT,
-    )  # fmt: skip
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "dashboard" in done.stdout and "runs, page 50" in done.stdout
 
@@ -126,8 +162,13 @@ def test_api_find_max_doubles_until_a_miss_then_bisects() -> None:
 def test_api_against_its_floor_with_a_scheduler_and_a_worker() -> None:
     lines = bench("api", "--rate", "20", "--writes", "2", "--seconds", "3", "--api-workers", "1")
     alone = next(r for r in lines if r["workload"] == "api service time")
-    assert set(alone["by_endpoint"]) == {"floor", "task_list", "task_detail", "task_runs",
-                                         "run_detail"}  # fmt: skip
+    assert set(alone["by_endpoint"]) == {
+        "floor",
+        "task_list",
+        "task_detail",
+        "task_runs",
+        "run_detail",
+    }
     assert alone["by_endpoint"]["floor"]["x_floor"] == 1.0
     assert all(f["median_ms"] > 0 for f in alone["by_endpoint"].values())
     saturated = next(r for r in lines if r["workload"] == "api saturated throughput")

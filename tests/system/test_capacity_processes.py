@@ -1,4 +1,4 @@
-"""Issue 14 with real processes: a worker offering 2 CPUs runs 2-CPU tasks one at a time in
+"""Worker capacity with real processes: a worker offering 2 CPUs runs 2-CPU tasks one at a time in
 strict priority order, the waiting ones show why through the API, and a task no worker can
 hold waits with its reason without blocking a small one."""
 
@@ -41,12 +41,16 @@ def test_capacity_runs_in_strict_priority_and_says_why_runs_wait(processes):
     token = requests.post(
         f"{base}/api/v1/auth/token", json={"username": "cap", "password": "password-123"}, timeout=5
     )
-    headers = {"Authorization": f"Bearer {token.json()['access']}"}  # fmt: skip
+    headers = {"Authorization": f"Bearer {token.json()['access']}"}
 
     def create(priority: int, resources: dict, seconds: float = SLEEP) -> str:
-        body = {"kind": "handler", "payload": {"name": "sleep", "args": {"seconds": seconds}},
-                "schedule": {"type": "once"}, "priority": priority,
-                "resources": resources}  # fmt: skip
+        body = {
+            "kind": "handler",
+            "payload": {"name": "sleep", "args": {"seconds": seconds}},
+            "schedule": {"type": "once"},
+            "priority": priority,
+            "resources": resources,
+        }
         answer = requests.post(f"{base}/api/v1/tasks", json=body, headers=headers, timeout=5)
         assert answer.status_code == 201, answer.text
         return answer.json()["runs"][0]["id"]
@@ -69,8 +73,9 @@ def test_capacity_runs_in_strict_priority_and_says_why_runs_wait(processes):
             seen[run_id].add((body["status"], body["wait_reason"]))
         return all(("succeeded", "") in states for states in seen.values())
 
-    wait_for(lambda: shown(by_priority[9])["status"] == "running", timeout=30,
-             details=processes.logs)  # fmt: skip
+    wait_for(
+        lambda: shown(by_priority[9])["status"] == "running", timeout=30, details=processes.logs
+    )
     commits_before, clock_before = commits(), time.monotonic()
     wait_for(all_finished, timeout=30, interval=0.1, details=processes.logs)
     time.sleep(1.0)  # statistics reach pg_stat_database within a second
@@ -106,11 +111,18 @@ def test_a_capped_owner_with_a_run_due_does_not_make_the_worker_spin(processes):
         task = TaskFactory(owner=owner, payload={"name": "sleep", "args": {"seconds": 2.0}})
         runs.append(RunFactory(task=task).pk)
     processes.start("runworker", "--concurrency", "4", env=env)
-    wait_for(lambda: Run.objects.filter(pk__in=runs, status="running").exists(), timeout=30,
-             details=processes.logs)  # fmt: skip
+    wait_for(
+        lambda: Run.objects.filter(pk__in=runs, status="running").exists(),
+        timeout=30,
+        details=processes.logs,
+    )
     commits_before, clock_before = commits(), time.monotonic()
-    wait_for(lambda: Run.objects.filter(pk__in=runs, status="succeeded").count() == 2,
-             timeout=30, interval=0.1, details=processes.logs)  # fmt: skip
+    wait_for(
+        lambda: Run.objects.filter(pk__in=runs, status="succeeded").count() == 2,
+        timeout=30,
+        interval=0.1,
+        details=processes.logs,
+    )
     time.sleep(1.0)  # statistics reach pg_stat_database within a second
     rate = (commits() - commits_before) / (time.monotonic() - clock_before)
     first, second = sorted(Run.objects.filter(pk__in=runs), key=lambda r: r.started_at)

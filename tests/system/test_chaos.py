@@ -155,9 +155,12 @@ def test_restarting_postgres_mid_run_loses_nothing(tmp_path):
     try:
         env = process_env(DATABASE_URL=cluster.url, **TIMING)
         subprocess.run(
-            [sys.executable, "manage.py", "migrate", "-v", "0"], env=env, check=True, timeout=120,
+            [sys.executable, "manage.py", "migrate", "-v", "0"],
+            env=env,
+            check=True,
+            timeout=120,
             cwd=Path(__file__).resolve().parents[2],
-        )  # fmt: skip
+        )
         psql = ["psql", "-h", "127.0.0.1", "-p", str(cluster.port), "-U", "postgres", "-tAc"]
 
         def sql(query: str) -> str:

@@ -33,11 +33,14 @@ def test_task_created_over_http_succeeds_on_a_worker(processes, tmp_path):
     headers = {"Authorization": f"Bearer {token}"}
     created = requests.post(
         f"{base}/api/v1/tasks",
-        json={"kind": "handler", "payload": {"name": "echo", "args": {"hello": "world"}},
-              "schedule": {"type": "once", "delay": 2}},
+        json={
+            "kind": "handler",
+            "payload": {"name": "echo", "args": {"hello": "world"}},
+            "schedule": {"type": "once", "delay": 2},
+        },
         headers=headers,
         timeout=5,
-    )  # fmt: skip
+    )
     assert created.status_code == 201, created.text
     task_id = created.json()["id"]
 

@@ -1,4 +1,4 @@
-"""Issue 16: a PostgreSQL failover under load, with every role as a real process.
+"""A PostgreSQL failover under load, with every role as a real process.
 
 A primary with a synchronous standby (tests/tasks/pg_pair.py); every role on the two-host URL
 (`target_session_attrs=read-write`); one-time tasks created through the API every 100 ms and a
@@ -31,7 +31,7 @@ pytestmark = [
     pytest.mark.skipif(not can_run(), reason="needs PostgreSQL's server binaries (pg_ctl)"),
 ]
 
-# Fewer than docker-compose.ha.yml's 3 API replicas, 3 workers and 2 reviewers: two shared cores.
+# Fewer replicas than docker-compose.ha.yml runs: two shared cores.
 SCHEDULERS, WORKERS, REVIEWERS = 3, 2, 1
 CREATE_EVERY = 0.1
 PASSWORD = "failover-test-password"
@@ -59,11 +59,16 @@ class Load(threading.Thread):
         while not self.stopping.is_set():
             started = time.monotonic()
             n += 1
-            body = {"name": f"once-{n}", "kind": "handler", "payload": {"name": "record"},
-                    "schedule": {"type": "once", "delay": 0}}  # fmt: skip
+            body = {
+                "name": f"once-{n}",
+                "kind": "handler",
+                "payload": {"name": "record"},
+                "schedule": {"type": "once", "delay": 0},
+            }
             try:
-                r = session.post(f"{self.base}/api/v1/tasks", json=body, headers=self.headers,
-                                 timeout=10)  # fmt: skip
+                r = session.post(
+                    f"{self.base}/api/v1/tasks", json=body, headers=self.headers, timeout=10
+                )
                 task = r.json().get("id") if r.status_code == 201 else None
                 self.answers.append(
                     Answer(started, r.status_code, r.headers.get("Retry-After"), task)
@@ -95,11 +100,26 @@ class HealthProbe(threading.Thread):
 
 def start_api(procs: Processes, env: dict[str, str], log: Path) -> str:
     port = free_port()
-    procs.started.append(subprocess.Popen(
-        [sys.executable, "-m", "gunicorn", "scheduler_project.wsgi", "--workers", "2",
-         "--bind", f"127.0.0.1:{port}", "--timeout", "30"],
-        cwd=ROOT, env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT,
-    ))  # fmt: skip
+    procs.started.append(
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "gunicorn",
+                "scheduler_project.wsgi",
+                "--workers",
+                "2",
+                "--bind",
+                f"127.0.0.1:{port}",
+                "--timeout",
+                "30",
+            ],
+            cwd=ROOT,
+            env=env,
+            stdout=log.open("wb"),
+            stderr=subprocess.STDOUT,
+        )
+    )
     return wait_for_api(f"http://127.0.0.1:{port}")
 
 
@@ -115,26 +135,43 @@ def test_failover_under_load_loses_nothing_and_records_nothing_twice(tmp_path):
     try:
         pair.start()
         env = process_env(
-            DATABASE_URL=pair.url, ALLOWED_HOSTS="127.0.0.1",
-            SCHEDULER_HANDLER_MODULES="tests.handlers", TEST_RECORD_DIR=str(records),
-            DJANGO_SUPERUSER_USERNAME="ops", DJANGO_SUPERUSER_PASSWORD=PASSWORD,
-        )  # fmt: skip
+            DATABASE_URL=pair.url,
+            ALLOWED_HOSTS="127.0.0.1",
+            SCHEDULER_HANDLER_MODULES="tests.handlers",
+            TEST_RECORD_DIR=str(records),
+            DJANGO_SUPERUSER_USERNAME="ops",
+            DJANGO_SUPERUSER_PASSWORD=PASSWORD,
+        )
         for command in ("migrate", "ensureadmin"):
-            subprocess.run([sys.executable, "manage.py", command], env=env, cwd=ROOT,
-                           check=True, capture_output=True, timeout=180)  # fmt: skip
+            subprocess.run(
+                [sys.executable, "manage.py", command],
+                env=env,
+                cwd=ROOT,
+                check=True,
+                capture_output=True,
+                timeout=180,
+            )
         base = start_api(procs, env, tmp_path / "gunicorn.log")
         roles = [procs.start("runscheduler", env=env) for _ in range(SCHEDULERS)]
         roles += [procs.start("runworker", "--concurrency", "4", env=env) for _ in range(WORKERS)]
         roles += [procs.start("runreviewer", env=env) for _ in range(REVIEWERS)]
         roles.append(procs.start("runnotifier", env=env))
-        token = requests.post(f"{base}/api/v1/auth/token",
-                              json={"username": "ops", "password": PASSWORD}, timeout=10,
-                              ).json()["access"]  # fmt: skip
+        token = requests.post(
+            f"{base}/api/v1/auth/token",
+            json={"username": "ops", "password": PASSWORD},
+            timeout=10,
+        ).json()["access"]
         recurring = requests.post(
-            f"{base}/api/v1/tasks", headers={"Authorization": f"Bearer {token}"}, timeout=10,
-            json={"name": "every-second", "kind": "handler", "payload": {"name": "record"},
-                  "schedule": {"type": "interval", "every": 1}},
-        ).json()["id"]  # fmt: skip
+            f"{base}/api/v1/tasks",
+            headers={"Authorization": f"Bearer {token}"},
+            timeout=10,
+            json={
+                "name": "every-second",
+                "kind": "handler",
+                "payload": {"name": "record"},
+                "schedule": {"type": "interval", "every": 1},
+            },
+        ).json()["id"]
         load, health = Load(base, token), HealthProbe(base)
         load.start()
         health.start()
@@ -160,16 +197,20 @@ def test_failover_under_load_loses_nothing_and_records_nothing_twice(tmp_path):
         # Every role process (scheduler, worker's watch thread, reviewer, notifier) writes its
         # heartbeat to the new primary: each one reconnected.
         def reconnected() -> int:
-            query = ("SELECT count(DISTINCT name) FROM tasks_process WHERE stopped_at IS NULL"
-                     " AND last_seen_at > %s")  # fmt: skip
+            query = (
+                "SELECT count(DISTINCT name) FROM tasks_process WHERE stopped_at IS NULL"
+                " AND last_seen_at > %s"
+            )
             with psycopg.connect(pair.url, autocommit=True) as conn:
                 return conn.execute(query, [promoted_at]).fetchone()[0]
 
         wait_for(lambda: reconnected() == len(roles), timeout=20, details=procs.logs)
 
         def unfinished() -> int:
-            query = ("SELECT count(*) FROM tasks_run r JOIN tasks_task t ON t.id = r.task_id"
-                     " WHERE t.schedule_type = 'once' AND r.status <> 'succeeded'")  # fmt: skip
+            query = (
+                "SELECT count(*) FROM tasks_run r JOIN tasks_task t ON t.id = r.task_id"
+                " WHERE t.schedule_type = 'once' AND r.status <> 'succeeded'"
+            )
             return new.sql(query)[0][0]
 
         wait_for(lambda: unfinished() == 0, timeout=60, details=procs.logs)
@@ -193,13 +234,22 @@ def test_failover_under_load_loses_nothing_and_records_nothing_twice(tmp_path):
         assert not twice, f"payloads executed twice: {twice}"
 
         # The recurring task: one run per second, none missing, each run once.
-        times = [t for (t,) in new.sql(
-            f"SELECT scheduled_at FROM tasks_run WHERE task_id = '{recurring}'"
-            " AND status = 'succeeded' ORDER BY scheduled_at")]  # fmt: skip
+        times = [
+            t
+            for (t,) in new.sql(
+                f"SELECT scheduled_at FROM tasks_run WHERE task_id = '{recurring}'"
+                " AND status = 'succeeded' ORDER BY scheduled_at"
+            )
+        ]
         gaps = [b - a for a, b in itertools.pairwise(times)]
         assert gaps and set(gaps) == {timedelta(seconds=1)}, "an occurrence missing"
-        assert new.sql(f"SELECT count(*) FROM tasks_run WHERE task_id = '{recurring}' AND status"
-                       f" IN ('skipped', 'failed')")[0][0] == 0  # fmt: skip
+        assert (
+            new.sql(
+                f"SELECT count(*) FROM tasks_run WHERE task_id = '{recurring}' AND status"
+                f" IN ('skipped', 'failed')"
+            )[0][0]
+            == 0
+        )
         # No role process exited (the API's master included).
         assert all(p.poll() is None for p in procs.started), procs.logs()
 

@@ -43,10 +43,22 @@ def generate(base: str, folder: Path) -> str:
     schema.write_bytes(requests.get(f"{base}/api/schema/?format=json", timeout=30).content)
     env = dict(os.environ, PATH=f"{GENERATOR.parent}{os.pathsep}{os.environ.get('PATH', '')}")
     done = subprocess.run(
-        [str(GENERATOR), "generate", "--path", str(schema), "--meta", "none",
-         "--output-path", str(folder / "scheduler_client")],
-        env=env, capture_output=True, text=True, timeout=120, check=False,
-    )  # fmt: skip
+        [
+            str(GENERATOR),
+            "generate",
+            "--path",
+            str(schema),
+            "--meta",
+            "none",
+            "--output-path",
+            str(folder / "scheduler_client"),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     output = done.stdout + done.stderr
     assert done.returncode == 0, output
     return output

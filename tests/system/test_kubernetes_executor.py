@@ -56,8 +56,9 @@ def executable_task(endpoint: str, script: str, **fields):
     key = f"executables/{hashlib.sha256(content).hexdigest()}/job.sh"
     bucket(endpoint).put_object(Key=key, Body=content)
     run_fields = {k: fields.pop(k) for k in ("execute_at", "scheduled_at") if k in fields}
-    task = TaskFactory(kind="executable", executable=key, payload=fields.pop("payload", {}),
-                       **fields)  # fmt: skip
+    task = TaskFactory(
+        kind="executable", executable=key, payload=fields.pop("payload", {}), **fields
+    )
     task.set_requests()
     task.save()
     return RunFactory(task=task, **task.requests, **run_fields)
@@ -69,8 +70,11 @@ def finished(run: Run) -> Run | None:
 
 
 def jobs_of(cluster: KubeStandIn, run: Run) -> list[FakeJob]:
-    return [j for j in cluster.history
-            if j.body["metadata"]["labels"].get("scheduler/run-id") == str(run.id)]  # fmt: skip
+    return [
+        j
+        for j in cluster.history
+        if j.body["metadata"]["labels"].get("scheduler/run-id") == str(run.id)
+    ]
 
 
 @pytest.mark.processes
@@ -82,8 +86,7 @@ def test_an_executable_runs_as_a_job(processes, cluster, k8s_env, s3_endpoint): 
         resources={"cpu": "500m", "memory": "64Mi"},
         timeout=30,
     )
-    failing = executable_task(s3_endpoint, "#!/bin/sh\necho failing >&2\nexit 3\n",
-                              max_attempts=1)  # fmt: skip
+    failing = executable_task(s3_endpoint, "#!/bin/sh\necho failing >&2\nexit 3\n", max_attempts=1)
     processes.start("runworker", "--executor", "kubernetes", "--concurrency", "2", env=k8s_env)
 
     for run in (ok, failing):
@@ -117,10 +120,15 @@ def test_quota_admits_by_strict_priority(processes, cluster, k8s_env, s3_endpoin
     cluster.quota_hard = {"requests.cpu": "2", "requests.memory": "8Gi"}
     script = "#!/bin/sh\nsleep 1.5\necho done $1\n"
     runs = {
-        p: executable_task(s3_endpoint, script, payload={"args": [str(p)]}, priority=p,
-                           resources={"cpu": "2", "memory": "64Mi"})
+        p: executable_task(
+            s3_endpoint,
+            script,
+            payload={"args": [str(p)]},
+            priority=p,
+            resources={"cpu": "2", "memory": "64Mi"},
+        )
         for p in (1, 5, 9)
-    }  # fmt: skip
+    }
     too_big = executable_task(s3_endpoint, script, priority=9, resources={"cpu": "64"})
     processes.start("runworker", "--executor", "kubernetes", "--concurrency", "3", env=k8s_env)
     processes.start("runreviewer", env=k8s_env)  # says which runs no live worker can hold
@@ -206,8 +214,10 @@ def test_worker_killed_mid_run_never_overlaps_jobs(
 
 @pytest.mark.processes
 def test_a_pod_that_never_starts_fails_the_attempt(processes, cluster, k8s_env, s3_endpoint):  # noqa: F811
-    env = k8s_env | {"SCHEDULER_K8S_IMAGE": "registry.example/unpullable:1",
-                     "SCHEDULER_K8S_START_DEADLINE_SECONDS": "2"}  # fmt: skip
+    env = k8s_env | {
+        "SCHEDULER_K8S_IMAGE": "registry.example/unpullable:1",
+        "SCHEDULER_K8S_START_DEADLINE_SECONDS": "2",
+    }
     run = executable_task(s3_endpoint, "#!/bin/sh\necho never\n", max_attempts=1)
     processes.start("runworker", "--executor", "kubernetes", env=env)
 
@@ -271,18 +281,25 @@ def test_the_namespace_offers_its_quota_less_the_runs_it_has_not_seen_counted(
     monkeypatch.setenv("KUBECONFIG", str(cluster.kubeconfig(tmp_path / "kubeconfig")))
     cluster.quota_hard = {"requests.cpu": "2", "requests.memory": "1Gi"}
     now = datetime.now(UTC)
-    recurring = TaskFactory(schedule={"type": "interval", "every": 60, "misfire": "skip"},
-                            schedule_type="interval")  # fmt: skip
-    missed = RunFactory(task=recurring, execute_at=now - timedelta(minutes=5),
-                        missed_after=now - timedelta(minutes=4))  # fmt: skip
-    due = [RunFactory(task=TaskFactory(), execute_at=now - timedelta(seconds=3 - n),
-                      cpu_millis=1000) for n in range(3)]  # fmt: skip
+    recurring = TaskFactory(
+        schedule={"type": "interval", "every": 60, "misfire": "skip"}, schedule_type="interval"
+    )
+    missed = RunFactory(
+        task=recurring,
+        execute_at=now - timedelta(minutes=5),
+        missed_after=now - timedelta(minutes=4),
+    )
+    due = [
+        RunFactory(task=TaskFactory(), execute_at=now - timedelta(seconds=3 - n), cpu_millis=1000)
+        for n in range(3)
+    ]
     namespace = NamespaceCapacity(cluster_factory=Cluster)
     namespace.refresh()
     offer = namespace.offer([])
 
-    claimed = claim.claim_runs(worker="k8s-test", limit=4, prefetch_seconds=0.5, owner_cap=0,
-                               capacity=offer)  # fmt: skip
+    claimed = claim.claim_runs(
+        worker="k8s-test", limit=4, prefetch_seconds=0.5, owner_cap=0, capacity=offer
+    )
 
     assert offer == claim.Capacity(2000, 2**30, 2000, 2**30)
     assert [run.id for run in claimed] == [due[0].id, due[1].id]

@@ -1,4 +1,4 @@
-"""Issue 3, misfire policies with real processes: after a scheduler outage and after a pause.
+"""Misfire policies with real processes: after a scheduler outage and after a pause.
 
 Every missed occurrence leaves a run: `run_once` runs the latest and records the rest
 `skipped`, `skip` records them all `skipped`, `run_all` runs them all (at most RUN_ALL_CAP).
@@ -94,7 +94,7 @@ def test_each_misfire_policy_after_ten_minutes_without_a_scheduler(processes):
     ran = [at for at in missed_capped if history[at] == "succeeded"]
     assert len(missed_capped) > 600
     # The latest ones ran, at most RUN_ALL_CAP. The cap applies again when a worker claims the
-    # catch-up (issue 13): occurrences within the grace when planned may be late by then, and
+    # catch-up: occurrences within the grace when planned may be late by then, and
     # count among the latest RUN_ALL_CAP late ones, so a few of planning's 100 may be skipped.
     assert ran == missed_capped[len(missed_capped) - len(ran) :]
     assert occurrences.RUN_ALL_CAP - 2 * GRACE <= len(ran) <= occurrences.RUN_ALL_CAP

@@ -1,4 +1,4 @@
-"""Issue 13, misfire policies when the *workers* fall behind, with real processes.
+"""Misfire policies when the *workers* fall behind, with real processes.
 
 The scheduler plans every occurrence on time; then no worker starts them for longer than the
 grace period: all workers stopped (an outage), or every slot taken by a long run (a saturated
@@ -28,8 +28,11 @@ POLICIES = ("run_once", "skip", "run_all")
 
 def create(owner: object, policy: str, *, now: datetime) -> Task:
     raw = {"type": "interval", "every": 1, "misfire": policy, "misfire_grace": GRACE}
-    data = {"kind": "handler", "payload": {"name": "record", "args": {}},
-            "schedule": schedules.normalize(raw, now=now)}  # fmt: skip
+    data = {
+        "kind": "handler",
+        "payload": {"name": "record", "args": {}},
+        "schedule": schedules.normalize(raw, now=now),
+    }
     return creation.create_task(owner=owner, data=data, now=now)[0]
 
 
@@ -119,8 +122,12 @@ def test_in_a_saturated_pool_each_policy_holds(processes, fleet_env) -> None:
     now = db_now()
     # One long run takes the only slot for 10 s, starting before the 1-second tasks' first.
     once = schedules.normalize({"type": "once"}, now=now)
-    blocker = {"kind": "handler", "payload": {"name": "record", "args": {"sleep": 10}},
-               "schedule": once, "priority": 9}  # fmt: skip
+    blocker = {
+        "kind": "handler",
+        "payload": {"name": "record", "args": {"sleep": 10}},
+        "schedule": once,
+        "priority": 9,
+    }
     creation.create_task(owner=owner, data=blocker, now=now)
     wait_for(lambda: Run.objects.filter(status="running").exists(), timeout=20)
     tasks = {policy: create(owner, policy, now=db_now()) for policy in POLICIES}

@@ -1,4 +1,4 @@
-"""Issue 3 with real processes: overlap policies, and tasks that end (max_runs, end_at).
+"""Overlap policies with real processes, and tasks that end (max_runs, end_at).
 
 Overlap is decided when a worker claims the new occurrence, which is up to the prefetch window
 (TASKS_PREFETCH_SECONDS) before it is due.
@@ -109,8 +109,9 @@ def alive_with(marker: str) -> int:
 def test_overlap_cancel_previous_kills_the_payload_process(processes, settings, tmp_path):
     settings.MEDIA_ROOT = tmp_path / "media"
     # bubblewrap when installed (CI installs it), else rlimit mode, so a fresh machine passes.
-    start_fleet(processes, MEDIA_ROOT=str(settings.MEDIA_ROOT),
-                SCHEDULER_SANDBOX_ALLOW_RLIMIT_ONLY="true")  # fmt: skip
+    start_fleet(
+        processes, MEDIA_ROOT=str(settings.MEDIA_ROOT), SCHEDULER_SANDBOX_ALLOW_RLIMIT_ONLY="true"
+    )
     marker = f"31337.{uuid.uuid4().int % 10**9}"
     name = default_storage.save("executables/slow.sh", ContentFile(f"#!/bin/sh\nsleep {marker}\n"))
     task = create(

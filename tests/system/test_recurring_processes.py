@@ -1,4 +1,4 @@
-"""Issue 3 with real processes: three schedulers and three workers, 100+ recurring tasks, 60 s.
+"""Recurring tasks with real processes: three schedulers, three workers, 100+ tasks, 60 s.
 
 Every occurrence in the window is planned once, executed once and started on time, with no
 leader among the schedulers. Run with `pytest -s` to see the lateness figures.

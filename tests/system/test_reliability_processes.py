@@ -1,4 +1,4 @@
-"""Issue 4 with real `runworker` processes: cancel kills the payload, SIGTERM releases runs."""
+"""Reliability with real `runworker` processes: cancel kills the payload, SIGTERM releases runs."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Secrets canary (issue 8, point 5): every secret gets a unique canary value, the whole flow runs,
+"""Secrets canary: every secret gets a unique canary value, the whole flow runs,
 and no canary shows up in an API response, a log record, the OpenAPI schema, a notification body,
 the database in clear text, or the environment of an executable payload.
 
@@ -45,9 +45,12 @@ SMTP_PASSWORD = "CANARY-smtp-password-8d1f"
 METRICS_TOKEN = "CANARY-metrics-token-6b3a"
 SECRET_KEY = "CANARY-django-secret-key-2f7e9a1b3c5d7e9f1a3b5c7d9e1f3a5b7c9d"
 ENVIRONMENT = {  # what the worker process itself holds; the payload must see none of it
-    "SECRET_KEY": SECRET_KEY, "JWT_SIGNING_KEY": SIGNING_KEY, "EMAIL_HOST_PASSWORD": SMTP_PASSWORD,
-    "SCHEDULER_METRICS_TOKEN": METRICS_TOKEN, "SCHEDULER_ENCRYPTION_KEY": "CANARY-encryption-env",
-}  # fmt: skip
+    "SECRET_KEY": SECRET_KEY,
+    "JWT_SIGNING_KEY": SIGNING_KEY,
+    "EMAIL_HOST_PASSWORD": SMTP_PASSWORD,
+    "SCHEDULER_METRICS_TOKEN": METRICS_TOKEN,
+    "SCHEDULER_ENCRYPTION_KEY": "CANARY-encryption-env",
+}
 SCRIPT = b"#!/bin/sh\nenv\necho done\n"
 
 
@@ -91,8 +94,13 @@ class Receivers:
             return AuthResult(success=True)
 
         self.smtp_port = _free_port()
-        self.smtp = Controller(Mailbox(), hostname="127.0.0.1", port=self.smtp_port,
-                               authenticator=authenticator, auth_require_tls=False)  # fmt: skip
+        self.smtp = Controller(
+            Mailbox(),
+            hostname="127.0.0.1",
+            port=self.smtp_port,
+            authenticator=authenticator,
+            auth_require_tls=False,
+        )
         self.smtp.start()
 
     def close(self) -> None:
@@ -127,10 +135,16 @@ def canaries(settings, monkeypatch, tmp_path, receivers) -> list[str]:
     for name, value in ENVIRONMENT.items():
         monkeypatch.setenv(name, value)
     return [
-        SIGNING_KEY, WEBHOOK_SECRET, SLACK_TOKEN, SLACK_HOOK_PATH.rsplit("/", 1)[-1],
-        SMTP_PASSWORD, METRICS_TOKEN, SECRET_KEY, settings.SCHEDULER_ENCRYPTION_KEY,
+        SIGNING_KEY,
+        WEBHOOK_SECRET,
+        SLACK_TOKEN,
+        SLACK_HOOK_PATH.rsplit("/", 1)[-1],
+        SMTP_PASSWORD,
+        METRICS_TOKEN,
+        SECRET_KEY,
+        settings.SCHEDULER_ENCRYPTION_KEY,
         *ENVIRONMENT.values(),
-    ]  # fmt: skip
+    ]
 
 
 class Recorder:
@@ -142,9 +156,10 @@ class Recorder:
 
     def __call__(self, method: str, path: str, data: Any = None, **kwargs: Any) -> Any:
         response = getattr(self.client, method)(path, data, **kwargs)
-        self.texts.append(f"{method.upper()} {path} {response.status_code}\n" + (
-            response.content.decode(errors="replace") if hasattr(response, "content") else ""
-        ))  # fmt: skip
+        self.texts.append(
+            f"{method.upper()} {path} {response.status_code}\n"
+            + (response.content.decode(errors="replace") if hasattr(response, "content") else "")
+        )
         return response
 
 
@@ -196,15 +211,21 @@ def test_no_secret_leaks_anywhere(anon, user, canaries, receivers, caplog) -> No
     channels = create_channels(call, receivers)
 
     notify = [{"channel": c, "events": ["succeeded", "failed"]} for c in channels]
-    form = {"kind": "executable", "name": "print env", "payload": json.dumps({"args": []}),
-            "max_attempts": 1, "schedule": json.dumps({"type": "once", "delay": 3600}),
-            "file": SimpleUploadedFile("env.sh", SCRIPT)}  # fmt: skip
+    form = {
+        "kind": "executable",
+        "name": "print env",
+        "payload": json.dumps({"args": []}),
+        "max_attempts": 1,
+        "schedule": json.dumps({"type": "once", "delay": 3600}),
+        "file": SimpleUploadedFile("env.sh", SCRIPT),
+    }
     created = call("post", "/task", form, format="multipart")
     assert created.status_code == 201, created.content
     task_id = created.json()["id"]
     # `notify` travels as JSON; the run is moved to now once the task notifies.
-    changed = call("patch", f"/api/v1/tasks/{task_id}", {"notify": notify, "schedule": None},
-                   format="json")  # fmt: skip
+    changed = call(
+        "patch", f"/api/v1/tasks/{task_id}", {"notify": notify, "schedule": None}, format="json"
+    )
     assert changed.status_code == 200, changed.content
 
     run = run_worker(Run.objects.get(task_id=task_id).id)
@@ -216,11 +237,21 @@ def test_no_secret_leaks_anywhere(anon, user, canaries, receivers, caplog) -> No
     )
 
     for path in [
-        "/api/v1/channels", *(f"/api/v1/channels/{c}" for c in channels), "/api/v1/tasks",
-        f"/api/v1/tasks/{task_id}", f"/api/v1/tasks/{task_id}/runs", f"/api/v1/runs/{run.id}",
-        f"/task?id={task_id}", "/tasks", "/api/v1/notifications", "/health", "/health/live",
-        "/api/schema/", "/api/schema/?format=json", "/api/docs/",
-    ]:  # fmt: skip
+        "/api/v1/channels",
+        *(f"/api/v1/channels/{c}" for c in channels),
+        "/api/v1/tasks",
+        f"/api/v1/tasks/{task_id}",
+        f"/api/v1/tasks/{task_id}/runs",
+        f"/api/v1/runs/{run.id}",
+        f"/task?id={task_id}",
+        "/tasks",
+        "/api/v1/notifications",
+        "/health",
+        "/health/live",
+        "/api/schema/",
+        "/api/schema/?format=json",
+        "/api/docs/",
+    ]:
         assert call("get", path).status_code in (200, 503), path
     call("get", "/metrics", HTTP_AUTHORIZATION=f"Bearer {METRICS_TOKEN}")
     call("get", "/metrics")
@@ -263,8 +294,13 @@ def _log_text(record: logging.LogRecord) -> str:
 
 def _database_text() -> str:
     """Every text column of the tables the flow wrote, as PostgreSQL returns them."""
-    tables = ["notifications_channel", "notifications_notification", "tasks_task", "tasks_run",
-              "tasks_attempt"]  # fmt: skip
+    tables = [
+        "notifications_channel",
+        "notifications_notification",
+        "tasks_task",
+        "tasks_run",
+        "tasks_attempt",
+    ]
     with connection.cursor() as cursor:
         rows = []
         for table in tables:

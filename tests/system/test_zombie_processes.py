@@ -1,4 +1,4 @@
-"""Zombie runs (issue 14, item 5) with a real worker, real payload processes and a real webhook
+"""Zombie runs with a real worker, real payload processes and a real webhook
 receiver on 127.0.0.1: a payload that uses no CPU and writes nothing past the threshold is
 flagged, its owner notified, and with `on_zombie: "cancel"` it is cancelled."""
 
@@ -30,8 +30,9 @@ THRESHOLD = 2  # TASKS_ZOMBIE_AFTER_SECONDS for these workers
 
 def executable_task(channel, script: str, **fields) -> Task:
     name = default_storage.save("executables/job.sh", ContentFile(script.encode()))
-    task = subscribed_task(channel, ["zombie"], kind="executable", payload={"args": []},
-                           timeout=120, **fields)  # fmt: skip
+    task = subscribed_task(
+        channel, ["zombie"], kind="executable", payload={"args": []}, timeout=120, **fields
+    )
     Task.objects.filter(pk=task.pk).update(executable=name)
     return task
 
@@ -71,8 +72,9 @@ def test_an_idle_payload_is_flagged_and_its_owner_notified(
     chatty = due_run(executable_task(channel, talks))
     start_worker(processes, settings)
 
-    [delivery] = wait_for(lambda: zombie_deliveries(receiver), timeout=40, interval=0.1,
-                          details=processes.logs)  # fmt: skip
+    [delivery] = wait_for(
+        lambda: zombie_deliveries(receiver), timeout=40, interval=0.1, details=processes.logs
+    )
 
     assert delivery["verified"] and delivery["body"]["run"]["id"] == str(idle.pk)
     idle.refresh_from_db()
@@ -103,8 +105,12 @@ def test_on_zombie_cancel_cancels_the_run(processes, receiver: Receiver, user, s
     run = due_run(executable_task(channel, "#!/bin/sh\nexec sleep 60\n", on_zombie="cancel"))
     start_worker(processes, settings, concurrency=1)
 
-    wait_for(lambda: Run.objects.get(pk=run.pk).status == "cancelled", timeout=40, interval=0.1,
-             details=processes.logs)  # fmt: skip
+    wait_for(
+        lambda: Run.objects.get(pk=run.pk).status == "cancelled",
+        timeout=40,
+        interval=0.1,
+        details=processes.logs,
+    )
 
     run.refresh_from_db()
     assert run.zombie_since is not None

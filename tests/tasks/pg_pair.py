@@ -77,9 +77,21 @@ class PrimaryStandby:
         as_postgres(str(p.bin / "initdb"), "-D", str(p.data), "-A", "trust", "-U", "postgres")
         p.pg_ctl("start")
         as_postgres(
-            str(p.bin / "pg_basebackup"), "-h", "127.0.0.1", "-p", str(p.port), "-U", "postgres",
-            "-D", str(s.data), "-R", "-X", "stream", "-c", "fast",
-        )  # fmt: skip
+            str(p.bin / "pg_basebackup"),
+            "-h",
+            "127.0.0.1",
+            "-p",
+            str(p.port),
+            "-U",
+            "postgres",
+            "-D",
+            str(s.data),
+            "-R",
+            "-X",
+            "stream",
+            "-c",
+            "fast",
+        )
         s.pg_ctl("start")
         # Only the primary waits for a standby: the promoted standby has none to wait for (the
         # `synchronous_mode` choice of Patroni; docs/reliability.md says what is at risk).

@@ -1,4 +1,4 @@
-"""Helpers of the recurring-schedule tests (issue 3): tasks left to the schedulers, lateness."""
+"""Helpers of the recurring-schedule tests: tasks left to the schedulers, lateness."""
 
 from __future__ import annotations
 

@@ -26,17 +26,25 @@ def staff(client, db):
 def full_counts(queries: list[dict]) -> list[str]:
     """COUNT(*) over tasks_run not bounded by a LIMIT subquery."""
     return [
-        q["sql"] for q in queries
+        q["sql"]
+        for q in queries
         if re.search(r'COUNT\(\*\).*FROM "tasks_run"', q["sql"], re.I | re.S)
         and "LIMIT" not in q["sql"].upper()
-    ]  # fmt: skip
+    ]
 
 
 @pytest.mark.parametrize(
     "query",
-    ["", "?status__exact=failed", "?status__exact=scheduled", "?priority=9",
-     "?scheduled_at__gte=2020-01-01+00:00:00%2B00:00", "?q=nightly", "?task__id__exact={task}"],
-)  # fmt: skip
+    [
+        "",
+        "?status__exact=failed",
+        "?status__exact=scheduled",
+        "?priority=9",
+        "?scheduled_at__gte=2020-01-01+00:00:00%2B00:00",
+        "?q=nightly",
+        "?task__id__exact={task}",
+    ],
+)
 def test_run_changelist_never_counts_the_whole_table(staff, query):
     task = TaskFactory(name="nightly report")
     RunFactory(task=task, status="failed", finished_at=timezone.now(), priority=9)
@@ -61,8 +69,16 @@ def test_task_changelist_filters_and_search(staff):
     TaskFactory(owner=owner, name="alpha", priority=9)
     TaskFactory(name="beta", status="paused")
     url = reverse("admin:tasks_task_changelist")
-    queries = ["", "?status__exact=paused", f"?owner={owner.pk}", "?priority=9",
-               "?kind__exact=http", "?schedule_type=once", "?q=alpha", "?q=alice"]  # fmt: skip
+    queries = [
+        "",
+        "?status__exact=paused",
+        f"?owner={owner.pk}",
+        "?priority=9",
+        "?kind__exact=http",
+        "?schedule_type=once",
+        "?q=alpha",
+        "?q=alice",
+    ]
     for query in queries:
         assert staff.get(url + query).status_code == 200, query
     page = staff.get(url + f"?owner={owner.pk}").content.decode()
@@ -70,8 +86,11 @@ def test_task_changelist_filters_and_search(staff):
 
 
 def test_task_actions_call_the_services(staff):
-    task = TaskFactory(schedule={"type": "interval", "every": 3600}, schedule_type="interval",
-                       next_unplanned_at=timezone.now() + timedelta(hours=1))  # fmt: skip
+    task = TaskFactory(
+        schedule={"type": "interval", "every": 3600},
+        schedule_type="interval",
+        next_unplanned_at=timezone.now() + timedelta(hours=1),
+    )
     url = reverse("admin:tasks_task_changelist")
     for action, status in (("pause", "paused"), ("resume", "active"), ("cancel", "cancelled")):
         response = staff.post(url, {"action": action, "_selected_action": [task.pk]})
@@ -85,8 +104,9 @@ def test_task_actions_call_the_services(staff):
 
 def test_run_now_action_creates_a_run(staff):
     task = TaskFactory()
-    staff.post(reverse("admin:tasks_task_changelist"),
-               {"action": "run_now", "_selected_action": [task.pk]})  # fmt: skip
+    staff.post(
+        reverse("admin:tasks_task_changelist"), {"action": "run_now", "_selected_action": [task.pk]}
+    )
     assert Run.objects.filter(task=task, status="scheduled").count() >= 1
 
 
@@ -127,15 +147,23 @@ def test_run_pages_show_why_a_run_waits_and_since_when_it_is_a_zombie(staff):
 
 def test_process_list_and_dashboard(staff):
     now = timezone.now()
-    Process.objects.create(name="worker:h:1", role="worker", host="h", pid=1, started_at=now,
-                           last_seen_at=now)  # fmt: skip
+    Process.objects.create(
+        name="worker:h:1", role="worker", host="h", pid=1, started_at=now, last_seen_at=now
+    )
     assert "worker:h:1" in staff.get(reverse("admin:tasks_process_changelist")).content.decode()
     minute = now.replace(second=0, microsecond=0) - timedelta(minutes=2)
     for i in range(3):
         QueueSample.objects.create(
-            minute=minute - timedelta(minutes=i), due=i, running=1, waiting_for_resource=0,
-            finished=10 * i, failed=i, lateness_p50=0.01, lateness_p99=0.2, lateness_max=0.5,
-        )  # fmt: skip
+            minute=minute - timedelta(minutes=i),
+            due=i,
+            running=1,
+            waiting_for_resource=0,
+            finished=10 * i,
+            failed=i,
+            lateness_p50=0.01,
+            lateness_p99=0.2,
+            lateness_max=0.5,
+        )
     RunFactory(execute_at=now - timedelta(seconds=5))
     page = staff.get(reverse("admin-dashboard")).content.decode()
     assert page.count('role="img"') == 3 and "<polyline" in page

@@ -124,8 +124,10 @@ def test_skip_next_action(staff, admin_user) -> None:
     staff.post(reverse("admin:tasks_task_add"), form(owner=admin_user.pk))
     task = Task.objects.get()
 
-    staff.post(reverse("admin:tasks_task_changelist"),
-               {"action": "skip_next", "_selected_action": [task.pk]})  # fmt: skip
+    staff.post(
+        reverse("admin:tasks_task_changelist"),
+        {"action": "skip_next", "_selected_action": [task.pk]},
+    )
 
     assert Run.objects.get(task=task).status == "skipped"
 

@@ -62,15 +62,23 @@ def test_after_sleep_runs_after_idle_passes_only() -> None:
             stop.set()
         return len(events) == 1  # busy once (no sleep), then idle
 
-    run_loop(run_once, stop=stop, sleep_seconds=lambda: 0.0,
-             after_sleep=lambda: events.append("after_sleep"))  # fmt: skip
+    run_loop(
+        run_once,
+        stop=stop,
+        sleep_seconds=lambda: 0.0,
+        after_sleep=lambda: events.append("after_sleep"),
+    )
     assert events == ["pass", "pass", "after_sleep", "pass", "after_sleep", "pass", "after_sleep"]
 
 
 def test_once_runs_a_single_pass() -> None:
     calls = []
-    run_loop(lambda: calls.append(1) or True, stop=threading.Event(),
-             sleep_seconds=lambda: 0.0, once=True)  # fmt: skip
+    run_loop(
+        lambda: calls.append(1) or True,
+        stop=threading.Event(),
+        sleep_seconds=lambda: 0.0,
+        once=True,
+    )
     assert calls == [1]
 
 

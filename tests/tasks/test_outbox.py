@@ -105,12 +105,17 @@ def test_enqueue_costs_one_statement_when_nobody_subscribes() -> None:
         claim.record_outcomes(
             worker="w",
             outcomes=[
-                claim.Outcome(run_id=c.id, attempt=1, status="succeeded",
-                              attempt_outcome="succeeded", started_at=None)
+                claim.Outcome(
+                    run_id=c.id,
+                    attempt=1,
+                    status="succeeded",
+                    attempt_outcome="succeeded",
+                    started_at=None,
+                )
                 for c in claimed
             ],
-        )  # fmt: skip
-    # The claim statement names notifications_enqueue too, for runs it records missed (issue 13),
+        )
+    # The claim statement names notifications_enqueue too, for runs it records missed,
     # and calls it only for those: none here.
     finishing = [q for q in queries.captured_queries if "missed_notified" not in q["sql"]]
     outbox_queries = [q for q in finishing if "notifications_" in q["sql"]]

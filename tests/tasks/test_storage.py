@@ -100,8 +100,9 @@ def test_local_storage_shows_no_s3_path(api: APIClient, settings, tmp_path):
     settings.MEDIA_ROOT = tmp_path / "media"
     content = b"#!/bin/sh\necho local\n"
 
-    response = api.post("/task", {"file": SimpleUploadedFile("job.sh", content)},
-                        format="multipart")  # fmt: skip
+    response = api.post(
+        "/task", {"file": SimpleUploadedFile("job.sh", content)}, format="multipart"
+    )
 
     assert response.status_code == 201, response.content
     assert response.json()["payload_s3_path"] is None
@@ -165,15 +166,25 @@ def test_api_and_worker_on_separate_data_directories_share_the_bucket(
     port = free_port()
     common = s3_env(s3_endpoint) | {"SCHEDULER_SANDBOX_ALLOW_RLIMIT_ONLY": "true"}
     # TMPDIR too: an upload over 2 MiB is spooled to a temporary file, which must not remain.
-    api_env = process_env(**common, SCHEDULER_DATA_DIR=str(api_dir), TMPDIR=str(api_dir / "tmp"),
-                          ALLOWED_HOSTS="127.0.0.1")  # fmt: skip
+    api_env = process_env(
+        **common,
+        SCHEDULER_DATA_DIR=str(api_dir),
+        TMPDIR=str(api_dir / "tmp"),
+        ALLOWED_HOSTS="127.0.0.1",
+    )
     processes.start("runserver", "--noreload", "--nothreading", f"127.0.0.1:{port}", env=api_env)
-    processes.start("runworker", "--concurrency", "2",
-                    env=process_env(**common, SCHEDULER_DATA_DIR=str(worker_dir)))  # fmt: skip
+    processes.start(
+        "runworker",
+        "--concurrency",
+        "2",
+        env=process_env(**common, SCHEDULER_DATA_DIR=str(worker_dir)),
+    )
     base = wait_for_api(f"http://127.0.0.1:{port}", details=processes.logs)
-    token = requests.post(f"{base}/api/v1/auth/token",
-                          json={"username": "s3user", "password": "password-123"},
-                          timeout=5).json()["access"]  # fmt: skip
+    token = requests.post(
+        f"{base}/api/v1/auth/token",
+        json={"username": "s3user", "password": "password-123"},
+        timeout=5,
+    ).json()["access"]
     headers = {"Authorization": f"Bearer {token}"}
     # 3 MiB: past Django's in-memory limit, so the API spools it to disk on the way to S3.
     content = b"#!/bin/sh\necho ran on the worker: $1\n" + b"#" * (3 * 2**20) + b"\n"
@@ -194,8 +205,7 @@ def test_api_and_worker_on_separate_data_directories_share_the_bucket(
         return Run.objects.filter(task_id=task_id, status__in=["succeeded", "failed"]).first()
 
     first = upload("one")
-    run = wait_for(lambda: finished(first["id"]), timeout=60, interval=0.3,
-                   details=processes.logs)  # fmt: skip
+    run = wait_for(lambda: finished(first["id"]), timeout=60, interval=0.3, details=processes.logs)
 
     assert run.status == "succeeded", (run.error, processes.logs())
     assert run.output.startswith("ran on the worker: one")
@@ -207,8 +217,7 @@ def test_api_and_worker_on_separate_data_directories_share_the_bucket(
     assert cached.read_bytes() == content
     # The same bytes again: the worker runs its cached copy (fetching would not change it).
     second = upload("two")
-    run = wait_for(lambda: finished(second["id"]), timeout=60, interval=0.3,
-                   details=processes.logs)  # fmt: skip
+    run = wait_for(lambda: finished(second["id"]), timeout=60, interval=0.3, details=processes.logs)
     assert run.status == "succeeded" and run.output.startswith("ran on the worker: two")
     assert [p.name for p in files_under(worker_dir / "cache")] == [sha]
 

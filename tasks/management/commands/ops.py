@@ -95,10 +95,18 @@ class Command(BaseCommand):
         if options["name"]:
             queryset = queryset.filter(name__icontains=options["name"])
         rows = [
-            (t.id, t.name, t.owner.get_username(), t.kind, t.schedule_type, t.priority, t.status,
-             t.next_unplanned_at)
+            (
+                t.id,
+                t.name,
+                t.owner.get_username(),
+                t.kind,
+                t.schedule_type,
+                t.priority,
+                t.status,
+                t.next_unplanned_at,
+            )
             for t in queryset[: options["limit"]]
-        ]  # fmt: skip
+        ]
         headers = ["id", "name", "owner", "kind", "schedule", "prio", "status", "unplanned from"]
         self.stdout.write(table(headers, rows))
 
@@ -112,10 +120,18 @@ class Command(BaseCommand):
         if options["status"]:
             queryset = queryset.filter(status=options["status"])
         rows = [
-            (r.id, r.task_id, r.scheduled_at, r.status, f"{r.attempt}/{r.max_attempts}",
-             r.started_at, r.finished_at, r.error)
+            (
+                r.id,
+                r.task_id,
+                r.scheduled_at,
+                r.status,
+                f"{r.attempt}/{r.max_attempts}",
+                r.started_at,
+                r.finished_at,
+                r.error,
+            )
             for r in queryset[: options["limit"]]
-        ]  # fmt: skip
+        ]
         headers = ["id", "task", "scheduled", "status", "attempt", "started", "finished", "error"]
         self.stdout.write(table(headers, rows))
 
@@ -123,15 +139,24 @@ class Command(BaseCommand):
     def do_showtask(self, options: dict[str, Any]) -> None:
         task = self._task(options["id"])
         self.stdout.write(
-            fields([
-                ("id", task.id), ("name", task.name), ("owner", task.owner.get_username()),
-                ("kind", task.kind), ("payload", json.dumps(task.payload)),
-                ("schedule", json.dumps(task.schedule)), ("priority", task.priority),
-                ("status", task.status), ("unplanned from", task.next_unplanned_at),
-                ("max attempts", task.max_attempts), ("timeout", task.timeout),
-                ("created", task.created_at), ("updated", task.updated_at),
-            ])
-        )  # fmt: skip
+            fields(
+                [
+                    ("id", task.id),
+                    ("name", task.name),
+                    ("owner", task.owner.get_username()),
+                    ("kind", task.kind),
+                    ("payload", json.dumps(task.payload)),
+                    ("schedule", json.dumps(task.schedule)),
+                    ("priority", task.priority),
+                    ("status", task.status),
+                    ("unplanned from", task.next_unplanned_at),
+                    ("max attempts", task.max_attempts),
+                    ("timeout", task.timeout),
+                    ("created", task.created_at),
+                    ("updated", task.updated_at),
+                ]
+            )
+        )
         recent = task.runs.order_by("-scheduled_at")[:10]
         self.stdout.write("\nRecent runs:")
         self.stdout.write(
@@ -144,26 +169,38 @@ class Command(BaseCommand):
     def do_showrun(self, options: dict[str, Any]) -> None:
         run = self._run(options["id"])
         self.stdout.write(
-            fields([
-                ("id", run.id), ("task", run.task_id), ("status", run.status),
-                ("waiting for", run.wait_reason or None), ("zombie since", run.zombie_since),
-                ("scheduled", run.scheduled_at), ("execute at", run.execute_at),
-                ("attempt", f"{run.attempt}/{run.max_attempts}"), ("priority", run.priority),
-                ("worker", run.worker or None), ("started", run.started_at),
-                ("finished", run.finished_at), ("exit code", run.exit_code),
-                ("http status", run.http_status), ("error", run.error or None),
-                ("idempotency key", run.idempotency_key),
-            ])
-        )  # fmt: skip
+            fields(
+                [
+                    ("id", run.id),
+                    ("task", run.task_id),
+                    ("status", run.status),
+                    ("waiting for", run.wait_reason or None),
+                    ("zombie since", run.zombie_since),
+                    ("scheduled", run.scheduled_at),
+                    ("execute at", run.execute_at),
+                    ("attempt", f"{run.attempt}/{run.max_attempts}"),
+                    ("priority", run.priority),
+                    ("worker", run.worker or None),
+                    ("started", run.started_at),
+                    ("finished", run.finished_at),
+                    ("exit code", run.exit_code),
+                    ("http status", run.http_status),
+                    ("error", run.error or None),
+                    ("idempotency key", run.idempotency_key),
+                ]
+            )
+        )
         attempts = Attempt.objects.filter(run=run).order_by("number")
         self.stdout.write("\nAttempts:")
         self.stdout.write(
             table(
                 ["number", "worker", "started", "finished", "outcome", "error"],
-                [(a.number, a.worker, a.started_at, a.finished_at, a.outcome, a.error)
-                 for a in attempts],
+                [
+                    (a.number, a.worker, a.started_at, a.finished_at, a.outcome, a.error)
+                    for a in attempts
+                ],
             )
-        )  # fmt: skip
+        )
         self.stdout.write("\nOutput:\n" + (run.output or "-"))
 
     # --- actions ------------------------------------------------------------------------

@@ -53,8 +53,10 @@ class Command(BaseCommand):
         install_stop_signals(stop)
         if options["executor"] == "kubernetes":
             if cpu is not None or memory is not None:
-                raise CommandError("--cpu/--memory: the Kubernetes executor offers the "
-                                   "cluster's quota, not a worker's capacity")  # fmt: skip
+                raise CommandError(
+                    "--cpu/--memory: the Kubernetes executor offers the "
+                    "cluster's quota, not a worker's capacity"
+                )
             # The kubernetes client only where it is used.
             from tasks.worker.k8s_worker import KubernetesWorker
 
@@ -64,9 +66,14 @@ class Command(BaseCommand):
         # Everything imported so far lives as long as the process: keep it out of the garbage
         # collector's scans, which otherwise pause every thread (and delay starts) now and then.
         gc.freeze()
-        logger.info("worker started as %s concurrency=%d executor=%s cpu=%s memory=%s",
-                    worker.name, worker.concurrency, options["executor"],
-                    options["cpu"] or "unlimited", options["memory"] or "unlimited")  # fmt: skip
+        logger.info(
+            "worker started as %s concurrency=%d executor=%s cpu=%s memory=%s",
+            worker.name,
+            worker.concurrency,
+            options["executor"],
+            options["cpu"] or "unlimited",
+            options["memory"] or "unlimited",
+        )
         worker.serve(stop, once=options["once"])
         logger.info("worker %s stopped after %d runs", worker.name, worker.finished_count)
         # The pool was shut down without waiting: its idle threads are waking up to exit now.

@@ -39,9 +39,17 @@ def test_list_and_filters(api: APIClient, log: dict) -> None:
     assert everything.json()["count"] == 3
     row = everything.json()["results"][0]
     assert set(row) >= {
-        "id", "channel", "event", "run", "task", "status", "attempts", "last_error",
-        "created_at", "sent_at",
-    }  # fmt: skip
+        "id",
+        "channel",
+        "event",
+        "run",
+        "task",
+        "status",
+        "attempts",
+        "last_error",
+        "created_at",
+        "sent_at",
+    }
     by = {
         "status=sent": Notification.objects.filter(status="sent"),
         "status=pending": Notification.objects.filter(status="pending"),
@@ -98,9 +106,11 @@ def test_notify_validation_uses_the_request_user_when_given(user) -> None:
     request = APIRequestFactory().post("/api/v1/tasks")
     request.user = user
     theirs = ChannelFactory(owner=UserFactory())
-    body = {"kind": "handler", "payload": {"name": "noop"}, "notify": [
-        {"channel": str(theirs.id), "events": ["succeeded"]}
-    ]}  # fmt: skip
+    body = {
+        "kind": "handler",
+        "payload": {"name": "noop"},
+        "notify": [{"channel": str(theirs.id), "events": ["succeeded"]}],
+    }
     serializer = TaskInputSerializer(data=body, context={"now": db_now(), "request": request})
     assert not serializer.is_valid()
     assert "channel" in serializer.errors["notify"]["0"]

@@ -28,9 +28,11 @@ def _shown(conn) -> str:
         return cursor.fetchone()[0]
 
 
-SHOWN = "from django.db import connection; c = connection.cursor(); "\
-    "c.execute('SHOW random_page_cost'); a = c.fetchone()[0]; "\
-    "c.execute('SHOW plan_cache_mode'); print(a, c.fetchone()[0])"  # fmt: skip
+SHOWN = (
+    "from django.db import connection; c = connection.cursor(); "
+    "c.execute('SHOW random_page_cost'); a = c.fetchone()[0]; "
+    "c.execute('SHOW plan_cache_mode'); print(a, c.fetchone()[0])"
+)
 
 
 def _in_process(prelude: str) -> str:
@@ -38,8 +40,14 @@ def _in_process(prelude: str) -> str:
     env.pop("DATABASE_RANDOM_PAGE_COST", None)
     env.pop("DATABASE_PLAN_CACHE_MODE", None)
     env["DJANGO_SETTINGS_MODULE"] = "scheduler_project.settings"
-    done = subprocess.run([sys.executable, "-c", f"{prelude}; {SHOWN}"], env=env, cwd=ROOT,
-                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-c", f"{prelude}; {SHOWN}"],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     return done.stdout.strip().splitlines()[-1]
 
@@ -72,8 +80,9 @@ def test_a_prepared_read_keeps_one_generic_plan_where_auto_planned_it_every_time
             raw.prepare_threshold = 0
             with psycopg.Cursor(raw) as cursor:  # server-side binding, as tasks.db's reads
                 for _ in range(8):
-                    cursor.execute(statement, [["00000000-0000-0000-0000-000000000001"], 1],
-                                   prepare=True)  # fmt: skip
+                    cursor.execute(
+                        statement, [["00000000-0000-0000-0000-000000000001"], 1], prepare=True
+                    )
                 found[mode] = cursor.execute(
                     "SELECT generic_plans, custom_plans FROM pg_prepared_statements"
                 ).fetchone()
@@ -94,9 +103,14 @@ def test_the_setting_is_applied_to_new_connections(cost: float, shown: str | Non
 
 
 def test_databases_carry_the_settings_to_the_replica_too() -> None:
-    found = databases("postgres://u@h/db", "postgres://u@r/db", conn_max_age=0,
-                      application_name="x", random_page_cost=1.1,
-                      plan_cache_mode="force_generic_plan")  # fmt: skip
+    found = databases(
+        "postgres://u@h/db",
+        "postgres://u@r/db",
+        conn_max_age=0,
+        application_name="x",
+        random_page_cost=1.1,
+        plan_cache_mode="force_generic_plan",
+    )
     assert found["default"]["RANDOM_PAGE_COST"] == found["replica"]["RANDOM_PAGE_COST"] == 1.1
     assert found["replica"]["PLAN_CACHE_MODE"] == "force_generic_plan"
 
@@ -104,5 +118,6 @@ def test_databases_carry_the_settings_to_the_replica_too() -> None:
 @pytest.mark.parametrize("mode", ["generic", "force_generic_plan; DROP TABLE x", "AUTO"])
 def test_an_unknown_plan_cache_mode_stops_the_process_naming_the_variable(mode: str) -> None:
     with pytest.raises(ImproperlyConfigured, match="DATABASE_PLAN_CACHE_MODE"):
-        databases("postgres://u@h/db", "", conn_max_age=0, application_name="x",
-                  plan_cache_mode=mode)  # fmt: skip
+        databases(
+            "postgres://u@h/db", "", conn_max_age=0, application_name="x", plan_cache_mode=mode
+        )

@@ -1,4 +1,4 @@
-"""Hostile bodies (issue 8, point 4) on every write route: always a JSON 4xx, naming the field.
+"""Hostile bodies on every write route: always a JSON 4xx, naming the field.
 
 tests/tasks/api/test_serializers_bad_input.py goes through the task fields one by one; this
 module sweeps the same kinds of trouble across the other writers (seed routes, batch, channels,
@@ -18,8 +18,14 @@ from tasks.models import Task
 pytestmark = pytest.mark.django_db
 NOOP = {"kind": "handler", "payload": {"name": "noop"}}
 TASK_ROUTES = ["/api/v1/tasks", "/task"]
-WRITERS = [*TASK_ROUTES, "/api/v1/tasks/batch", "/api/v1/channels", "/api/v1/schedules/preview",
-           "/api/v1/auth/token", "/api/v1/auth/token/refresh"]  # fmt: skip
+WRITERS = [
+    *TASK_ROUTES,
+    "/api/v1/tasks/batch",
+    "/api/v1/channels",
+    "/api/v1/schedules/preview",
+    "/api/v1/auth/token",
+    "/api/v1/auth/token/refresh",
+]
 BIG = 2**64
 
 
@@ -36,10 +42,16 @@ def assert_json_error(response, status: int) -> dict:
 @pytest.mark.parametrize("path", WRITERS)
 @pytest.mark.parametrize(
     "raw",
-    [b"{", b'{"kind": "handler",}', b"\xff\xfe\x00", b"NaN", b"[" * 50_000 + b"]" * 50_000,
-     nested(5_000).encode()],
+    [
+        b"{",
+        b'{"kind": "handler",}',
+        b"\xff\xfe\x00",
+        b"NaN",
+        b"[" * 50_000 + b"]" * 50_000,
+        nested(5_000).encode(),
+    ],
     ids=["truncated", "trailing-comma", "not-utf8", "nan", "deep-array", "deep-object"],
-)  # fmt: skip
+)
 def test_malformed_json_is_a_json_400(api: APIClient, path: str, raw: bytes) -> None:
     body = assert_json_error(api.post(path, raw, content_type="application/json"), 400)
 
@@ -60,15 +72,18 @@ def test_wrong_content_type_is_a_json_415(api: APIClient, path: str, content_typ
     [
         ("/api/v1/tasks", {**NOOP, "name": "a\x00b"}, "name"),
         ("/api/v1/tasks", {**NOOP, "payload": {"name": "echo", "args": {"k": "\x00"}}}, "payload"),
-        ("/api/v1/tasks", {**NOOP, "schedule": {"type": "cron", "expression": "* * * * *\x00"}},
-         "schedule"),
+        (
+            "/api/v1/tasks",
+            {**NOOP, "schedule": {"type": "cron", "expression": "* * * * *\x00"}},
+            "schedule",
+        ),
         ("/task", {**NOOP, "dedup_id": "k\x00"}, "dedup_key"),
         ("/api/v1/channels", {"kind": "email", "address": "a@example.com", "name": "\x00"}, "name"),
         ("/api/v1/channels", {"kind": "slack", "token": "x\x00", "channel": "C1"}, "token"),
         ("/api/v1/auth/token", {"username": "\x00", "password": "p"}, "username"),
         ("/api/v1/tasks", {**NOOP, "name": "\ud800"}, "name"),
     ],
-)  # fmt: skip
+)
 def test_nul_and_lone_surrogates_name_the_field(api: APIClient, path, body, field) -> None:
     raw = json.dumps(body).encode()  # \u0000 and \ud800 escapes, as a client would send them
 

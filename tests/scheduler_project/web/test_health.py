@@ -140,9 +140,15 @@ def test_an_old_pending_notification_is_a_warning_not_a_failure(client, every_ro
 
     run = RunFactory(status="succeeded", finished_at=timezone.now())
     channel = Channel.objects.create(owner=run.owner, kind="email", config={"address": "a@b.c"})
-    Notification.objects.create(channel=channel, run=run, task=run.task, attempt=1,
-                                event="succeeded", retry_until=timezone.now(),
-                                created_at=timezone.now() - timedelta(hours=1))  # fmt: skip
+    Notification.objects.create(
+        channel=channel,
+        run=run,
+        task=run.task,
+        attempt=1,
+        event="succeeded",
+        retry_until=timezone.now(),
+        created_at=timezone.now() - timedelta(hours=1),
+    )
     response = client.get("/health")
     assert response.status_code == 200
     notifications = response.json()["components"]["notifications"]

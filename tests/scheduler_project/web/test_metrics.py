@@ -69,13 +69,29 @@ def test_finished_runs_and_attempts_are_counted_by_the_outcome_batch(client, db)
     claimed = claim.claim_runs(worker="w1", limit=10, prefetch_seconds=0, owner_cap=0)
     assert len(claimed) == 3
     outcomes = [
-        claim.Outcome(run_id=claimed[0].id, attempt=1, status="succeeded",
-                      attempt_outcome="succeeded", started_at=claimed[0].claimed_at),
-        claim.Outcome(run_id=claimed[1].id, attempt=1, status="succeeded",
-                      attempt_outcome="succeeded", started_at=claimed[1].claimed_at),
-        claim.Outcome(run_id=claimed[2].id, attempt=1, status="scheduled",
-                      attempt_outcome="failed", started_at=claimed[2].claimed_at, retry_in=60.0),
-    ]  # fmt: skip
+        claim.Outcome(
+            run_id=claimed[0].id,
+            attempt=1,
+            status="succeeded",
+            attempt_outcome="succeeded",
+            started_at=claimed[0].claimed_at,
+        ),
+        claim.Outcome(
+            run_id=claimed[1].id,
+            attempt=1,
+            status="succeeded",
+            attempt_outcome="succeeded",
+            started_at=claimed[1].claimed_at,
+        ),
+        claim.Outcome(
+            run_id=claimed[2].id,
+            attempt=1,
+            status="scheduled",
+            attempt_outcome="failed",
+            started_at=claimed[2].claimed_at,
+            retry_in=60.0,
+        ),
+    ]
     claim.record_outcomes(worker="w1", outcomes=outcomes)
     # A late duplicate of an outcome is fenced out, and so is its count.
     claim.record_outcomes(worker="w1", outcomes=outcomes[:1])
@@ -92,10 +108,22 @@ def test_rescues_are_counted(client, db):
     from tasks.transitions.rescue import rescue_stuck_runs
 
     stale = timezone.now() - timedelta(minutes=5)
-    RunFactory(status="running", worker="gone", attempt=1, max_attempts=1,
-               started_at=stale, heartbeat_at=stale)  # fmt: skip
-    RunFactory(status="running", worker="gone", attempt=1, max_attempts=3,
-               started_at=stale, heartbeat_at=stale)  # fmt: skip
+    RunFactory(
+        status="running",
+        worker="gone",
+        attempt=1,
+        max_attempts=1,
+        started_at=stale,
+        heartbeat_at=stale,
+    )
+    RunFactory(
+        status="running",
+        worker="gone",
+        attempt=1,
+        max_attempts=3,
+        started_at=stale,
+        heartbeat_at=stale,
+    )
     rescue_stuck_runs(after_seconds=10)
     text = scrape(client)
     assert value(text, "scheduler_run_attempts_total", kind="handler", outcome="rescued") == 2
@@ -104,8 +132,14 @@ def test_rescues_are_counted(client, db):
 
 def test_heartbeat_age_and_alive_processes_by_role(client, db):
     now = timezone.now()
-    Process.objects.create(name="w", role="worker", host="h", pid=1, started_at=now,
-                           last_seen_at=now - timedelta(seconds=4))  # fmt: skip
+    Process.objects.create(
+        name="w",
+        role="worker",
+        host="h",
+        pid=1,
+        started_at=now,
+        last_seen_at=now - timedelta(seconds=4),
+    )
     text = scrape(client)
     assert 3.5 <= value(text, "scheduler_role_last_heartbeat_age_seconds", role="worker") < 30
     assert value(text, "scheduler_role_processes_alive", role="worker") == 1
@@ -140,8 +174,9 @@ def test_request_counts_are_exact_across_gunicorn_workers(gunicorn, tmp_path):
 
     before = total()
     with ThreadPoolExecutor(max_workers=8) as pool:  # concurrent: several workers must answer
-        codes = list(pool.map(lambda _: requests.get(f"{base}/health", timeout=10).status_code,
-                              range(80)))  # fmt: skip
+        codes = list(
+            pool.map(lambda _: requests.get(f"{base}/health", timeout=10).status_code, range(80))
+        )
     assert codes == [503] * 80
     pids = {path.stem.rsplit("_", 1)[-1] for path in multiproc.glob("counter_*.db")}
     assert len(pids) >= 2, pids
@@ -154,8 +189,14 @@ def test_notifications_by_channel_kind_and_status(client, db):
     run = RunFactory(status="succeeded", finished_at=timezone.now())
     channel = Channel.objects.create(owner=run.owner, kind="email", config={"address": "a@b.c"})
     for event in ("succeeded", "failed"):
-        Notification.objects.create(channel=channel, run=run, task=run.task, attempt=1,
-                                    event=event, retry_until=timezone.now())  # fmt: skip
+        Notification.objects.create(
+            channel=channel,
+            run=run,
+            task=run.task,
+            attempt=1,
+            event=event,
+            retry_until=timezone.now(),
+        )
     text = scrape(client)
     assert (
         value(text, "scheduler_notifications_recent", channel_kind="email", status="pending") == 2

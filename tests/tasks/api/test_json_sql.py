@@ -156,8 +156,9 @@ def test_next_runs_list_the_planned_occurrences_first_however_many_lie_ahead(ahe
     )
     for i in range(1, 8):  # history behind `now`, and one retry ahead (not a planned one)
         at = now - timedelta(minutes=i)
-        RunFactory(task=task, scheduled_at=at, status="succeeded", attempt=1,
-                   started_at=at, finished_at=at)  # fmt: skip
+        RunFactory(
+            task=task, scheduled_at=at, status="succeeded", attempt=1, started_at=at, finished_at=at
+        )
     RunFactory(task=task, scheduled_at=now + timedelta(seconds=1), attempt=1)
     for i in range(ahead):  # planned, not started, newest last
         RunFactory(task=task, scheduled_at=now + timedelta(minutes=2 + i, microseconds=i))

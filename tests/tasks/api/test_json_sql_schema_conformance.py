@@ -56,14 +56,38 @@ def rows(user, settings, tmp_path) -> dict:
     binary = TaskFactory(owner=user, kind="executable", payload={"args": ["-v"]}, status="paused")
     binary.executable.save("tool.sh", ContentFile(b"#!/bin/sh\n"), save=True)
     plain = TaskFactory(owner=user)
-    failed = RunFactory(task=recurring, scheduled_at=NOW - timedelta(minutes=1), status="failed",
-                        attempt=2, worker="w-1", started_at=NOW - timedelta(seconds=50),
-                        finished_at=NOW - timedelta(seconds=49), exit_code=3, http_status=502,
-                        output="out \u2028", error="boom")  # fmt: skip
-    Attempt.objects.create(run=failed, number=1, worker="w-1", started_at=None,
-                           finished_at=NOW, outcome="failed", error="lost")  # fmt: skip
-    Attempt.objects.create(run=failed, number=2, worker="w-1", started_at=NOW, finished_at=NOW,
-                           outcome="timed_out", exit_code=3, http_status=502)  # fmt: skip
+    failed = RunFactory(
+        task=recurring,
+        scheduled_at=NOW - timedelta(minutes=1),
+        status="failed",
+        attempt=2,
+        worker="w-1",
+        started_at=NOW - timedelta(seconds=50),
+        finished_at=NOW - timedelta(seconds=49),
+        exit_code=3,
+        http_status=502,
+        output="out \u2028",
+        error="boom",
+    )
+    Attempt.objects.create(
+        run=failed,
+        number=1,
+        worker="w-1",
+        started_at=None,
+        finished_at=NOW,
+        outcome="failed",
+        error="lost",
+    )
+    Attempt.objects.create(
+        run=failed,
+        number=2,
+        worker="w-1",
+        started_at=NOW,
+        finished_at=NOW,
+        outcome="timed_out",
+        exit_code=3,
+        http_status=502,
+    )
     pending = RunFactory(task=recurring, scheduled_at=NOW + timedelta(seconds=20))
     RunFactory(task=plain, scheduled_at=NOW + timedelta(hours=1))
     return {"tasks": [recurring, binary, plain], "runs": [failed, pending]}
@@ -83,13 +107,20 @@ def test_reads_match_the_schema(schema, user, rows) -> None:
     assert page["count"] == 3 and len(page["results"]) == 2
     _check(schema, user, "GET", "/tasks", 200)
     for task in rows["tasks"]:
-        found = _check(schema, user, "GET", "/api/v1/tasks/{id}", 200,
-                       path_parameters={"id": str(task.pk)})  # fmt: skip
+        found = _check(
+            schema, user, "GET", "/api/v1/tasks/{id}", 200, path_parameters={"id": str(task.pk)}
+        )
         assert found["id"] == str(task.pk)
         _check(schema, user, "GET", "/task/{id}", 200, path_parameters={"id": str(task.pk)})
         _check(schema, user, "GET", "/task", 200, query={"id": str(task.pk)})
-        _check(schema, user, "GET", "/api/v1/tasks/{id}/runs", 200,
-               path_parameters={"id": str(task.pk)})  # fmt: skip
+        _check(
+            schema,
+            user,
+            "GET",
+            "/api/v1/tasks/{id}/runs",
+            200,
+            path_parameters={"id": str(task.pk)},
+        )
     for run in rows["runs"]:
         _check(schema, user, "GET", "/api/v1/runs/{id}", 200, path_parameters={"id": str(run.pk)})
     runs = _check(schema, user, "GET", "/api/v1/runs", 200, query={"status": "failed"})
@@ -99,21 +130,54 @@ def test_reads_match_the_schema(schema, user, rows) -> None:
 def test_writes_that_return_a_task_or_a_run_match_the_schema(schema, user, rows) -> None:
     recurring, _, plain = rows["tasks"]
     failed, pending = rows["runs"]
-    body = {"kind": "handler", "payload": {"name": "noop"}, "timeout": 3,
-            "schedule": {"type": "interval", "every": 300}}  # fmt: skip
-    created = _check(schema, user, "POST", "/api/v1/tasks", 201, body=body,
-                     media_type="application/json")  # fmt: skip
+    body = {
+        "kind": "handler",
+        "payload": {"name": "noop"},
+        "timeout": 3,
+        "schedule": {"type": "interval", "every": 300},
+    }
+    created = _check(
+        schema, user, "POST", "/api/v1/tasks", 201, body=body, media_type="application/json"
+    )
     task_path = {"id": created["id"]}
-    _check(schema, user, "PATCH", "/api/v1/tasks/{id}", 200, path_parameters=task_path,
-           body={"name": "renamed"}, media_type="application/json")  # fmt: skip
+    _check(
+        schema,
+        user,
+        "PATCH",
+        "/api/v1/tasks/{id}",
+        200,
+        path_parameters=task_path,
+        body={"name": "renamed"},
+        media_type="application/json",
+    )
     for action in ("pause", "resume"):
-        _check(schema, user, "POST", f"/api/v1/tasks/{{id}}/{action}", 200,
-               path_parameters=task_path)  # fmt: skip
-    _check(schema, user, "POST", "/api/v1/tasks/{id}/run-now", 201,
-           path_parameters={"id": str(plain.pk)})  # fmt: skip
-    _check(schema, user, "POST", "/api/v1/tasks/{id}/skip-next", 200,
-           path_parameters={"id": str(recurring.pk)})  # fmt: skip
-    _check(schema, user, "POST", "/api/v1/runs/{id}/retry", 200,
-           path_parameters={"id": str(failed.pk)})  # fmt: skip
-    _check(schema, user, "POST", "/api/v1/runs/{id}/cancel", 200,
-           path_parameters={"id": str(pending.pk)})  # fmt: skip
+        _check(
+            schema, user, "POST", f"/api/v1/tasks/{{id}}/{action}", 200, path_parameters=task_path
+        )
+    _check(
+        schema,
+        user,
+        "POST",
+        "/api/v1/tasks/{id}/run-now",
+        201,
+        path_parameters={"id": str(plain.pk)},
+    )
+    _check(
+        schema,
+        user,
+        "POST",
+        "/api/v1/tasks/{id}/skip-next",
+        200,
+        path_parameters={"id": str(recurring.pk)},
+    )
+    _check(
+        schema, user, "POST", "/api/v1/runs/{id}/retry", 200, path_parameters={"id": str(failed.pk)}
+    )
+    _check(
+        schema,
+        user,
+        "POST",
+        "/api/v1/runs/{id}/cancel",
+        200,
+        path_parameters={"id": str(pending.pk)},
+    )

@@ -45,8 +45,14 @@ def test_every_field_of_a_recurring_task() -> None:
         resources={"cpu": "500m", "memory": "256Mi"},
         on_zombie="cancel",
     )
-    done = RunFactory(task=task, scheduled_at=AT, status="succeeded", attempt=1,
-                      started_at=AT, finished_at=AT + timedelta(seconds=1))  # fmt: skip
+    done = RunFactory(
+        task=task,
+        scheduled_at=AT,
+        status="succeeded",
+        attempt=1,
+        started_at=AT,
+        finished_at=AT + timedelta(seconds=1),
+    )
     planned = RunFactory(task=task, scheduled_at=AT + timedelta(minutes=1))
     task.refresh_from_db()
 
@@ -115,8 +121,10 @@ def test_paused_executable_and_one_time_tasks() -> None:
     paused = TaskFactory(status="paused", next_unplanned_at=AT + timedelta(hours=1))
     binary = TaskFactory(kind="executable", payload={"args": ["-v"]})
     binary.executable.save("tool.sh", ContentFile(b"#!/bin/sh\n"), save=True)
-    once = TaskFactory(schedule={"type": "once", "run_at": "2026-05-04T04:00:00Z"},
-                       next_unplanned_at=datetime(2026, 5, 4, 4, tzinfo=UTC))  # fmt: skip
+    once = TaskFactory(
+        schedule={"type": "once", "run_at": "2026-05-04T04:00:00Z"},
+        next_unplanned_at=datetime(2026, 5, 4, 4, tzinfo=UTC),
+    )
 
     assert _read(paused)["next_runs"] == []  # only an active task runs
     assert _read(binary)["executable"] == "tool.sh"  # as uploaded; the key is the hash

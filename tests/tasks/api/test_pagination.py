@@ -27,8 +27,11 @@ def test_pages_count_and_link_as_drf(api, seven):
     third = api.get("/api/v1/tasks?page_size=3&page=3").json()
     assert third["count"] == 7 and len(third["results"]) == 1
     assert third["next"] is None and "page=2" in third["previous"]
-    seen = [t["id"] for p in (1, 2, 3)
-            for t in api.get(f"/api/v1/tasks?page_size=3&page={p}").json()["results"]]  # fmt: skip
+    seen = [
+        t["id"]
+        for p in (1, 2, 3)
+        for t in api.get(f"/api/v1/tasks?page_size=3&page={p}").json()["results"]
+    ]
     assert sorted(seen) == sorted(str(t.id) for t in seven)
 
 

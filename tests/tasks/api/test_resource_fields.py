@@ -1,4 +1,4 @@
-"""Resource requests per task (issue 14, item 2): Kubernetes quantities, errors naming the field."""
+"""Resource requests per task: Kubernetes quantities, errors naming the field."""
 
 from __future__ import annotations
 
@@ -24,9 +24,15 @@ def test_cpu_quantities(text: str, millis: int) -> None:
 
 @pytest.mark.parametrize(
     ("text", "size"),
-    [("256Mi", 256 * 2**20), ("1G", 10**9), ("1e3", 1000), ("0.5Ki", 512), ("128974848", 128974848),
-     ("1500m", 2)],
-)  # fmt: skip
+    [
+        ("256Mi", 256 * 2**20),
+        ("1G", 10**9),
+        ("1e3", 1000),
+        ("0.5Ki", 512),
+        ("128974848", 128974848),
+        ("1500m", 2),
+    ],
+)
 def test_memory_quantities(text: str, size: int) -> None:
     assert resources.memory_bytes(text) == size
 
@@ -44,8 +50,9 @@ def test_requests_are_stored_and_shown(api: APIClient) -> None:
 
 
 def test_numbers_are_kept_as_quantity_text(api: APIClient) -> None:
-    response = api.post("/api/v1/tasks", NOOP | {"resources": {"cpu": 2, "memory": 0.5}},
-                        format="json")  # fmt: skip
+    response = api.post(
+        "/api/v1/tasks", NOOP | {"resources": {"cpu": 2, "memory": 0.5}}, format="json"
+    )
 
     assert response.json()["resources"] == {"cpu": "2", "memory": "0.5"}
 
@@ -96,8 +103,9 @@ def test_seed_route_takes_resources_as_a_multipart_json_field(api: APIClient) ->
 def test_seed_route_names_a_bad_quantity_in_a_form(api: APIClient) -> None:
     upload = SimpleUploadedFile("job.sh", b"#!/bin/sh\necho hi\n")
 
-    response = api.post("/task", {"file": upload, "resources": '{"cpu": "lots"}'},
-                        format="multipart")  # fmt: skip
+    response = api.post(
+        "/task", {"file": upload, "resources": '{"cpu": "lots"}'}, format="multipart"
+    )
 
     assert response.status_code == 400
     assert "cpu" in response.json()["resources"]

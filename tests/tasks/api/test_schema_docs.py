@@ -19,7 +19,7 @@ from jsonschema.exceptions import ValidationError
 from openapi_schema_validator import OAS30Validator
 from rest_framework.test import APIClient
 
-from scheduler_project import outbound_http as http
+from scheduler_project import outbound_http
 from tasks import handlers, schedules
 
 JSON = {"HTTP_ACCEPT": "application/vnd.oai.openapi+json"}
@@ -41,7 +41,7 @@ def doc(anon: APIClient, db) -> dict:
 def public_dns(monkeypatch) -> None:
     # No DNS from a test: the examples' host names resolve to a public address.
     monkeypatch.setattr(
-        http, "_resolve", lambda host, port: [ipaddress.ip_address("93.184.215.14")]
+        outbound_http, "_resolve", lambda host, port: [ipaddress.ip_address("93.184.215.14")]
     )
 
 
@@ -74,8 +74,13 @@ def test_payload_is_one_of_the_kinds_wherever_a_task_shows(doc: dict) -> None:
     assert component(doc, "HandlerName")["enum"] == handlers.names()
     assert {"noop", "echo", "sleep", "fail"} <= set(handlers.names())
     assert set(component(doc, "HttpPayload")["properties"]) == {
-        "url", "method", "headers", "body", "timeout", "expect_status",
-    }  # fmt: skip
+        "url",
+        "method",
+        "headers",
+        "body",
+        "timeout",
+        "expect_status",
+    }
     assert set(component(doc, "ExecutablePayload")["properties"]) == {"args", "env"}
 
 
@@ -91,8 +96,18 @@ def test_schedule_is_one_of_the_types_told_apart_by_type(doc: dict) -> None:
     assert component(doc, "TaskInputRequest")["properties"]["schedule"]["nullable"] is True
     assert "nullable" not in component(doc, "TaskOutput")["properties"]["schedule"]
     recurring = component(doc, "CronSchedule")["properties"]
-    assert {"timezone", "start_at", "end_at", "max_runs", "jitter", "misfire", "misfire_grace",
-            "overlap", "anchor", "expression"} <= set(recurring)  # fmt: skip
+    assert {
+        "timezone",
+        "start_at",
+        "end_at",
+        "max_runs",
+        "jitter",
+        "misfire",
+        "misfire_grace",
+        "overlap",
+        "anchor",
+        "expression",
+    } <= set(recurring)
 
 
 def test_every_branch_is_described_with_an_example_that_matches_it_alone(doc: dict) -> None:

@@ -225,11 +225,19 @@ def test_bad_patch_changes_nothing(api: APIClient, create) -> None:
     assert Task.objects.get(pk=task["id"]).name == "kept"
 
 
-# Found by the schema fuzzer (tests/system/test_fuzz.py) answering 500 before issue 17.
-ISSUE_17_BODY = {
-    "name": "", "kind": "http", "payload": None, "schedule": None, "priority": 0,
-    "max_attempts": 1, "retry_backoff": {"base": 0.0}, "timeout": 0.001, "notify": [], "file": "",
-}  # fmt: skip
+# Found by the schema fuzzer (tests/system/test_fuzz.py) when it still answered 500.
+FUZZER_BODY = {
+    "name": "",
+    "kind": "http",
+    "payload": None,
+    "schedule": None,
+    "priority": 0,
+    "max_attempts": 1,
+    "retry_backoff": {"base": 0.0},
+    "timeout": 0.001,
+    "notify": [],
+    "file": "",
+}
 
 
 @pytest.mark.parametrize("route", ["/api/v1/tasks/{id}", "/task/{id}"])
@@ -242,7 +250,7 @@ def test_kind_changed_payload_null_and_half_a_backoff_are_400(
     if route == "/task/{id}" and method == "patch":
         pytest.skip("the seed route has no PATCH")
 
-    response = getattr(api, method)(url, ISSUE_17_BODY, format="json")
+    response = getattr(api, method)(url, FUZZER_BODY, format="json")
     half = getattr(api, method)(url, {"retry_backoff": {"cap": 5}}, format="json")
 
     assert response.status_code == 400, response.content

@@ -1,4 +1,4 @@
-"""A task's `on_zombie` (issue 14, item 5): "notify" by default, or "cancel"; anything else 400."""
+"""A task's `on_zombie`: "notify" by default, or "cancel"; anything else 400."""
 
 from __future__ import annotations
 

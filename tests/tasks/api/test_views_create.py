@@ -241,7 +241,7 @@ def test_times_are_answered_in_utc(create: Callable[..., dict]) -> None:
 
 
 def test_executable_file_over_the_limit_is_413(api: APIClient, settings) -> None:
-    # Issue 8: stopped while it streams in (scheduler_project/middleware.py), a JSON 413.
+    # Stopped while it streams in (scheduler_project/middleware.py), a JSON 413.
     settings.SCHEDULER_MAX_UPLOAD_BYTES = 8
 
     response = api.post(

@@ -1,4 +1,4 @@
-"""Isolation matrix (issue 8, point 2): users see only their own objects; anonymous sees nothing.
+"""Isolation matrix: users see only their own objects; anonymous sees nothing.
 
 For users A and B: every endpoint that takes an id answers B exactly as it answers an id that
 does not exist (404, same body), changes nothing of A's, and no list or filter of B's ever
@@ -41,13 +41,20 @@ def a_objects(user) -> dict[str, Any]:
     scheduled = RunFactory(task=task, scheduled_at=now + timedelta(hours=1))
     failed = RunFactory(task=task, status="failed", attempt=1, finished_at=now)
     notification = Notification.objects.create(
-        channel=channel, run=failed, task=task, attempt=1, event="failed",
+        channel=channel,
+        run=failed,
+        task=task,
+        attempt=1,
+        event="failed",
         retry_until=now + timedelta(hours=1),
-    )  # fmt: skip
+    )
     return {
-        "task": task, "scheduled": scheduled, "failed": failed, "channel": channel,
+        "task": task,
+        "scheduled": scheduled,
+        "failed": failed,
+        "channel": channel,
         "notification": notification,
-    }  # fmt: skip
+    }
 
 
 def id_requests(objs: dict[str, Any]) -> list[tuple[str, str, dict]]:
@@ -127,10 +134,15 @@ def test_a_reaches_its_own_objects_through_the_same_requests(api, a_objects) -> 
 def test_no_list_or_filter_of_b_contains_a_s_objects(other_api, a_objects) -> None:
     task, channel, run = a_objects["task"].id, a_objects["channel"].id, a_objects["failed"].id
     lists = [
-        "/api/v1/tasks", "/tasks", f"/api/v1/tasks?name={a_objects['task'].name}",
-        "/api/v1/channels", "/api/v1/notifications", f"/api/v1/notifications?task={task}",
-        f"/api/v1/notifications?channel={channel}", f"/api/v1/notifications?run={run}",
-    ]  # fmt: skip
+        "/api/v1/tasks",
+        "/tasks",
+        f"/api/v1/tasks?name={a_objects['task'].name}",
+        "/api/v1/channels",
+        "/api/v1/notifications",
+        f"/api/v1/notifications?task={task}",
+        f"/api/v1/notifications?channel={channel}",
+        f"/api/v1/notifications?run={run}",
+    ]
     a_ids = {str(obj.id) for obj in a_objects.values()}
     for path in lists:
         response = other_api.get(path)
@@ -185,9 +197,15 @@ def test_b_cannot_point_its_own_task_at_a_s_channel(other_api, other_user, a_obj
 # the Prometheus scrape (open unless SCHEDULER_METRICS_TOKEN is set, for scrapers inside the
 # network), and the API schema and its docs pages (descriptions of the API, no data).
 PUBLIC = {
-    "api/v1/auth/token", "api/v1/auth/token/refresh", "health", "health/live", "metrics",
-    "api/schema/", "api/docs/", "api/redoc/",
-}  # fmt: skip
+    "api/v1/auth/token",
+    "api/v1/auth/token/refresh",
+    "health",
+    "health/live",
+    "metrics",
+    "api/schema/",
+    "api/docs/",
+    "api/redoc/",
+}
 
 
 def routes() -> list[str]:
@@ -238,9 +256,10 @@ def test_public_probes_reveal_no_user_data(anon: APIClient, a_objects) -> None:
 
 def test_token_endpoints_answer_anonymous_requests(anon: APIClient, user) -> None:
     token = anon.post(
-        "/api/v1/auth/token", {"username": user.username, "password": "password-123"},
+        "/api/v1/auth/token",
+        {"username": user.username, "password": "password-123"},
         format="json",
-    )  # fmt: skip
+    )
     refresh = anon.post("/api/v1/auth/token/refresh", {"refresh": "x"}, format="json")
 
     assert token.status_code == 200

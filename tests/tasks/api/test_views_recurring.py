@@ -1,4 +1,4 @@
-"""Issue 3 through the API: changing, pausing and resuming recurring tasks, skip-next, run-now,
+"""Recurring tasks through the API: changing, pausing and resuming them, skip-next, run-now,
 previews (`next_runs` and POST /schedules/preview) and schedules refused with 400."""
 
 from __future__ import annotations
@@ -40,9 +40,12 @@ def test_patch_replans_every_unstarted_occurrence(api: APIClient) -> None:
     task = create(api, {"type": "interval", "every": 10})
     first, *rest = Run.objects.filter(task_id=task["id"]).order_by("scheduled_at")
     Run.objects.filter(pk=first.pk).update(
-        status="running", attempt=1, worker="w-1", started_at=first.scheduled_at,
+        status="running",
+        attempt=1,
+        worker="w-1",
+        started_at=first.scheduled_at,
         heartbeat_at=first.scheduled_at,
-    )  # fmt: skip
+    )
     assert len(rest) == 2
 
     response = api.patch(
@@ -69,9 +72,10 @@ def test_patch_is_atomic_when_replanning_fails(api: APIClient, monkeypatch) -> N
     monkeypatch.setattr(creation, "plan_task", broken)
     with pytest.raises(RuntimeError):
         api.patch(
-            f"/api/v1/tasks/{task['id']}", {"schedule": {"type": "interval", "every": 7}},
+            f"/api/v1/tasks/{task['id']}",
+            {"schedule": {"type": "interval", "every": 7}},
             format="json",
-        )  # fmt: skip
+        )
 
     # The withdrawal of the old runs rolled back with the failed re-planning.
     assert planned(task["id"]) == before
@@ -186,9 +190,10 @@ def test_preview_across_the_berlin_spring_forward(api: APIClient, db) -> None:
 
     days = api.post(PREVIEW, {"schedule": daily | start, "count": 3}, format="json").json()
     hours = api.post(
-        PREVIEW, {"schedule": hourly | {"start_at": "2030-03-31T00:00:00"}, "count": 3},
+        PREVIEW,
+        {"schedule": hourly | {"start_at": "2030-03-31T00:00:00"}, "count": 3},
         format="json",
-    ).json()  # fmt: skip
+    ).json()
 
     # Fixed time: once, at the first valid instant after the gap (03:00 CEST = 01:00Z).
     assert days["next_runs"] == [

@@ -281,5 +281,8 @@ def test_list_pages_keep_the_order_asked_and_a_page_past_the_end_is_404(api, use
     assert [t["name"] for t in second["results"]] == ["c", "b"]
     assert api.get("/api/v1/tasks", {"page_size": 2, "page": 4}).status_code == 404
     assert api.get("/api/v1/tasks", {"name": "nothing"}).json() == {
-        "count": 0, "next": None, "previous": None, "results": []
-    }  # fmt: skip
+        "count": 0,
+        "next": None,
+        "previous": None,
+        "results": [],
+    }

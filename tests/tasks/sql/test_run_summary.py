@@ -39,8 +39,11 @@ def _update(run: Run, sql: str, params: dict | None = None) -> None:
 def test_a_run_has_a_summary_exactly_while_it_is_finished():
     run = RunFactory(task=TaskFactory(), scheduled_at=BASE)
     assert _stored(run) is None
-    _update(run, "status = 'running', attempt = 1, worker = 'w', started_at = %(at)s, "
-                 "heartbeat_at = %(at)s", {"at": BASE + timedelta(microseconds=1200)})  # fmt: skip
+    _update(
+        run,
+        "status = 'running', attempt = 1, worker = 'w', started_at = %(at)s, heartbeat_at = %(at)s",
+        {"at": BASE + timedelta(microseconds=1200)},
+    )
     assert _stored(run) is None
     _update(run, "heartbeat_at = clock_timestamp()")
     assert _stored(run) is None
@@ -50,8 +53,11 @@ def test_a_run_has_a_summary_exactly_while_it_is_finished():
     # Retried from the dead letters: running again, so no summary until it finishes again.
     _update(run, "status = 'scheduled', finished_at = NULL, worker = ''")
     assert _stored(run) is None
-    _update(run, "status = 'running', attempt = 2, worker = 'w', started_at = %(at)s, "
-                 "heartbeat_at = %(at)s", {"at": BASE + timedelta(seconds=5)})  # fmt: skip
+    _update(
+        run,
+        "status = 'running', attempt = 2, worker = 'w', started_at = %(at)s, heartbeat_at = %(at)s",
+        {"at": BASE + timedelta(seconds=5)},
+    )
     _update(run, "status = 'succeeded', finished_at = %(at)s", {"at": BASE + timedelta(seconds=6)})
     summary = orjson.loads(_stored(run))
     assert summary == _as_drf(run) and summary["attempt"] == 2 and summary["status"] == "succeeded"
@@ -59,8 +65,12 @@ def test_a_run_has_a_summary_exactly_while_it_is_finished():
 
 @pytest.mark.parametrize("status", TERMINAL_STATUSES)
 def test_a_run_written_finished_has_its_summary(status):
-    run = RunFactory(task=TaskFactory(), scheduled_at=BASE + timedelta(microseconds=7),
-                     status=status, finished_at=BASE + timedelta(seconds=1))  # fmt: skip
+    run = RunFactory(
+        task=TaskFactory(),
+        scheduled_at=BASE + timedelta(microseconds=7),
+        status=status,
+        finished_at=BASE + timedelta(seconds=1),
+    )
     assert orjson.loads(_stored(run)) == _as_drf(run)
 
 
@@ -86,15 +96,24 @@ def test_bulk_loads_with_replication_role_replica_keep_summaries_too():
 
 def test_the_finished_runs_of_a_list_page_are_read_from_their_summaries(api, user):
     task = TaskFactory(owner=user)
-    done = RunFactory(task=task, scheduled_at=BASE, status="succeeded", attempt=1,
-                      started_at=BASE, finished_at=BASE + timedelta(seconds=1))  # fmt: skip
+    done = RunFactory(
+        task=task,
+        scheduled_at=BASE,
+        status="succeeded",
+        attempt=1,
+        started_at=BASE,
+        finished_at=BASE + timedelta(seconds=1),
+    )
     # A summary written before a change the triggers could not see (one that predates them)
     # is what the page shows: the page reads the stored summary, not the columns.
     with connection.cursor() as cursor:
         cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")  # ALTER TABLE wants no deferred checks
         cursor.execute("ALTER TABLE tasks_run DISABLE TRIGGER run_summary_on_update")
-        cursor.execute("UPDATE tasks_run SET summary = replace(summary, '\"attempt\":1', "
-                       "'\"attempt\":7') WHERE id = %s", [done.pk])  # fmt: skip
+        cursor.execute(
+            "UPDATE tasks_run SET summary = replace(summary, '\"attempt\":1', "
+            "'\"attempt\":7') WHERE id = %s",
+            [done.pk],
+        )
         cursor.execute("ALTER TABLE tasks_run ENABLE ALWAYS TRIGGER run_summary_on_update")
     (shown,) = api.get("/api/v1/tasks").json()["results"][0]["runs"]
     assert shown["attempt"] == 7

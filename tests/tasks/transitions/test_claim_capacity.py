@@ -1,4 +1,4 @@
-"""Issue 14, in process: the claim against a worker's capacity (tasks/sql/claim.sql), the
+"""Worker capacity, in process: the claim against a worker's capacity (tasks/sql/claim.sql), the
 reviewer's "no live worker offers" marking (tasks/sql/rescue.sql) and requests on runs."""
 
 from __future__ import annotations
@@ -145,13 +145,22 @@ def test_a_worker_that_declares_nothing_claims_as_before() -> None:
 def test_the_cycle_statement_records_and_holds_back_in_one_round_trip() -> None:
     first, second = due(9, CPU2), due(5, CPU2)
     [held] = take(offering("2"))
-    done = claim.Outcome(run_id=held.id, attempt=held.attempt, status="succeeded",
-                         attempt_outcome="succeeded", started_at=held.claimed_at)  # fmt: skip
+    done = claim.Outcome(
+        run_id=held.id,
+        attempt=held.attempt,
+        status="succeeded",
+        attempt_outcome="succeeded",
+        started_at=held.claimed_at,
+    )
     due(7, CPU2)  # claimed next; the priority 5 run is still held back
     recorded, claimed = claim.record_and_claim(
-        worker="w", outcomes=[done], limit=4, prefetch_seconds=0, owner_cap=0,
+        worker="w",
+        outcomes=[done],
+        limit=4,
+        prefetch_seconds=0,
+        owner_cap=0,
         capacity=offering("2"),
-    )  # fmt: skip
+    )
     assert [r[0] for r in recorded] == [first.pk]
     assert len(claimed) == 1 and claimed[0].priority == 7 and claimed.held_back
     assert state(second)[0] == "waiting_for_resource"
@@ -162,9 +171,15 @@ def test_the_cycle_statement_records_and_holds_back_in_one_round_trip() -> None:
 
 def worker_row(name: str, *, cpu: str | None, memory: str | None = None, **fields) -> Process:
     now = datetime.now(UTC)
-    values = {"role": "worker", "host": "h", "pid": 1, "started_at": now, "last_seen_at": now,
-              "cpu_millis": cpu_millis(cpu) if cpu else None,
-              "memory_bytes": memory_bytes(memory) if memory else None}  # fmt: skip
+    values = {
+        "role": "worker",
+        "host": "h",
+        "pid": 1,
+        "started_at": now,
+        "last_seen_at": now,
+        "cpu_millis": cpu_millis(cpu) if cpu else None,
+        "memory_bytes": memory_bytes(memory) if memory else None,
+    }
     return Process.objects.create(name=name, **(values | fields))
 
 
@@ -227,11 +242,13 @@ def test_runs_without_requests_or_not_due_are_left_alone() -> None:
 
 def test_changing_a_tasks_resources_changes_its_claimable_runs() -> None:
     run = due(5, {"cpu": "64"})
-    Run.objects.filter(pk=run.pk).update(status="waiting_for_resource",
-                                         wait_reason="no live worker offers cpu=64")  # fmt: skip
+    Run.objects.filter(pk=run.pk).update(
+        status="waiting_for_resource", wait_reason="no live worker offers cpu=64"
+    )
     task = Task.objects.get(pk=run.task_id)
-    update_task(task=task, data={"resources": {"cpu": "500m", "memory": "1Gi"}},
-                now=datetime.now(UTC))  # fmt: skip
+    update_task(
+        task=task, data={"resources": {"cpu": "500m", "memory": "1Gi"}}, now=datetime.now(UTC)
+    )
     task.refresh_from_db()
     run.refresh_from_db()
     assert (task.cpu_millis, task.memory_bytes) == (500, 2**30)
@@ -240,8 +257,12 @@ def test_changing_a_tasks_resources_changes_its_claimable_runs() -> None:
 
 
 def test_tasks_created_through_the_api_plan_runs_with_their_requests(api) -> None:
-    body = {"kind": "handler", "payload": {"name": "noop"}, "resources": {"cpu": "1.5"},
-            "schedule": {"type": "once"}}  # fmt: skip
+    body = {
+        "kind": "handler",
+        "payload": {"name": "noop"},
+        "resources": {"cpu": "1.5"},
+        "schedule": {"type": "once"},
+    }
     created = api.post("/api/v1/tasks", body, format="json")
     assert created.status_code == 201, created.content
     run = Run.objects.get(task_id=created.json()["id"])
@@ -258,8 +279,9 @@ def test_runworker_refuses_a_malformed_quantity(flag: str) -> None:
 
 def test_the_api_shows_only_the_reason_of_a_current_wait(api, user) -> None:
     waiting = due(5, {"cpu": "64"}, status="waiting_for_resource", wait_reason="why")
-    gone = due(5, {"cpu": "64"}, status="cancelled", wait_reason="why",
-               finished_at=datetime.now(UTC))  # fmt: skip
+    gone = due(
+        5, {"cpu": "64"}, status="cancelled", wait_reason="why", finished_at=datetime.now(UTC)
+    )
     Run.objects.filter(pk__in=[waiting.pk, gone.pk]).update(owner=user)
     assert api.get(f"/api/v1/runs/{waiting.pk}").json()["wait_reason"] == "why"
     assert api.get(f"/api/v1/runs/{gone.pk}").json()["wait_reason"] == ""

@@ -1,4 +1,4 @@
-"""Issue 13: the misfire policy at claim time, for runs planned on time that no worker started.
+"""The misfire policy at claim time, for runs planned on time that no worker started.
 
 The occurrences are planned as a scheduler would have planned them, on time; then no worker
 claims them until long after their grace period, as after a worker outage.
@@ -29,8 +29,14 @@ GRACE = 5
 def planned_on_time(policy: str, *, seconds: int = 30, **extra: object) -> Task:
     """A 1-s task whose occurrences of the last `seconds` were planned before they were due."""
     now = db_now().replace(microsecond=0)
-    raw = {"type": "interval", "every": 1, "start_at": iso(now - timedelta(seconds=seconds)),
-           "misfire": policy, "misfire_grace": GRACE, **extra}  # fmt: skip
+    raw = {
+        "type": "interval",
+        "every": 1,
+        "start_at": iso(now - timedelta(seconds=seconds)),
+        "misfire": policy,
+        "misfire_grace": GRACE,
+        **extra,
+    }
     task = recurring_task(UserFactory(), raw, now=now, payload={"name": "noop", "args": {}})
     began = now - timedelta(seconds=seconds + 1)
     plan_task(task, now=began, horizon=now)  # nothing was late when planned
@@ -128,10 +134,13 @@ def test_a_task_whose_last_occurrence_is_missed_completes() -> None:
 def test_a_grace_of_its_own_is_validated_and_shown(api) -> None:
     created = api.post(
         "/api/v1/tasks",
-        {"kind": "handler", "payload": {"name": "noop", "args": {}},
-         "schedule": {"type": "interval", "every": 10, "misfire_grace": 7}},
+        {
+            "kind": "handler",
+            "payload": {"name": "noop", "args": {}},
+            "schedule": {"type": "interval", "every": 10, "misfire_grace": 7},
+        },
         format="json",
-    )  # fmt: skip
+    )
     default = api.post("/api/v1/schedules/preview", {"schedule": "* * * * *"}, format="json")
 
     assert created.status_code == 201 and created.json()["schedule"]["misfire_grace"] == 7

@@ -1,4 +1,4 @@
-"""Issue 4, in process: retries, timeouts, fencing, idempotency keys, priority and capacity."""
+"""Reliability, in process: retries, timeouts, fencing, idempotency keys, priority and capacity."""
 
 from __future__ import annotations
 
@@ -265,9 +265,13 @@ def test_idempotency_key_is_stable_across_retries_and_rescues() -> None:
 
     [first] = claim("w-a")
     retry = Outcome(
-        run_id=first.id, attempt=1, status="scheduled", attempt_outcome="failed",
-        started_at=first.claimed_at, error="boom",
-    )  # fmt: skip
+        run_id=first.id,
+        attempt=1,
+        status="scheduled",
+        attempt_outcome="failed",
+        started_at=first.claimed_at,
+        error="boom",
+    )
     assert record_outcomes(worker="w-a", outcomes=[retry])
     [second] = claim("w-b")
     make_stale(run.id)

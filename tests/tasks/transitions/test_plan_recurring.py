@@ -1,4 +1,4 @@
-"""Issue 3 fixes in planning and services, called directly with `now=` (no processes)."""
+"""Recurring planning and its services, called directly with `now=` (no processes)."""
 
 from __future__ import annotations
 
@@ -206,9 +206,11 @@ def test_a_window_wholly_in_the_past_is_refused() -> None:
 def test_scheduler_sleeps_until_half_a_lookahead_before_the_earliest_occurrence(owner) -> None:
     now = db_now()
     Task.objects.create(
-        owner=owner, kind="handler", schedule={"type": "interval", "every": 60},
+        owner=owner,
+        kind="handler",
+        schedule={"type": "interval", "every": 60},
         next_unplanned_at=now + timedelta(seconds=30 + 16),
-    )  # fmt: skip
+    )
     scheduler = Scheduler()
 
     # Due for planning (30 s ahead) in 16 s; planned 15 s later, still 15 s before it is due.

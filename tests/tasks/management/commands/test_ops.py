@@ -53,8 +53,11 @@ def test_show_task_and_run(db):
 
 
 def test_pause_resume_cancel_task(db):
-    task = TaskFactory(schedule={"type": "interval", "every": 3600}, schedule_type="interval",
-                       next_unplanned_at=timezone.now() + timedelta(hours=1))  # fmt: skip
+    task = TaskFactory(
+        schedule={"type": "interval", "every": 3600},
+        schedule_type="interval",
+        next_unplanned_at=timezone.now() + timedelta(hours=1),
+    )
     assert "paused" in ops("pausetask", str(task.pk))
     assert "active" in ops("resumetask", str(task.pk))
     assert "cancelled" in ops("canceltask", str(task.pk))
