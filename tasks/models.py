@@ -71,8 +71,9 @@ class Task(models.Model):
     payload = models.JSONField(default=dict, blank=True)
     # Keyed by content hash in the default storage (local or S3): tasks/storage.py.
     executable = ExecutableField(null=True, blank=True)
-    # The executable's file name as uploaded, for display (its key is the content hash).
-    executable_name = models.CharField(max_length=255, blank=True, default="")
+    # The executable's file name as uploaded, for display (its key is the content hash); a
+    # database default too, for rows written in SQL.
+    executable_name = models.CharField(max_length=255, blank=True, default="", db_default="")
     schedule = models.JSONField(default=dict)
     schedule_type = models.CharField(max_length=16, default="once")
     priority = models.SmallIntegerField(default=5)

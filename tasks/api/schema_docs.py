@@ -582,6 +582,7 @@ TASK_EXAMPLE: Schema = {
     "resources": {},
     "on_zombie": "notify",
     "status": "active",
+    "last_run": None,
     "next_run_at": "2026-12-02T08:00:00Z",
     "next_runs": [
         "2026-12-02T08:00:00Z",
@@ -589,6 +590,13 @@ TASK_EXAMPLE: Schema = {
         "2026-12-04T08:00:00Z",
         "2026-12-07T08:00:00Z",
         "2026-12-08T08:00:00Z",
+    ],
+    "next_runs_detail": [
+        {"scheduled_at": "2026-12-02T08:00:00Z", "run_id": None},
+        {"scheduled_at": "2026-12-03T08:00:00Z", "run_id": None},
+        {"scheduled_at": "2026-12-04T08:00:00Z", "run_id": None},
+        {"scheduled_at": "2026-12-07T08:00:00Z", "run_id": None},
+        {"scheduled_at": "2026-12-08T08:00:00Z", "run_id": None},
     ],
     "runs": [],
     "created_at": "2026-12-01T18:00:00Z",

@@ -34,7 +34,7 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name="task",
             name="executable_name",
-            field=models.CharField(blank=True, default="", max_length=255),
+            field=models.CharField(blank=True, db_default="", default="", max_length=255),
         ),
         migrations.RunSQL(BACKFILL_NAMES, migrations.RunSQL.noop),
         migrations.AddField(

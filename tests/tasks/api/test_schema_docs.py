@@ -45,10 +45,26 @@ def public_dns(monkeypatch) -> None:
     )
 
 
+def _null_allowed(node: Any) -> Any:
+    """`node` with each `{"allOf": [...], "nullable": true}` (drf-spectacular's nullable nested
+    object, which openapi-python-client and schemathesis read as "this or null") written as an
+    anyOf with null: OAS30Validator applies `nullable` only beside a `type`."""
+    if isinstance(node, list):
+        return [_null_allowed(item) for item in node]
+    if not isinstance(node, dict):
+        return node
+    node = {key: _null_allowed(value) for key, value in node.items()}
+    if node.get("nullable") is True and "allOf" in node and "type" not in node:
+        rest = {key: value for key, value in node.items() if key not in ("allOf", "nullable")}
+        return {**rest, "anyOf": [{"allOf": node["allOf"]}, {"enum": [None], "nullable": True}]}
+    return node
+
+
 def validator(doc: dict, schema: dict) -> OAS30Validator:
     """A validator of `schema` whose $refs resolve inside the served document."""
     # allOf: in JSON Schema draft 4 (OpenAPI 3.0's) a $ref's siblings are ignored.
-    return OAS30Validator({"allOf": [schema], "components": doc["components"]})
+    wrapped = {"allOf": [schema], "components": doc["components"]}
+    return OAS30Validator(_null_allowed(wrapped))
 
 
 def component(doc: dict, name: str) -> dict:
