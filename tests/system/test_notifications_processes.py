@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import signal
 import time
+from collections.abc import Iterator
 
 import pytest
 from django.conf import settings
@@ -13,7 +14,28 @@ from notifications.delivery_thread import DeliveryThread
 from notifications.models import Notification
 from tasks.models import Run
 from tests.conftest import process_env, wait_for
-from tests.notifications.conftest import Receiver, due_run, finish, subscribed_task, webhook_channel
+from tests.notifications.conftest import (
+    Receiver,
+    due_run,
+    finish,
+    serving,
+    subscribed_task,
+    webhook_channel,
+)
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    """A webhook receiver on 127.0.0.1, as the notifications tests have it."""
+    with serving() as recv:
+        yield recv
+
+
+@pytest.fixture(autouse=True)
+def _outbound_to_loopback(settings) -> None:
+    # This process delivers too (the delivery thread, runnotifier --once): to the receiver.
+    settings.SCHEDULER_OUTBOUND_ALLOW = ["127.0.0.1"]
+    settings.SCHEDULER_PUBLIC_URL = "https://scheduler.example"
 
 
 def role_env(**extra: str) -> dict[str, str]:
