@@ -268,13 +268,21 @@ class Worker:
     def _execute(self, flight: InFlight) -> None:
         # Prefetched runs are claimed a little early and started on the dot.
         wait = flight.start_mono - time.monotonic()
-        if wait > 0 and flight.cancel.wait(wait):
+        if wait > 0:
+            flight.cancel.wait(wait)
+        started = time.monotonic()
+        with self.lock:
+            # Starting and a shutdown's release of the runs not started (_drain) decide under
+            # one lock: a run given back to the queue is never also started here.
+            cancelled = flight.cancel.is_set()
+            if not cancelled:
+                flight.started_mono = started
+        if cancelled:
             self.results.put((flight, ExecutionResult(ok=False, cancelled=True, error="cancelled")))
             self.wake.set()
             return
         timeout = flight.run.timeout or settings.TASKS_DEFAULT_TIMEOUT_SECONDS
-        flight.started_mono = time.monotonic()
-        flight.deadline_mono = flight.started_mono + timeout + deadline_slack(flight.run.kind)
+        flight.deadline_mono = started + timeout + deadline_slack(flight.run.kind)
         # One structured line per start; the fields become JSON keys in production.
         run = flight.run
         logger.info(
@@ -410,12 +418,13 @@ class Worker:
     def _drain(self, *, grace: float, release_waiting: bool = True) -> None:
         """Let running payloads finish up to `grace`, then release the rest back to the queue."""
         deadline = time.monotonic() + grace
-        with self.lock:
-            waiting = [f for f in self.inflight.values() if f.started_mono is None]
-        if not release_waiting:
-            waiting = []
+        waiting = []
+        if release_waiting:
+            with self.lock:  # see _execute: none of these starts once cancelled here
+                waiting = [f for f in self.inflight.values() if f.started_mono is None]
+                for flight in waiting:
+                    flight.cancel.set()
         for flight in waiting:  # claimed early but not started: give back at once
-            flight.cancel.set()
             self._decide(flight, ExecutionResult(ok=False), release=True)
         while self.inflight and time.monotonic() < deadline:
             self.wake.clear()
