@@ -82,17 +82,16 @@ def explain_claim(n: int) -> dict:
         "memory_total",
         "cpu_free",
         "memory_free",
-        "executables",
     )
     for number, name in enumerate(names, start=1):
         sql = sql.replace(f"%({name})s", f"${number}")
-    # A worker with no capacity declared, and a sandbox for executables.
-    unlimited = f"{UNLIMITED}, {UNLIMITED}, {UNLIMITED}, {UNLIMITED}, true"
+    # A worker with no capacity declared, and a sandbox for executables (claim_sql's default).
+    unlimited = f"{UNLIMITED}, {UNLIMITED}, {UNLIMITED}, {UNLIMITED}"
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute("SET LOCAL plan_cache_mode = force_generic_plan")
         cursor.execute(
             "PREPARE bench_claim(text, int, float8, int, float8, text, bigint, bigint,"
-            f" bigint, bigint, bool) AS {sql}"
+            f" bigint, bigint) AS {sql}"
         )
         cursor.execute(
             "EXPLAIN (ANALYZE, BUFFERS) EXECUTE bench_claim('explain', 10, 0.5, 100,"

@@ -5,12 +5,17 @@
 -- claim.claim_sql), and the misfire rule's RUN_ALL_CAP.
 -- literal: candidates
 -- literal: run_all_cap
+-- literal: executables
 -- A worker's capacity comes as %(cpu_total)s, %(memory_total)s (what it offers) and
 -- %(cpu_free)s, %(memory_free)s (less what its runs in flight request); no limit is 2^62.
 -- A claimed row's columns are named once, in `claimed` (claimed_columns); the statements
 -- answer `claimed.*` and Python reads them by name into ClaimedRun.
--- %(executables)s is false while the worker has no sandbox: it claims no executable run (they
--- wait for a worker that has one; the reviewer says why) and does not wake for them either.
+-- {executables} is 0 while the worker has no sandbox: it claims no executable run (they wait
+-- for a worker that has one; the reviewer says why) and does not wake for them either. A literal,
+-- not a parameter: with 1 the planner drops the per-candidate task lookup from the plan; as a
+-- parameter the generic plan had to cost that lookup for every candidate, PostgreSQL found it
+-- dearer than re-planning, and planned the statement again on every execution (as it still
+-- does with 0: a worker without a sandbox pays a planning per cycle).
 
 -- name: claim_ctes
 capped AS (
@@ -38,7 +43,7 @@ capped AS (
               AND r.priority = p.priority
               AND r.execute_at <= statement_timestamp() + make_interval(secs => %(prefetch)s)
               AND r.cpu_millis <= %(cpu_total)s AND r.memory_bytes <= %(memory_total)s
-              AND (%(executables)s
+              AND ({executables} = 1
                    OR (SELECT t.kind FROM tasks_task t WHERE t.id = r.task_id) <> 'executable')
               AND r.owner_id NOT IN (SELECT owner_id FROM capped WHERE running >= %(owner_cap)s)
             ORDER BY r.execute_at

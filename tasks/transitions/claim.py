@@ -43,13 +43,13 @@ class Capacity:
     memory_free: int = UNLIMITED
     executables: bool = True  # False: it has no sandbox now, and claims no executable run
 
-    def params(self) -> dict[str, int | bool]:
+    def params(self) -> dict[str, int]:
+        """The claim's parameters (`executables` is written into the statement: claim_sql)."""
         return {
             "cpu_total": self.cpu_total,
             "memory_total": self.memory_total,
             "cpu_free": self.cpu_free,
             "memory_free": self.memory_free,
-            "executables": self.executables,
         }
 
 
@@ -128,7 +128,7 @@ def claim_runs(
         **capacity.params(),
     }
     with prepared_cursor(row_factory=dict_row) as cursor:  # one statement: its own transaction
-        cursor.execute(claim_sql(_candidates(limit, owner_cap)), params)
+        cursor.execute(claim_sql(_candidates(limit, owner_cap), capacity.executables), params)
         rows = cursor.fetchall()
     return _claimed_runs(rows)
 
@@ -142,21 +142,23 @@ def _candidates(limit: int, cap: int) -> int:
 
 
 @functools.cache
-def claim_sql(candidates: int) -> str:
-    """The claim statement for batches of up to `candidates` candidates.
+def claim_sql(candidates: int, executables: bool = True) -> str:
+    """The claim statement for batches of up to `candidates` candidates, for a worker that can
+    (or, with `executables` false, cannot) run executables: claim.sql says why that is written
+    into the statement too.
 
     The candidates' LIMIT is a literal, not a parameter. With `LIMIT $n` PostgreSQL costs the
     statement's generic plan (prepared once per connection, see db.prepared_cursor) as if a
     tenth of the due runs were wanted, finds it dearer than a plan for the actual values, and
     plans the statement again on every execution: a third of the database's time for the
     worker's cycle with 10 million finished runs in the table (docs/benchmarks.md)."""
-    return SQL.render("claim", candidates=candidates)
+    return SQL.render("claim", candidates=candidates, executables=int(executables))
 
 
 @functools.cache
-def cycle_sql(candidates: int) -> str:
-    """The record-and-claim statement (see claim_sql for `candidates`)."""
-    return SQL.render("cycle", candidates=candidates)
+def cycle_sql(candidates: int, executables: bool = True) -> str:
+    """The record-and-claim statement (see claim_sql for the literals)."""
+    return SQL.render("cycle", candidates=candidates, executables=int(executables))
 
 
 CLAIMED_FIELDS = tuple(f.name for f in dataclasses.fields(ClaimedRun))
@@ -216,7 +218,7 @@ def record_and_claim(
     params.update(limit=limit, prefetch=prefetch_seconds, owner_cap=owner_cap, **capacity.params())
     # No transaction block: in autocommit the single statement is its own transaction.
     with prepared_cursor(row_factory=dict_row) as cursor:
-        cursor.execute(cycle_sql(_candidates(limit, owner_cap)), params)
+        cursor.execute(cycle_sql(_candidates(limit, owner_cap), capacity.executables), params)
         rows = cursor.fetchall()
     recorded = [_recorded(row) for row in rows if row["row"] == "recorded"]
     return recorded, _claimed_runs(rows)

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import pytest
+from django.db import connection
+from django.utils import timezone
 
-from tasks import outbox
+from tasks import outbox, schedules
 from tasks.db import prepared_cursor
 from tasks.transitions import claim
-from tests.factories import RunFactory
+from tasks.transitions.creation import create_tasks
+from tests.factories import RunFactory, UserFactory
 
 PARAMS = {
     "worker": "columns-test",
@@ -55,3 +58,56 @@ def test_a_claimed_run_is_read_by_name() -> None:
     )
     assert claimed.backoff_base == run.task.retry_backoff_base
     assert claimed.overlap == "allow" and claimed.kind == run.task.kind
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_workers_cycle_is_planned_once_per_connection() -> None:
+    # PostgreSQL re-plans a prepared statement on every execution when its generic plan looks
+    # dearer than the plans for the actual values: a parameter that only a custom plan can fold
+    # away (the sandbox predicate was one) costs the worker a planning per cycle. (A worker
+    # without a sandbox looks up each candidate's task, and is planned per cycle: claim.sql.)
+    executables = True
+    # A queue of the size where it showed: a few thousand due runs, with statistics.
+    now = timezone.now()
+    item = {
+        "kind": "handler",
+        "payload": {"name": "noop", "args": {}},
+        "schedule": schedules.normalize({"type": "once", "run_at": now.isoformat()}, now=now),
+    }
+    create_tasks(owner=UserFactory(), items=[dict(item) for _ in range(3000)], now=now)
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE tasks_run")
+        cursor.execute("ANALYZE tasks_task")
+    capacity = claim.Capacity(executables=executables)
+    claimed = claim.claim_runs(
+        worker="plan-test", limit=4, prefetch_seconds=0.5, owner_cap=0, capacity=capacity
+    )
+    for _ in range(8):  # plan_cache_mode=auto weighs the generic plan after five custom ones
+        outcomes = [
+            claim.Outcome(
+                run_id=run.id,
+                attempt=run.attempt,
+                status="succeeded",
+                attempt_outcome="succeeded",
+                started_at=None,
+            )
+            for run in claimed
+        ]
+        _, claimed = claim.record_and_claim(
+            worker="plan-test",
+            outcomes=outcomes,
+            limit=4,
+            prefetch_seconds=0.5,
+            owner_cap=0,
+            capacity=capacity,
+        )
+    assert claimed
+
+    with prepared_cursor() as cursor:
+        cursor.execute(
+            "SELECT generic_plans, custom_plans FROM pg_prepared_statements"
+            " WHERE statement LIKE %s",
+            ["WITH v AS%"],
+        )
+        [(generic, custom)] = cursor.fetchall()
+    assert generic >= 3, (generic, custom)
