@@ -48,7 +48,14 @@ class FilterBackend(DjangoFilterBackend):
 
 class OrderingFilter(filters.OrderingFilter):
     """DRF's `?ordering=`, with a term it cannot order by a 400 naming `ordering` and listing
-    the terms it can (DRF drops such a term and orders by the default without a word)."""
+    the terms it can (DRF drops such a term and orders by the default without a word), and the
+    id last: rows equal on every term keep one order, so pages neither repeat nor skip them."""
+
+    def get_ordering(self, request: Any, queryset: QuerySet, view: Any) -> list[str]:
+        ordering = list(super().get_ordering(request, queryset, view) or [])
+        if ordering and not {"id", "-id", "pk", "-pk"} & set(ordering):
+            ordering.append("id")
+        return ordering
 
     def remove_invalid_fields(
         self, queryset: QuerySet, fields: Iterable[str], view: Any, request: Any

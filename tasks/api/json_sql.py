@@ -26,7 +26,8 @@ import orjson
 from django.conf import settings
 from django.core.exceptions import EmptyResultSet
 from django.db import router
-from django.db.models import Model, QuerySet
+from django.db.models import F, Model, QuerySet, Window
+from django.db.models.functions import RowNumber
 
 from scheduler_project.web.renderers import RawJSON
 from tasks import history, occurrences
@@ -209,6 +210,16 @@ def _page(ids: Ids, params: dict[str, Any]) -> str | None:
     query = ids.query.clone()
     low, high = query.low_mark, query.high_mark
     query.clear_limits()
+    # The position is numbered by the list's own ordering, stated in the window: a window with
+    # no ORDER BY numbers rows in an unspecified order, even when they come from an ordered
+    # subquery.
+    ordering = query.order_by or ids.model._meta.ordering
+    if not ordering:
+        raise ValueError("a page of ids needs an ordering")
+    query.add_annotation(
+        Window(RowNumber(), order_by=[_order_term(term) for term in ordering]), "position"
+    )
+    query.set_values(["id", "position"])
     try:
         sql, values = query.sql_with_params()
     except EmptyResultSet:  # an empty page, or a filter that matches nothing
@@ -217,7 +228,15 @@ def _page(ids: Ids, params: dict[str, Any]) -> str | None:
     if low or high is not None:
         params.update(page_offset=low, page_limit=high - low if high is not None else None)
         named += " LIMIT %(page_limit)s OFFSET %(page_offset)s"
-    return f"(SELECT id, row_number() OVER () AS position FROM ({named}) AS q(id)) AS page"
+    return f"({named}) AS page(id, position)"
+
+
+def _order_term(term: Any) -> Any:
+    """An ordering term as the queryset holds it (`"-created_at"`, or an expression) for a window's
+    ORDER BY."""
+    if not isinstance(term, str):
+        return term
+    return F(term[1:]).desc() if term.startswith("-") else F(term).asc()
 
 
 def _total(counted: QuerySet | None, params: dict[str, Any]) -> str:
