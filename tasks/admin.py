@@ -366,7 +366,12 @@ class RunAdmin(admin.ModelAdmin):
             return queryset.filter(Q(pk=some_id) | Q(task_id=some_id)), False
         # A name matches tasks first (the small table), then their runs. The ids are passed as
         # values, not a subquery, so the planner knows how many runs match and picks its plan.
-        tasks = Task.objects.filter(name__icontains=search_term).values_list("pk", flat=True)
+        # The newest hundred such tasks, by a stated order.
+        tasks = (
+            Task.objects.filter(name__icontains=search_term)
+            .order_by("-created_at", "-pk")
+            .values_list("pk", flat=True)
+        )
         return queryset.filter(task__in=list(tasks[:100])), False
 
     @admin.display(description="output")

@@ -121,7 +121,7 @@ class NotifySerializer(StrictSerializer):
     events = serializers.ListField(
         child=ChoiceField(choices=events.EVENTS),
         allow_empty=False,
-        max_length=5,
+        max_length=len(events.EVENTS),
     )
 
 
