@@ -86,6 +86,10 @@ class Task(models.Model):
     # {"cpu": "500m", "memory": "256Mi"}: Kubernetes quantities as written (tasks/resources.py);
     # a database default too, for the statements that insert tasks in SQL.
     resources = models.JSONField(default=dict, db_default={}, blank=True)
+    # What the task's runs are expected to do (tasks/expectations.py): `start_within`,
+    # `duration` {min, max}, `failure_streak`, `success_within`, `repeat_every`; {} expects
+    # nothing. Its numbers are copied onto the task's TaskHealth row, which the checks read.
+    expect = models.JSONField(default=dict, db_default={}, blank=True)
     # `resources` as numbers (set_requests), copied onto each run: the claim compares them.
     cpu_millis = models.BigIntegerField(default=0, db_default=0)
     memory_bytes = models.BigIntegerField(default=0, db_default=0)
@@ -153,6 +157,73 @@ class Task(models.Model):
     def requests(self) -> dict[str, int]:
         """What a new run of this task requests (Run's fields of the same names)."""
         return {"cpu_millis": self.cpu_millis, "memory_bytes": self.memory_bytes}
+
+
+HEALTHS = ("up", "late", "failing", "overdue")
+
+
+class TaskHealth(models.Model):
+    """A task's up/down state against its `expect`, for tasks that expect anything.
+
+    A table of its own, not columns of Task: the worker's outcome statement updates it in the
+    same statement that may complete the task (tasks/sql/claim.sql), and one statement must not
+    update one row twice. The expectation's numbers are columns here so that the reviewer's
+    checks are index-backed (tasks/sql/expect.sql); `expect` on the task is what the API shows.
+    """
+
+    class Health(models.TextChoices):
+        UP = "up"
+        LATE = "late"
+        FAILING = "failing"
+        OVERDUE = "overdue"
+
+    task = models.OneToOneField(
+        Task, on_delete=models.CASCADE, primary_key=True, related_name="health_state"
+    )
+    health = models.CharField(max_length=8, choices=Health.choices, default=Health.UP)
+    start_within = models.FloatField(null=True, blank=True)
+    min_duration = models.FloatField(null=True, blank=True)
+    max_duration = models.FloatField(null=True, blank=True)
+    failure_streak = models.PositiveIntegerField(null=True, blank=True)
+    success_within = models.FloatField(null=True, blank=True)
+    repeat_every = models.FloatField(null=True, blank=True)
+    # Consecutive final failures since the last success.
+    failures = models.PositiveIntegerField(default=0)
+    # The last success, or when the expectation was set: `success_within` counts from it.
+    succeeded_at = models.DateTimeField()
+    # When `health` last changed, and when its last alert (or reminder) was queued.
+    changed_at = models.DateTimeField()
+    alerted_at = models.DateTimeField(null=True, blank=True)
+    # The reviewer's cursors: runs scheduled (late) or started (too slow) up to these instants
+    # were checked, so each pass reads only what became due since the last one.
+    late_through = models.DateTimeField()
+    slow_through = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(condition=Q(health__in=HEALTHS), name="task_health_valid"),
+        ]
+        indexes = [
+            models.Index(
+                fields=["late_through"],
+                condition=Q(start_within__isnull=False),
+                name="task_health_late_idx",
+            ),
+            models.Index(
+                fields=["slow_through"],
+                condition=Q(max_duration__isnull=False),
+                name="task_health_slow_idx",
+            ),
+            models.Index(
+                fields=["succeeded_at"],
+                condition=Q(success_within__isnull=False) & ~Q(health="overdue"),
+                name="task_health_overdue_idx",
+            ),
+            models.Index(fields=["health"], name="task_health_health_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.task_id}: {self.health}"
 
 
 class Run(models.Model):

@@ -140,7 +140,9 @@ SELECT json_build_object(
            'retry_backoff', json_build_object('base', t.retry_backoff_base,
                                               'cap', t.retry_backoff_cap),
            'timeout', t.timeout, 'notify', t.notify, 'resources', t.resources,
-           'on_zombie', t.on_zombie, 'status', t.status)::text,
+           'on_zombie', t.on_zombie, 'expect', t.expect, 'status', t.status,
+           'health', coalesce((SELECT h.health FROM tasks_taskhealth h WHERE h.task_id = t.id),
+                              'up'))::text,
        '{{"runs":'
            || CASE WHEN recent.whole OR recent.shown >= {RECENT_RUNS} THEN recent.runs
                    ELSE {_HISTORY_SQL} END

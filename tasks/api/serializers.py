@@ -15,7 +15,7 @@ from tasks.api.payloads import validate_payload
 from tasks.api.resource_fields import ResourcesField
 from tasks.api.run_serializers import LastRunSerializer, NextRunSerializer, RunSummarySerializer
 from tasks.api.strict import ChoiceField, StrictSerializer
-from tasks.models import Task
+from tasks.models import Task, TaskHealth
 
 PRIORITY_NAMES = {"low": 1, "medium": 5, "high": 9}
 MAX_TIMEOUT_SECONDS = 7 * 24 * 3600
@@ -116,6 +116,70 @@ class RetryBackoffSerializer(StrictSerializer):
         return attrs
 
 
+MAX_EXPECT_SECONDS = 366 * 86400
+
+
+def _finite(value: float) -> None:
+    if not math.isfinite(value):
+        raise serializers.ValidationError("Must be a finite number of seconds.")
+
+
+def _seconds(**kwargs: Any) -> serializers.FloatField:
+    return serializers.FloatField(
+        min_value=0.001,
+        max_value=MAX_EXPECT_SECONDS,
+        required=False,
+        allow_null=True,
+        validators=[_finite],
+        **kwargs,
+    )
+
+
+class DurationSerializer(StrictSerializer):
+    min = _seconds(help_text="A run that succeeds sooner raises `too_fast`.")
+    max = _seconds(help_text="A run still running this long raises `too_slow` while it runs.")
+
+    def validate(self, attrs: dict) -> dict:
+        low, high = attrs.get("min"), attrs.get("max")
+        if low is not None and high is not None and high < low:
+            raise serializers.ValidationError({"max": ["Must be at least min."]})
+        return attrs
+
+
+class ExpectSerializer(StrictSerializer):
+    """What the task's runs are expected to do; each member optional (docs/api.md)."""
+
+    start_within = _seconds(
+        help_text="A run not started this long after its scheduled_at raises `late`."
+    )
+    duration = DurationSerializer(required=False, allow_null=True)
+    failure_streak = serializers.IntegerField(
+        min_value=1,
+        max_value=1000,
+        required=False,
+        allow_null=True,
+        help_text="This many consecutive final failures raise `failing`.",
+    )
+    success_within = _seconds(help_text="No run succeeding for this long raises `overdue`.")
+    repeat_every = _seconds(
+        help_text="While late, failing or overdue, a reminder this often (none by default)."
+    )
+
+    def validate(self, attrs: dict) -> dict:
+        # A PATCH validates nested fields partially; `expect` is still given whole.
+        for name, value in list(attrs.items()):
+            if value is None:
+                del attrs[name]
+        duration = attrs.get("duration")
+        if duration is not None:
+            duration = {k: v for k, v in duration.items() if v is not None}
+            if duration:
+                attrs["duration"] = duration
+            else:
+                del attrs["duration"]
+        return attrs
+
+
 class NotifySerializer(StrictSerializer):
     channel = serializers.CharField(max_length=64)
     events = serializers.ListField(
@@ -143,16 +207,19 @@ class TaskInputSerializer(StrictSerializer):
     notify = NotifySerializer(many=True, required=False, max_length=20)  # type: ignore[call-arg]
     resources = ResourcesField()
     on_zombie = ChoiceField(choices=Task.OnZombie.choices, required=False)
+    expect = ExpectSerializer(required=False, allow_null=True)
     file = serializers.FileField(required=False, write_only=True)
 
     def to_internal_value(self, data: Any) -> dict:
         # A multipart form carries `notify` (a list) as JSON text, like `payload` and `schedule`.
-        if self.context.get("multipart") and isinstance(data.get("notify"), str):
-            data = {key: data.get(key) for key in data}
-            try:
-                data["notify"] = json.loads(data["notify"])
-            except ValueError:
-                raise serializers.ValidationError({"notify": ["Must be valid JSON."]}) from None
+        # `expect` (an object) too.
+        for name in ("notify", "expect"):
+            if self.context.get("multipart") and isinstance(data.get(name), str):
+                data = {key: data.get(key) for key in data}
+                try:
+                    data[name] = json.loads(data[name])
+                except ValueError:
+                    raise serializers.ValidationError({name: ["Must be valid JSON."]}) from None
         return super().to_internal_value(data)
 
     def validate_notify(self, value: list[dict]) -> list[dict]:
@@ -203,6 +270,8 @@ class TaskInputSerializer(StrictSerializer):
                 attrs["executable"] = upload
         elif upload is not None:
             raise serializers.ValidationError({"file": ["Only executable tasks take a file."]})
+        if "expect" in attrs and attrs["expect"] is None:
+            attrs["expect"] = {}  # null clears the expectations, as {} does
         backoff = attrs.pop("retry_backoff", None)
         if backoff:
             attrs["retry_backoff_base"] = backoff["base"]
@@ -231,6 +300,12 @@ class TaskOutputSerializer(serializers.ModelSerializer):
     runs = RunSummarySerializer(many=True, read_only=True)
     executable = serializers.CharField(read_only=True, allow_null=True)
     resources = ResourcesField(read_only=True)
+    expect = ExpectSerializer(read_only=True)
+    health = ChoiceField(
+        choices=TaskHealth.Health.choices,
+        read_only=True,
+        help_text="`up`, or what the task's `expect` found: `late`, `failing` or `overdue`.",
+    )
 
     class Meta:
         model = Task
@@ -250,7 +325,9 @@ class TaskOutputSerializer(serializers.ModelSerializer):
             "notify",
             "resources",
             "on_zombie",
+            "expect",
             "status",
+            "health",
             "last_run",
             "next_run_at",
             "next_runs",

@@ -10,7 +10,7 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import QuerySet
 
-from tasks import occurrences, schedules
+from tasks import expectations, occurrences, schedules
 from tasks.db import RUN_DUE_CHANNEL, TASK_CHANGED_CHANNEL, notify
 from tasks.models import Run, Task
 from tasks.transitions.plan import plan_task
@@ -30,6 +30,7 @@ TASK_FIELDS = (
     "notify",
     "resources",
     "on_zombie",
+    "expect",
 )
 
 
@@ -82,6 +83,7 @@ def create_task(*, owner: Any, data: dict, now: datetime) -> tuple[Task, bool]:
     try:
         with transaction.atomic():
             task.save()
+            expectations.sync([task], now=now)
             plan_now(task, now=now)
     except IntegrityError:
         if dedup_key:
@@ -127,6 +129,7 @@ def create_tasks(*, owner: Any, items: list[dict], now: datetime) -> list[Task]:
         result.append(task)
     with transaction.atomic():
         Task.objects.bulk_create(new_tasks)
+        expectations.sync(new_tasks, now=now)
         Run.objects.bulk_create(runs)
         if runs:
             notify(RUN_DUE_CHANNEL)

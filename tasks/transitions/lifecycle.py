@@ -11,7 +11,7 @@ from datetime import datetime, timedelta
 
 from django.db import transaction
 
-from tasks import schedules
+from tasks import expectations, schedules
 from tasks.db import RUN_DUE_CHANNEL, TASK_CHANGED_CHANNEL, notify
 from tasks.exceptions import Conflict
 from tasks.models import CLAIMABLE_STATUSES, ENDED, Run, Task
@@ -75,6 +75,8 @@ def update_task(*, task: Task, data: dict, now: datetime) -> Task:
             if task.status in ENDED:
                 task.status = Task.Status.ACTIVE
         task.save()
+        if "expect" in data:
+            expectations.sync([task], now=now)
         _unstarted_runs(task).update(priority=task.priority, max_attempts=task.max_attempts)
         if "resources" in data:  # retries too: every run still to be claimed
             claimable = Run.objects.filter(task=task, status__in=CLAIMABLE_STATUSES)

@@ -75,7 +75,9 @@ def test_every_field_of_a_recurring_task() -> None:
         "notify": [{"channel": "c", "events": ["failed"]}],
         "resources": {"cpu": "500m", "memory": "256Mi"},
         "on_zombie": "cancel",
+        "expect": {},
         "status": "active",
+        "health": "up",
         "last_run": {
             "id": str(done.pk),
             "scheduled_at": "2026-05-04T03:02:01Z",

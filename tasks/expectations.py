@@ -1,0 +1,73 @@
+"""A task's expectations (`expect`) and the TaskHealth row its checks read.
+
+`expect` is what the API shows; the row holds its numbers as columns, the task's `health` and
+the checks' state. Only tasks that expect something have a row, so the worker's outcome
+statement finds none for the others (one primary-key probe of a small table) and the reviewer's
+checks read only the tasks concerned (tasks/sql/expect.sql).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+
+from tasks.models import Task, TaskHealth
+
+# The members of `expect`, in the order the API's documentation lists them.
+FIELDS = ("start_within", "duration", "failure_streak", "success_within", "repeat_every")
+
+
+def columns(expect: dict) -> dict:
+    """TaskHealth's expectation columns from a validated `expect`."""
+    duration = expect.get("duration") or {}
+    return {
+        "start_within": expect.get("start_within"),
+        "min_duration": duration.get("min"),
+        "max_duration": duration.get("max"),
+        "failure_streak": expect.get("failure_streak"),
+        "success_within": expect.get("success_within"),
+        "repeat_every": expect.get("repeat_every"),
+    }
+
+
+def sync(tasks: Iterable[Task], *, now: datetime) -> None:
+    """Make each task's health row match its `expect`: none when it expects nothing; otherwise
+    its columns, keeping the state (health, streak, last success) when the row exists. Inside
+    the caller's transaction, after the tasks are saved."""
+    expecting: list[Task] = []
+    idle: list[Task] = []
+    for task in tasks:
+        (expecting if any(task.expect.get(f) for f in FIELDS) else idle).append(task)
+    if idle:
+        TaskHealth.objects.filter(task__in=idle).delete()
+    if not expecting:
+        return
+    existing = {h.task_id: h for h in TaskHealth.objects.filter(task__in=expecting)}
+    new: list[TaskHealth] = []
+    changed: list[TaskHealth] = []
+    for task in expecting:
+        values = columns(task.expect)
+        row = existing.get(task.pk)
+        if row is None:
+            new.append(
+                TaskHealth(
+                    task=task,
+                    succeeded_at=now,
+                    changed_at=now,
+                    late_through=now,
+                    slow_through=now,
+                    **values,
+                )
+            )
+            continue
+        # A check turned on now starts from now, not from the row's old cursor.
+        if row.start_within is None:
+            row.late_through = now
+        if row.max_duration is None:
+            row.slow_through = now
+        for name, value in values.items():
+            setattr(row, name, value)
+        changed.append(row)
+    TaskHealth.objects.bulk_create(new)
+    if changed:
+        TaskHealth.objects.bulk_update(changed, [*columns({}), "late_through", "slow_through"])
