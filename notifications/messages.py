@@ -16,7 +16,52 @@ HEADLINES = {
     "missed": "missed an occurrence",
     "stuck": "has a stuck run",
     "zombie": "has a zombie run (no CPU time, no output)",
+    "late": "is late: a run has not started",
+    "too_fast": "ran too fast",
+    "too_slow": "is running too long",
+    "failing": "is failing",
+    "overdue": "is overdue: no run succeeded",
+    "recovered": "recovered",
 }
+
+
+def _seconds(value: float) -> str:
+    return f"{value:g} s"
+
+
+def expectation(event: str, task: Any, run: Any, attempt: Attempt | None) -> dict | None:
+    """What the task's `expect` said and what happened instead, for an alert event (None for
+    others): the message's `expectation` member and its Expected/Happened lines."""
+    expect = task.expect or {}
+    duration = expect.get("duration") or {}
+    started = attempt.started_at if attempt is not None else run.started_at
+    finished = attempt.finished_at if attempt is not None else run.finished_at
+    if event == "late":
+        expected = (
+            f"to start within {_seconds(expect.get('start_within', 0))} of its scheduled time"
+        )
+        happened = f"the run scheduled at {run.scheduled_at.isoformat()} had not started"
+    elif event == "too_fast":
+        took = (finished - started).total_seconds() if started and finished else 0.0
+        expected = f"a run to take at least {_seconds(duration.get('min', 0))}"
+        happened = f"this run succeeded in {took:.3f} s"
+    elif event == "too_slow":
+        expected = f"a run to finish within {_seconds(duration.get('max', 0))}"
+        since = started.isoformat() if started else "?"
+        happened = f"this run has been running since {since}"
+    elif event == "failing":
+        streak = expect.get("failure_streak", 1)
+        expected = f"fewer than {streak} failed runs in a row"
+        happened = f"{streak} or more runs in a row failed for good, this one the latest"
+    elif event == "overdue":
+        expected = f"a successful run at least every {_seconds(expect.get('success_within', 0))}"
+        happened = "no run succeeded for that long"
+    elif event == "recovered":
+        expected = "the task's expectations to hold again"
+        happened = "this run succeeded: the task is up again"
+    else:
+        return None
+    return {"expect": expect, "expected": expected, "happened": happened}
 
 
 def build_message(
@@ -62,9 +107,12 @@ def build_message(
     ]
     if notification.event == "zombie" and run.zombie_since is not None:
         lines.append(f"Quiet since: {run.zombie_since.isoformat()}")
+    judged = expectation(notification.event, task, run, attempt)
+    if judged is not None:
+        lines += [f"Expected: {judged['expected']}", f"Happened: {judged['happened']}"]
     if error:
         lines += ["", "Error:", error[:ERROR_MAX_CHARS]]
-    lines += ["", run_url]
+    lines += ["", run_url, task_data["url"]]
     return Message(
         delivery_id=str(notification.id),
         event=notification.event,
@@ -77,6 +125,7 @@ def build_message(
             "task": task_data,
             "run": run_data,
             "created_at": notification.created_at,
+            **({"expectation": judged} if judged is not None else {}),
         },
         task=task_data,
         run=run_data,

@@ -23,10 +23,11 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
-from tasks import history, occurrences
+from tasks import expectations, history, occurrences
 from tasks.admin_forms import SCHEDULE_FIELDS, TaskAdminForm, schedule_help
 from tasks.admin_lists import (
     EstimatedCountPaginator,
+    HealthFilter,
     OwnerFilter,
     PriorityFilter,
     ScheduleTypeFilter,
@@ -99,9 +100,10 @@ class RunInline(admin.TabularInline):
 @admin.register(Task)
 class TaskAdmin(admin.ModelAdmin):
     list_display = ["__str__", "owner", "kind", "schedule_type", "priority", "status"]
-    list_display += ["next_run", "last_run", "runs_link"]
-    list_filter = ["status", "kind", OwnerFilter, PriorityFilter, ScheduleTypeFilter]
-    list_select_related = ["owner"]
+    list_display += ["health", "next_run", "last_run", "runs_link"]
+    list_filter = ["status", "kind", HealthFilter, OwnerFilter, PriorityFilter]
+    list_filter += [ScheduleTypeFilter]
+    list_select_related = ["owner", "health_state"]
     search_fields = ["name", "dedup_key", "=owner__username"]
     inlines = [RunInline]
     show_full_result_count = False
@@ -142,6 +144,11 @@ class TaskAdmin(admin.ModelAdmin):
         if isinstance(inline, RunInline):  # this task's own runs, whatever other tasks do
             kwargs["queryset"] = inline.runs_of(request, obj)
         return kwargs
+
+    @admin.display(description="health", ordering="health_state__health")
+    def health(self, task: Task) -> str:
+        """Against the task's `expect` (up when it expects nothing)."""
+        return expectations.health_of(task)
 
     @admin.display(description="next run at", ordering="next_run_at")
     def next_run(self, task: Task) -> Any:

@@ -13,6 +13,9 @@ from django.db import connection
 from django.db.models import QuerySet
 from django.utils.functional import cached_property
 
+from tasks import expectations
+from tasks.models import HEALTHS
+
 # A filtered list is counted exactly up to this many rows, then shown as "at least" this many.
 COUNT_CAP = 10_000
 
@@ -65,6 +68,20 @@ class PriorityFilter(admin.SimpleListFilter):
         if value is not None and value.isdigit():
             return queryset.filter(priority=int(value))
         return queryset
+
+
+class HealthFilter(admin.SimpleListFilter):
+    """A task's health against its expectations (`up` includes tasks that expect nothing)."""
+
+    title = "health"
+    parameter_name = "health"
+
+    def lookups(self, request: Any, model_admin: Any) -> list[tuple[str, str]]:
+        return [(h, h) for h in HEALTHS]
+
+    def queryset(self, request: Any, queryset: QuerySet) -> QuerySet:
+        value = self.value()
+        return expectations.with_health(queryset, value) if value in HEALTHS else queryset
 
 
 class ScheduleTypeFilter(admin.SimpleListFilter):

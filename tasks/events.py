@@ -17,6 +17,16 @@ users), with the code that decides it; nothing else queues an event:
       or by the overlap policy `skip`
     a candidate `skipped` at claim (misfire)        missed              claim.sql `claim`
     the watch flagged a running run quiet           zombie              zombie_events
+    a task's health changed (its `expect`, below)   failing, overdue,   claim.sql `record`,
+      or a reminder of it is due (`repeat_every`)     late, recovered   expect.sql (reviewer)
+    a run succeeded sooner than `duration.min`      too_fast            claim.sql `record`
+    a run still running past `duration.max`         too_slow            expect.sql (reviewer)
+
+Health (tasks/expectations.py) is `up`, `late`, `failing` or `overdue`; an alert is queued when
+it changes, not for every run while it stays: `failing` when `failure_streak` final failures
+follow each other, `late` when a run has not started `start_within` after its scheduled_at,
+`overdue` when nothing succeeded for `success_within`; a state only gives way to a graver one
+(failing > overdue > late), and the next success makes the task `up` again with `recovered`.
 
 (In claim.sql, the CTEs `events` and `missed_notified`.) A release at shutdown, a cancellation
 and a run held back for capacity queue nothing.
@@ -28,7 +38,23 @@ from collections.abc import Iterable
 from uuid import UUID
 
 # The event vocabulary, in the order the API's documentation lists it.
-EVENTS = ("succeeded", "failed", "retries_exhausted", "missed", "stuck", "zombie")
+EVENTS = (
+    "succeeded",
+    "failed",
+    "retries_exhausted",
+    "missed",
+    "stuck",
+    "zombie",
+    "late",
+    "too_fast",
+    "too_slow",
+    "failing",
+    "overdue",
+    "recovered",
+)
+
+# The events that a task's expectations raise (tasks/expectations.py), for the alert counter.
+ALERTS = ("late", "too_fast", "too_slow", "failing", "overdue", "recovered")
 
 # (run id, task id, attempt or None for "the run's current attempt", event)
 Event = tuple[UUID, UUID, int | None, str]

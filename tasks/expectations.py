@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from datetime import datetime
 
+from django.db.models import Q, QuerySet
+
 from tasks.models import Task, TaskHealth
 
 # The members of `expect`, in the order the API's documentation lists them.
@@ -71,3 +73,18 @@ def sync(tasks: Iterable[Task], *, now: datetime) -> None:
     TaskHealth.objects.bulk_create(new)
     if changed:
         TaskHealth.objects.bulk_update(changed, [*columns({}), "late_through", "slow_through"])
+
+
+def with_health(tasks: QuerySet[Task], health: str) -> QuerySet[Task]:
+    """The tasks whose `health` is `health`: `up` includes those that expect nothing (no row)."""
+    if health == TaskHealth.Health.UP:
+        return tasks.filter(Q(health_state__isnull=True) | Q(health_state__health=health))
+    return tasks.filter(health_state__health=health)
+
+
+def health_of(task: Task) -> str:
+    """The task's `health` as the API shows it (a row is read unless select_related)."""
+    try:
+        return task.health_state.health
+    except TaskHealth.DoesNotExist:
+        return TaskHealth.Health.UP

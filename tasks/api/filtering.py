@@ -20,9 +20,9 @@ from rest_framework import filters
 from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
 
-from tasks import history
+from tasks import expectations, history
 from tasks.api.serializers import PRIORITY_SCHEMA, PriorityField
-from tasks.models import Run
+from tasks.models import Run, TaskHealth
 
 
 class FilterBackend(DjangoFilterBackend):
@@ -105,4 +105,15 @@ def last_run_status_filter() -> django_filters.ChoiceFilter:
 
     return django_filters.ChoiceFilter(
         choices=Run.Status.choices, method=by_last_run, help_text="status of the task's last_run"
+    )
+
+
+def health_filter() -> django_filters.ChoiceFilter:
+    """A task list's `health` (`up` includes the tasks that expect nothing)."""
+
+    def by_health(queryset: QuerySet, name: str, value: str) -> QuerySet:
+        return expectations.with_health(queryset, value)
+
+    return django_filters.ChoiceFilter(
+        choices=TaskHealth.Health.choices, method=by_health, help_text="the task's health"
     )

@@ -85,10 +85,11 @@ class TaskFilter(django_filters.FilterSet):
     kind = django_filters.ChoiceFilter(choices=Task.Kind.choices)
     priority = PriorityFilter()
     last_run_status = filtering.last_run_status_filter()
+    health = filtering.health_filter()
 
     class Meta:
         model = Task
-        fields = ["name", "status", "kind", "priority", "last_run_status"]
+        fields = ["name", "status", "kind", "priority", "last_run_status", "health"]
 
 
 class TaskListCreateView(PagedListView):

@@ -5,38 +5,83 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('tasks', '0020_process_sandbox'),
+        ("tasks", "0020_process_sandbox"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='task',
-            name='expect',
+            model_name="task",
+            name="expect",
             field=models.JSONField(blank=True, db_default={}, default=dict),
         ),
         migrations.CreateModel(
-            name='TaskHealth',
+            name="TaskHealth",
             fields=[
-                ('task', models.OneToOneField(on_delete=django.db.models.deletion.CASCADE, primary_key=True, related_name='health_state', serialize=False, to='tasks.task')),
-                ('health', models.CharField(choices=[('up', 'Up'), ('late', 'Late'), ('failing', 'Failing'), ('overdue', 'Overdue')], default='up', max_length=8)),
-                ('start_within', models.FloatField(blank=True, null=True)),
-                ('min_duration', models.FloatField(blank=True, null=True)),
-                ('max_duration', models.FloatField(blank=True, null=True)),
-                ('failure_streak', models.PositiveIntegerField(blank=True, null=True)),
-                ('success_within', models.FloatField(blank=True, null=True)),
-                ('repeat_every', models.FloatField(blank=True, null=True)),
-                ('failures', models.PositiveIntegerField(default=0)),
-                ('succeeded_at', models.DateTimeField()),
-                ('changed_at', models.DateTimeField()),
-                ('alerted_at', models.DateTimeField(blank=True, null=True)),
-                ('late_through', models.DateTimeField()),
-                ('slow_through', models.DateTimeField()),
+                (
+                    "task",
+                    models.OneToOneField(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        primary_key=True,
+                        related_name="health_state",
+                        serialize=False,
+                        to="tasks.task",
+                    ),
+                ),
+                (
+                    "health",
+                    models.CharField(
+                        choices=[
+                            ("up", "Up"),
+                            ("late", "Late"),
+                            ("failing", "Failing"),
+                            ("overdue", "Overdue"),
+                        ],
+                        default="up",
+                        max_length=8,
+                    ),
+                ),
+                ("start_within", models.FloatField(blank=True, null=True)),
+                ("min_duration", models.FloatField(blank=True, null=True)),
+                ("max_duration", models.FloatField(blank=True, null=True)),
+                ("failure_streak", models.PositiveIntegerField(blank=True, null=True)),
+                ("success_within", models.FloatField(blank=True, null=True)),
+                ("repeat_every", models.FloatField(blank=True, null=True)),
+                ("failures", models.PositiveIntegerField(default=0)),
+                ("succeeded_at", models.DateTimeField()),
+                ("changed_at", models.DateTimeField()),
+                ("alerted_at", models.DateTimeField(blank=True, null=True)),
+                ("late_through", models.DateTimeField()),
+                ("slow_through", models.DateTimeField()),
             ],
             options={
-                'indexes': [models.Index(condition=models.Q(('start_within__isnull', False)), fields=['late_through'], name='task_health_late_idx'), models.Index(condition=models.Q(('max_duration__isnull', False)), fields=['slow_through'], name='task_health_slow_idx'), models.Index(condition=models.Q(('success_within__isnull', False), models.Q(('health', 'overdue'), _negated=True)), fields=['succeeded_at'], name='task_health_overdue_idx'), models.Index(fields=['health'], name='task_health_health_idx')],
-                'constraints': [models.CheckConstraint(condition=models.Q(('health__in', ('up', 'late', 'failing', 'overdue'))), name='task_health_valid')],
+                "indexes": [
+                    models.Index(
+                        condition=models.Q(("start_within__isnull", False)),
+                        fields=["late_through"],
+                        name="task_health_late_idx",
+                    ),
+                    models.Index(
+                        condition=models.Q(("max_duration__isnull", False)),
+                        fields=["slow_through"],
+                        name="task_health_slow_idx",
+                    ),
+                    models.Index(
+                        condition=models.Q(
+                            ("success_within__isnull", False),
+                            models.Q(("health", "overdue"), _negated=True),
+                        ),
+                        fields=["succeeded_at"],
+                        name="task_health_overdue_idx",
+                    ),
+                    models.Index(fields=["health"], name="task_health_health_idx"),
+                ],
+                "constraints": [
+                    models.CheckConstraint(
+                        condition=models.Q(("health__in", ("up", "late", "failing", "overdue"))),
+                        name="task_health_valid",
+                    )
+                ],
             },
         ),
     ]

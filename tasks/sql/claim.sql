@@ -216,7 +216,8 @@ v AS (
            http_status = v.http_status
       FROM v
      WHERE r.id = v.id AND r.status = 'running' AND r.attempt = v.attempt AND r.worker = %(worker)s
-    RETURNING r.id, r.task_id, r.status, v.attempt, v.outcome
+    RETURNING r.id, r.task_id, r.status, v.attempt, v.outcome, r.scheduled_at, r.started_at,
+              r.finished_at
 ), recorded AS (
     INSERT INTO tasks_attempt (run_id, number, worker, started_at, finished_at, outcome, error,
                                exit_code, http_status)
@@ -268,13 +269,77 @@ v AS (
      WHERE (jsonb_typeof(t.notify) = 'array' AND t.notify <> '[]'::jsonb)
         OR EXISTS (SELECT 1 FROM notifications_channel c
                     WHERE c.owner_id = t.owner_id AND c.all_tasks_events <> '{{}}')
-), notified AS (
+), {judge_ctes}, notified AS (
     SELECT notifications_enqueue(array_agg(id), array_agg(task_id), array_agg(attempt),
                                  array_agg(event), %(window)s, %(channel)s) AS queued
-      FROM events WHERE event IS NOT NULL HAVING count(*) > 0
+      FROM (SELECT id, task_id, attempt, event FROM events WHERE event IS NOT NULL
+            UNION ALL
+            SELECT id, task_id, attempt, event FROM alerts) AS e
+    HAVING count(*) > 0
 ), woke AS (
     -- Retries due now wake sleeping workers on commit.
     SELECT pg_notify('scheduler_run_due', '') FROM done WHERE status = 'scheduled' LIMIT 1
+)
+
+-- A task's expectations judged on the outcomes of `done` (tasks/expectations.py, which explains
+-- the health states): `failing` after failure_streak final failures in a row, `recovered` at
+-- the first success after that or after any other alert of health, `too_fast` for a success
+-- under duration.min; a reminder when repeat_every has passed since the last alert. Only tasks
+-- with a health row take part: for the others it is one probe of that table's primary key per
+-- batch (= ANY of an array, an index scan whatever the planner thinks of the CTE's size). The
+-- rows are locked: two workers finishing runs of one task judge one after the other, each on
+-- the state the other left. Of one task's runs in one batch, the latest scheduled is judged.
+-- name: judge_ctes
+locked AS (
+    SELECT h.task_id, h.health, h.failures, h.failure_streak, h.min_duration, h.repeat_every,
+           h.alerted_at
+      FROM tasks_taskhealth h
+     WHERE h.task_id = ANY(ARRAY(SELECT task_id FROM done WHERE status IN ('succeeded', 'failed')))
+       FOR UPDATE
+), judged AS (
+    SELECT j.*,
+           CASE WHEN j.status = 'succeeded' THEN 'up'
+                WHEN j.failure_streak IS NOT NULL AND j.failures_after >= j.failure_streak
+                THEN 'failing' ELSE j.health END AS health_after
+      FROM (SELECT DISTINCT ON (d.task_id) d.id, d.task_id, d.attempt, d.status,
+                   d.finished_at - d.started_at AS took, l.health, l.failure_streak,
+                   l.min_duration, l.repeat_every, l.alerted_at,
+                   CASE WHEN d.status = 'succeeded' THEN 0 ELSE l.failures + 1 END
+                       AS failures_after
+              FROM done d JOIN locked l ON l.task_id = d.task_id
+             WHERE d.status IN ('succeeded', 'failed')
+             ORDER BY d.task_id, d.scheduled_at DESC) AS j
+), alerts AS (
+    SELECT id, task_id, attempt,
+           CASE WHEN health_after = 'up' THEN 'recovered' ELSE health_after END AS event
+      FROM judged
+     WHERE health_after <> health
+        OR (health_after <> 'up' AND repeat_every IS NOT NULL
+            AND (alerted_at IS NULL
+                 OR alerted_at <= clock_timestamp() - make_interval(secs => repeat_every)))
+    UNION ALL
+    SELECT id, task_id, attempt, 'too_fast' FROM judged
+     WHERE status = 'succeeded' AND took < make_interval(secs => min_duration)
+), judged_written AS (
+    UPDATE tasks_taskhealth h
+       SET health = j.health_after, failures = j.failures_after,
+           succeeded_at = CASE WHEN j.status = 'succeeded' THEN clock_timestamp()
+                               ELSE h.succeeded_at END,
+           changed_at = CASE WHEN j.health_after <> j.health THEN clock_timestamp()
+                             ELSE h.changed_at END,
+           alerted_at = CASE WHEN j.id IN (SELECT id FROM alerts WHERE event <> 'too_fast')
+                             THEN clock_timestamp() ELSE h.alerted_at END
+      FROM judged j
+     WHERE h.task_id = j.task_id
+), alerts_counted AS (
+    -- scheduler_alerts_total (tasks/counters.py's table, its `alert` metric).
+    INSERT INTO tasks_runcounter (metric, kind, outcome, shard, value)
+    SELECT 'alert', t.kind, a.event, %(shard)s, count(*)
+      FROM alerts a JOIN tasks_task t ON t.id = a.task_id
+     GROUP BY t.kind, a.event
+     ORDER BY t.kind, a.event
+    ON CONFLICT (metric, kind, outcome, shard)
+    DO UPDATE SET value = tasks_runcounter.value + EXCLUDED.value
 )
 
 -- Referencing the SELECT-only CTEs makes PostgreSQL evaluate them (it skips unreferenced ones).
