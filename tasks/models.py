@@ -216,7 +216,7 @@ class TaskHealth(models.Model):
             ),
             models.Index(
                 fields=["succeeded_at"],
-                condition=Q(success_within__isnull=False) & ~Q(health="overdue"),
+                condition=Q(success_within__isnull=False),
                 name="task_health_overdue_idx",
             ),
             models.Index(fields=["health"], name="task_health_health_idx"),

@@ -67,10 +67,7 @@ class Migration(migrations.Migration):
                         name="task_health_slow_idx",
                     ),
                     models.Index(
-                        condition=models.Q(
-                            ("success_within__isnull", False),
-                            models.Q(("health", "overdue"), _negated=True),
-                        ),
+                        condition=models.Q(("success_within__isnull", False)),
                         fields=["succeeded_at"],
                         name="task_health_overdue_idx",
                     ),

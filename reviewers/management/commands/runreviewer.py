@@ -10,6 +10,7 @@ from django.conf import settings
 
 from reviewers import retention, samples
 from tasks.daemon import DaemonCommand
+from tasks.transitions.expectations import review_expectations
 from tasks.transitions.no_sandbox import hold_or_release_executables
 from tasks.transitions.rescue import flag_starved_runs, mark_unplaceable_runs, rescue_stuck_runs
 
@@ -31,6 +32,9 @@ class Command(DaemonCommand):
     def run_once(self) -> bool:
         rescue = rescue_stuck_runs(after_seconds=settings.REVIEWERS_RESCUE_AFTER_SECONDS)
         starved = flag_starved_runs(sla_seconds=settings.TASKS_START_SLA_SECONDS)
+        # Every pass too: `late` is due start_within after the run's time, not a pass later.
+        for run_id, task_id, _, event in review_expectations():
+            logger.info("task=%s run=%s %s", task_id, run_id, event)
         # Every pass (REVIEWERS_INTERVAL_SECONDS, 1 s): a run no live worker can hold shows
         # why within a pass of being due, or of the last big enough worker stopping.
         for run_id, reason in mark_unplaceable_runs(

@@ -1,0 +1,92 @@
+-- The reviewer's expectation checks (tasks/transitions/expectations.py): `late`, `too_slow`,
+-- `overdue`, each one statement over the health rows of the tasks that expect it (a small
+-- table: one row per task with expectations, read through its partial index), locked with
+-- SKIP LOCKED, so N reviewers check each task once per pass between them, and moved on in the
+-- same statement (a cursor or the health), so the next pass never raises the same alert.
+-- Runs are read through the (task_id, scheduled_at) index between a task's cursor and now, or
+-- from the running runs (run_running_idx): the cost follows the tasks and the runs in flight,
+-- never the history. Each answers (run id, task id, attempt) of the alerts to queue.
+
+-- A run not started `start_within` after its scheduled_at makes the task `late`: the alert when
+-- the task was `up` (a graver state stays), or as a reminder once `repeat_every` has passed
+-- since the last one. The cursor `late_through` moves to now - start_within: the runs
+-- scheduled up to it have been judged.
+-- name: late
+WITH h AS (
+    SELECT task_id, health, repeat_every, alerted_at, late_through,
+           statement_timestamp() - make_interval(secs => start_within) AS through
+      FROM tasks_taskhealth
+     WHERE start_within IS NOT NULL
+       FOR UPDATE SKIP LOCKED
+), late AS (
+    SELECT h.task_id, r.id AS run_id,
+           h.health = 'up'
+               OR (h.health = 'late' AND h.repeat_every IS NOT NULL
+                   AND h.alerted_at <= clock_timestamp() - make_interval(secs => h.repeat_every))
+               AS alert
+      FROM h CROSS JOIN LATERAL (
+           SELECT r.id FROM tasks_run r
+            WHERE r.task_id = h.task_id AND r.scheduled_at > h.late_through
+              AND r.scheduled_at <= h.through AND r.attempt = 0
+              AND r.status IN ('scheduled', 'waiting_for_resource')
+            ORDER BY r.scheduled_at LIMIT 1) AS r
+), moved AS (
+    UPDATE tasks_taskhealth t
+       SET late_through = h.through,
+           health = CASE WHEN late.alert THEN 'late' ELSE t.health END,
+           changed_at = CASE WHEN late.alert AND t.health <> 'late' THEN clock_timestamp()
+                             ELSE t.changed_at END,
+           alerted_at = CASE WHEN late.alert THEN clock_timestamp() ELSE t.alerted_at END
+      FROM h LEFT JOIN late ON late.task_id = h.task_id
+     WHERE t.task_id = h.task_id AND h.through > h.late_through
+    RETURNING t.task_id, late.run_id, late.alert
+)
+SELECT run_id, task_id, 0 FROM moved WHERE alert ORDER BY task_id
+
+-- A run still running `duration.max` after it started: `too_slow` for that attempt, once (the
+-- cursor `slow_through` moves to now - max: runs started up to it have been judged).
+-- name: too_slow
+WITH h AS (
+    SELECT task_id, slow_through,
+           statement_timestamp() - make_interval(secs => max_duration) AS through
+      FROM tasks_taskhealth
+     WHERE max_duration IS NOT NULL
+       FOR UPDATE SKIP LOCKED
+), slow AS (
+    SELECT r.id, r.task_id, r.attempt
+      FROM tasks_run r JOIN h ON h.task_id = r.task_id
+     WHERE r.status = 'running' AND r.started_at > h.slow_through AND r.started_at <= h.through
+), moved AS (
+    UPDATE tasks_taskhealth t SET slow_through = h.through
+      FROM h WHERE t.task_id = h.task_id AND h.through > h.slow_through
+)
+SELECT id, task_id, attempt FROM slow ORDER BY task_id, id
+
+-- No success for `success_within` makes an `up` or `late` task `overdue` (a `failing` one
+-- stays failing), with the task's latest run due by now as the one that shows it; a reminder
+-- once `repeat_every` has passed. A task with no run due yet changes health without an alert.
+-- name: overdue
+WITH h AS (
+    SELECT task_id, health
+      FROM tasks_taskhealth
+     WHERE success_within IS NOT NULL
+       AND succeeded_at <= statement_timestamp() - make_interval(secs => success_within)
+       AND (health IN ('up', 'late')
+            OR (health = 'overdue' AND repeat_every IS NOT NULL
+                AND alerted_at <= clock_timestamp() - make_interval(secs => repeat_every)))
+       FOR UPDATE SKIP LOCKED
+), moved AS (
+    UPDATE tasks_taskhealth t
+       SET health = 'overdue',
+           changed_at = CASE WHEN t.health <> 'overdue' THEN clock_timestamp()
+                             ELSE t.changed_at END,
+           alerted_at = clock_timestamp()
+      FROM h WHERE t.task_id = h.task_id
+    RETURNING t.task_id
+)
+SELECT r.id, m.task_id, r.attempt
+  FROM moved m CROSS JOIN LATERAL (
+       SELECT id, attempt FROM tasks_run
+        WHERE task_id = m.task_id AND scheduled_at <= statement_timestamp()
+        ORDER BY scheduled_at DESC LIMIT 1) AS r
+ ORDER BY m.task_id

@@ -1,0 +1,32 @@
+"""The reviewer's expectation checks: `late`, `too_slow` and `overdue` (tasks/sql/expect.sql),
+raised from the database as their moment passes, once between any number of reviewers."""
+
+from __future__ import annotations
+
+import os
+
+from django.db import connection, transaction
+
+from scheduler_project.sql import queries
+from tasks import counters, outbox
+from tasks.events import Event
+
+SQL = queries("tasks", "expect.sql")
+CHECKS = ("late", "too_slow", "overdue")
+
+
+def review_expectations() -> list[Event]:
+    """Run the checks in one transaction; queue their alerts (outbox) and count them (/metrics,
+    `scheduler_alerts_total`) in it. Returns the alerts raised."""
+    raised: list[Event] = []
+    with transaction.atomic(), connection.cursor() as cursor:
+        for check in CHECKS:
+            cursor.execute(SQL[check])
+            raised += [(run_id, task_id, attempt, check) for run_id, task_id, attempt in cursor]
+        outbox.enqueue(cursor, events=raised)
+        counters.count_events(
+            cursor,
+            process=f"reviewer:{os.getpid()}",
+            events=[(task_id, "alert", event) for _, task_id, _, event in raised],
+        )
+    return raised
