@@ -6,6 +6,7 @@ from typing import Any
 
 from notifications.models import Notification
 from notifications.transports.base import Message
+from tasks.events import skip_reason
 from tasks.models import Attempt
 
 ERROR_MAX_CHARS = 2000
@@ -22,6 +23,7 @@ HEADLINES = {
     "failing": "is failing",
     "overdue": "is overdue: no run succeeded",
     "recovered": "recovered",
+    "skipped": "skipped an occurrence",
 }
 
 
@@ -59,6 +61,10 @@ def expectation(event: str, task: Any, run: Any, attempt: Attempt | None) -> dic
     elif event == "recovered":
         expected = "the task's expectations to hold again"
         happened = "this run succeeded: the task is up again"
+    elif event == "skipped":
+        expected = f"the occurrence at {run.scheduled_at.isoformat()} to run"
+        happened = run.error or "it was skipped"
+        return {"reason": skip_reason(run.error), "expected": expected, "happened": happened}
     else:
         return None
     return {"expect": expect, "expected": expected, "happened": happened}

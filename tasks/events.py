@@ -16,6 +16,8 @@ users), with the code that decides it; nothing else queues an event:
     an occurrence `skipped` at planning (misfire)   missed              skipped_events
       or by the overlap policy `skip`
     a candidate `skipped` at claim (misfire)        missed              claim.sql `claim`
+    any occurrence recorded `skipped`: the above,   skipped             skip_events, and
+      a paused task's, one skipped on request                           claim.sql `claim`
     the watch flagged a running run quiet           zombie              zombie_events
     a task's health changed (its `expect`, below)   failing, overdue,   claim.sql `record`,
       or a reminder of it is due (`repeat_every`)     late, recovered   expect.sql (reviewer)
@@ -51,6 +53,7 @@ EVENTS = (
     "failing",
     "overdue",
     "recovered",
+    "skipped",
 )
 
 # The events that a task's expectations raise (tasks/expectations.py), for the alert counter.
@@ -80,6 +83,30 @@ def skipped_events(rows: Iterable[tuple[UUID, UUID, int | None]]) -> list[Event]
     """Events for occurrences recorded `skipped` by the misfire policy at planning or by the
     overlap policy, rows (run id, task id, attempt or None for the run's current one)."""
     return [(run_id, task_id, attempt, "missed") for run_id, task_id, attempt in rows]
+
+
+# Why an occurrence was skipped: scheduler_runs_skipped_total's `reason`, by the start of the
+# skipped run's `error` (each skipping transition writes its own).
+SKIP_REASONS = {
+    "missed:": "misfire",
+    "skipped: the previous run": "overlap",
+    "paused:": "pause",
+    "skipped on request": "request",
+}
+
+
+def skip_reason(error: str) -> str:
+    """The `reason` of a skipped run with this `error` (`other` for none of the known ones)."""
+    for prefix, reason in SKIP_REASONS.items():
+        if error.startswith(prefix):
+            return reason
+    return "other"
+
+
+def skip_events(rows: Iterable[tuple[UUID, UUID, int | None]]) -> list[Event]:
+    """`skipped` for every occurrence recorded skipped, whatever the reason (the run's error
+    says it), rows (run id, task id, attempt or None for the run's current one)."""
+    return [(run_id, task_id, attempt, "skipped") for run_id, task_id, attempt in rows]
 
 
 def zombie_events(rows: Iterable[tuple[UUID, UUID, int]]) -> list[Event]:

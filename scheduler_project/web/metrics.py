@@ -29,6 +29,8 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.registry import Collector
 
 from scheduler_project.web import request_metrics
+from tasks.events import ALERTS
+from tasks.models import HEALTHS
 
 logger = logging.getLogger(__name__)
 
@@ -55,6 +57,11 @@ SELECT count(*), coalesce(extract(epoch FROM now() - min(execute_at)), 0)::float
 _ZOMBIE_SQL = "SELECT count(*) FROM tasks_run WHERE status = 'running' AND zombie_since IS NOT NULL"
 _COUNTERS_SQL = """
 SELECT metric, kind, outcome, sum(value)::bigint FROM tasks_runcounter GROUP BY 1, 2, 3
+"""
+# One row per task with expectations (tasks_taskhealth), not per task or run.
+_HEALTH_SQL = """
+SELECT h.health, count(*) FROM tasks_taskhealth h JOIN tasks_task t ON t.id = h.task_id
+ WHERE t.status IN ('active', 'paused') GROUP BY h.health
 """
 # The newest runs per status through run_status_finished_idx, read backwards and cut off.
 # now() (the scrape transaction's start), not clock_timestamp(): only a stable value can bound
@@ -135,18 +142,54 @@ def counter_metrics(cursor: Any) -> Iterator[Metric]:
         "traceback; the process paused, then went on), by role.",
         labels=["role"],
     )
+    skipped = CounterMetricFamily(
+        "scheduler_runs_skipped",
+        "Occurrences recorded skipped, by reason (misfire, overlap, pause, request: "
+        "skip-next; other).",
+        labels=["reason"],
+    )
+    alerts = CounterMetricFamily(
+        "scheduler_alerts",
+        "Alerts raised by tasks' expectations, by event (reminders included).",
+        labels=["event"],
+    )
     by_role = dict.fromkeys(ROLES, 0)
+    # Summed over task kinds: the reason or event is what an alert rule asks about.
+    by_reason: dict[str, int] = dict.fromkeys(("misfire", "overlap", "pause"), 0)
+    by_event: dict[str, int] = dict.fromkeys(ALERTS, 0)
     for metric, kind, outcome, value in _label_rows(cursor, _COUNTERS_SQL):
         if metric == "loop_error":
             by_role[kind] = by_role.get(kind, 0) + value
-        else:
+        elif metric == "skipped":
+            by_reason[outcome] = by_reason.get(outcome, 0) + value
+        elif metric == "alert":
+            by_event[outcome] = by_event.get(outcome, 0) + value
+        elif metric in ("finished", "attempt"):
             family = finished if metric == "finished" else attempts
             family.add_metric([kind, outcome], value)
     for role, value in sorted(by_role.items()):
         loop_errors.add_metric([role], value)
+    for reason, value in sorted(by_reason.items()):
+        skipped.add_metric([reason], value)
+    for event, value in sorted(by_event.items()):
+        alerts.add_metric([event], value)
     yield finished
     yield attempts
     yield loop_errors
+    yield skipped
+    yield alerts
+
+
+def health_metrics(cursor: Any) -> Iterator[Metric]:
+    by_health = GaugeMetricFamily(
+        "scheduler_tasks_health",
+        "Active or paused tasks with expectations, by health (up, late, failing, overdue).",
+        labels=["health"],
+    )
+    counts = dict.fromkeys(HEALTHS, 0) | dict(_label_rows(cursor, _HEALTH_SQL))
+    for health in HEALTHS:
+        by_health.add_metric([health], counts[health])
+    yield by_health
 
 
 def lateness_metrics(cursor: Any) -> Iterator[Metric]:
@@ -256,7 +299,13 @@ class DatabaseCollector(Collector):
             with transaction.atomic(), connection.cursor() as cursor:
                 # A slow scrape must fail fast rather than pile up behind a busy database.
                 cursor.execute("SET LOCAL statement_timeout = '5s'")
-                for source in (queue_metrics, counter_metrics, lateness_metrics, process_metrics):
+                for source in (
+                    queue_metrics,
+                    counter_metrics,
+                    health_metrics,
+                    lateness_metrics,
+                    process_metrics,
+                ):
                     families.extend(source(cursor))
                 families.extend(notification_metrics())
             up = 1

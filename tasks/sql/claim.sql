@@ -168,11 +168,24 @@ missed AS (
            SELECT 1 FROM tasks_run o
             WHERE o.task_id = t.id AND o.status IN ('scheduled', 'running', 'waiting_for_resource')
               AND o.id NOT IN (SELECT id FROM missed))
-), missed_notified AS (
-    -- The outbox's `missed` event (attempt 0, as planning queues it), for tasks that notify.
-    SELECT notifications_enqueue(array_agg(m.id), array_agg(m.task_id), array_agg(0),
-                                 array_agg('missed'::text), %(window)s, %(channel)s) AS queued
+), missed_counted AS (
+    -- scheduler_runs_skipped_total, reason misfire (the counters table's `skipped` metric).
+    -- A shard of the worker's own among the 32 (tasks/counters.py), from its name: the claim
+    -- alone takes no shard parameter.
+    INSERT INTO tasks_runcounter (metric, kind, outcome, shard, value)
+    SELECT 'skipped', t.kind, 'misfire', hashtext(%(worker)s) & 31, count(*)
       FROM missed m JOIN tasks_task t ON t.id = m.task_id
+     GROUP BY t.kind
+     ORDER BY t.kind
+    ON CONFLICT (metric, kind, outcome, shard)
+    DO UPDATE SET value = tasks_runcounter.value + EXCLUDED.value
+), missed_notified AS (
+    -- The outbox's `missed` and `skipped` events (attempt 0, as planning queues them), for
+    -- tasks that notify.
+    SELECT notifications_enqueue(array_agg(m.id), array_agg(m.task_id), array_agg(0),
+                                 array_agg(e.event), %(window)s, %(channel)s) AS queued
+      FROM missed m JOIN tasks_task t ON t.id = m.task_id
+     CROSS JOIN unnest(ARRAY['missed', 'skipped']) AS e(event)
      WHERE (jsonb_typeof(t.notify) = 'array' AND t.notify <> '[]'::jsonb)
         OR EXISTS (SELECT 1 FROM notifications_channel ch
                     WHERE ch.owner_id = t.owner_id AND ch.all_tasks_events <> '{{}}')

@@ -14,7 +14,8 @@ they run live in tasks/sql/*.sql.
     rescue       rescue_stuck_runs, flag_starved_runs (the reviewer)
     zombie       flag, unflag: runs whose payload went quiet (the worker's watch thread)
     completion   complete_finished_tasks
+    expectations review_expectations: late, too_slow, overdue (the reviewer)
 
 Imports go one way: creation/lifecycle -> plan -> completion; overlap -> run_actions ->
-completion; claim, rescue and zombie stand alone.
+completion; claim, rescue, zombie and expectations stand alone.
 """

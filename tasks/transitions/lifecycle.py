@@ -7,17 +7,20 @@ during. Runs withdrawn or skipped are locked too; workers claim with SKIP LOCKED
 
 from __future__ import annotations
 
+import os
 from datetime import datetime, timedelta
 
-from django.db import transaction
+from django.db import connection, transaction
 
-from tasks import expectations, schedules
+from tasks import counters, events, expectations, outbox, schedules
 from tasks.db import RUN_DUE_CHANNEL, TASK_CHANGED_CHANNEL, notify
 from tasks.exceptions import Conflict
 from tasks.models import CLAIMABLE_STATUSES, ENDED, Run, Task
 from tasks.transitions.completion import complete_finished_tasks
 from tasks.transitions.creation import apply_fields, first_fire_at, plan_now
 from tasks.transitions.run_actions import cancel_running
+
+SKIPPED_ON_REQUEST = "skipped on request"
 
 
 def _lock(task: Task) -> Task:
@@ -171,9 +174,8 @@ def skip_next(*, task: Task, now: datetime) -> Run:
             if not _is_occurrence(task.schedule, run.scheduled_at):
                 continue
             skipped = _unstarted_runs(task).filter(pk=run.pk)
-            if skipped.update(
-                status=Run.Status.SKIPPED, finished_at=now, error="skipped on request"
-            ):
+            if skipped.update(status=Run.Status.SKIPPED, finished_at=now, error=SKIPPED_ON_REQUEST):
+                _skipped(run)
                 _complete_if_done(task)
                 run.refresh_from_db()
                 return run
@@ -189,8 +191,9 @@ def skip_next(*, task: Task, now: datetime) -> Run:
             **task.requests,
             status=Run.Status.SKIPPED,
             finished_at=now,
-            error="skipped on request",
+            error=SKIPPED_ON_REQUEST,
         )
+        _skipped(run)
         task.runs_planned += 1
         following = schedules.fire_times(task.schedule, after=task.next_unplanned_at)
         task.next_unplanned_at = next(iter(following), None)
@@ -201,6 +204,15 @@ def skip_next(*, task: Task, now: datetime) -> Run:
         _complete_if_done(task)
         notify(TASK_CHANGED_CHANNEL)
     return run
+
+
+def _skipped(run: Run) -> None:
+    # The outbox's `skipped` and the count of skips by reason, in the skipping transaction.
+    outbox.enqueue(None, events=events.skip_events([(run.id, run.task_id, 0)]))
+    with connection.cursor() as cursor:
+        counters.count_skipped(
+            cursor, process=f"api:{os.getpid()}", runs=[(run.task_id, SKIPPED_ON_REQUEST)]
+        )
 
 
 def _complete_if_done(task: Task) -> None:

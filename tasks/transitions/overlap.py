@@ -7,13 +7,14 @@ from uuid import UUID
 from django.db import connection, transaction
 
 from scheduler_project.sql import queries
-from tasks import events, outbox
+from tasks import counters, events, outbox
 from tasks.db import db_now
 from tasks.models import Run
 from tasks.transitions.claim import ClaimedRun
 from tasks.transitions.run_actions import cancel_running
 
 SQL = queries("tasks", "overlap.sql")
+OVERLAP_SKIPPED = "skipped: the previous run was still running (overlap policy)"
 SUPERSEDED = "cancelled: a newer run started (overlap policy cancel_previous)"
 
 
@@ -60,12 +61,15 @@ def resolve_overlaps(*, worker: str, claimed: list[ClaimedRun]) -> list[ClaimedR
                     "ids": skipped,
                     "worker": worker,
                     "status": "skipped",
-                    "error": "skipped: the previous run was still running (overlap policy)",
+                    "error": OVERLAP_SKIPPED,
                 },
             )
-            # Outbox: `missed` for each occurrence skipped, in the same transaction.
-            outbox.enqueue(
-                cursor, events=events.skipped_events((r, t, None) for r, t in cursor.fetchall())
+            # Outbox: `missed` and `skipped` for each occurrence skipped, and the count of
+            # skips by reason, in the same transaction.
+            rows = [(r, t, None) for r, t in cursor.fetchall()]
+            outbox.enqueue(cursor, events=events.skipped_events(rows) + events.skip_events(rows))
+            counters.count_skipped(
+                cursor, process=worker, runs=[(t, OVERLAP_SKIPPED) for _, t, _ in rows]
             )
         if superseded:
             cursor.execute(

@@ -4,6 +4,7 @@ the API. What to plan is computed by tasks/occurrences.py; this module writes it
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -12,9 +13,9 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from scheduler_project.sql import queries
-from tasks import occurrences
+from tasks import counters, occurrences
 from tasks.db import RUN_DUE_CHANNEL, notify
-from tasks.events import skipped_events
+from tasks.events import skip_events, skipped_events
 from tasks.models import Run, Task
 from tasks.outbox import enqueue
 from tasks.transitions.completion import complete_finished_tasks
@@ -44,8 +45,7 @@ def plan_task(task: Task, *, now: datetime, horizon: datetime) -> PlanResult:
         return PlanResult()
     runs = occurrences.advance(task, now=now, horizon=horizon)
     Run.objects.bulk_create(runs, ignore_conflicts=True)
-    # The outbox: a `missed` event per occurrence recorded missed, in the planning transaction.
-    enqueue(None, events=skipped_events((r.id, task.id, 0) for r in runs if _missed(r)))
+    _record_skips(runs)
     task.save(update_fields=["next_unplanned_at", "runs_planned", "updated_at"])
     skipped = sum(1 for r in runs if r.status == Run.Status.SKIPPED)
     if len(runs) > skipped:
@@ -55,6 +55,20 @@ def plan_task(task: Task, *, now: datetime, horizon: datetime) -> PlanResult:
         # complete the task, so it is completed here (if no earlier run is still unfinished).
         complete_finished_tasks(task_ids=[task.pk])
     return PlanResult(planned=len(runs) - skipped, skipped=skipped)
+
+
+def _record_skips(runs: list[Run]) -> None:
+    """In the planning transaction: the outbox's `missed` per occurrence recorded missed,
+    `skipped` per occurrence skipped (missed or paused), and their count by reason."""
+    skipped = [r for r in runs if r.status == Run.Status.SKIPPED]
+    if not skipped:
+        return
+    missed = skipped_events((r.id, r.task_id, 0) for r in skipped if _missed(r))
+    enqueue(None, events=missed + skip_events((r.id, r.task_id, 0) for r in skipped))
+    with connection.cursor() as cursor:
+        counters.count_skipped(
+            cursor, process=f"planner:{os.getpid()}", runs=[(r.task_id, r.error) for r in skipped]
+        )
 
 
 def _missed(run: Run) -> bool:
@@ -108,9 +122,8 @@ def _store_plans(planned: list[tuple[Task, list[Run]]]) -> PlanResult:
     runs = [run for _, task_runs in planned for run in task_runs]
     # A long catch-up may plan up to MAX_OCCURRENCES_PER_PASS per task: bounded statements.
     Run.objects.bulk_create(runs, ignore_conflicts=True, batch_size=2000)
-    # The outbox: a `missed` event per occurrence recorded missed, in the planning transaction.
     skipped = [r for r in runs if r.status == Run.Status.SKIPPED]
-    enqueue(None, events=skipped_events((r.id, r.task_id, 0) for r in skipped if _missed(r)))
+    _record_skips(skipped)
     with connection.cursor() as cursor:
         cursor.execute(
             SQL["advance_tasks"],
