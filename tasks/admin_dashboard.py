@@ -20,7 +20,7 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
 
 from tasks.db import db_now
-from tasks.models import CLAIMABLE_STATUSES, Process, QueueSample, Run
+from tasks.models import CLAIMABLE_STATUSES, HEALTHS, Process, QueueSample, Run, TaskHealth
 
 WIDTH, HEIGHT, LEFT, BOTTOM = 640, 170, 44, 22
 COLOURS = ("#417690", "#ba2121", "#e6a23c", "#70bf2b")
@@ -136,8 +136,16 @@ def live_figures(now: datetime) -> dict[str, Any]:
         .values("role")
         .annotate(alive=Count("pk"), last=Max("last_seen_at"))
     )
+    # Tasks with expectations by health (one row each in tasks_taskhealth), not yet ended.
+    health = dict(
+        TaskHealth.objects.filter(task__status__in=["active", "paused"])
+        .exclude(health=TaskHealth.Health.UP)
+        .values_list("health")
+        .annotate(n=Count("pk"))
+    )
     return {
         **claimable,
+        "health": [(h, health.get(h, 0)) for h in HEALTHS if h != TaskHealth.Health.UP],
         "running": running,
         "oldest_due_seconds": (now - oldest).total_seconds() if oldest else 0.0,
         "roles": {row["role"]: row["alive"] for row in roles},

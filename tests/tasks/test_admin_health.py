@@ -31,3 +31,17 @@ def test_the_task_list_shows_and_filters_health(staff) -> None:
     assert "nightly-export" in filtered and "plain-task" not in filtered
     up = staff.get("/admin/tasks/task/?health=up").content.decode()
     assert "plain-task" in up and "nightly-export" not in up
+
+
+def test_the_dashboard_counts_tasks_by_health(staff) -> None:
+    tasks = [TaskFactory(expect={"failure_streak": 1}) for _ in range(3)]
+    expectations.sync(tasks, now=datetime.now(UTC))
+    for task, health in zip(tasks, ["failing", "failing", "overdue"], strict=True):
+        task.health_state.health = health
+        task.health_state.save()
+
+    page = staff.get("/admin/dashboard/").content.decode()
+
+    assert 'health=failing">2</a>' in page
+    assert 'health=overdue">1</a>' in page
+    assert 'health=late">0</a>' in page
