@@ -90,3 +90,40 @@ SELECT r.id, m.task_id, r.attempt
         WHERE task_id = m.task_id AND scheduled_at <= statement_timestamp()
         ORDER BY scheduled_at DESC LIMIT 1) AS r
  ORDER BY m.task_id
+
+-- Runs the reviewer's rescue recorded `failed` (no attempts left) count towards the streak of
+-- final failures, as the worker's outcome statement counts them (claim.sql `judge_ctes`, whose
+-- rules these are): `failing` once the streak reaches failure_streak, or a reminder. Rows
+-- locked in the rescue's transaction; tasks that expect nothing have no row and cost nothing.
+-- name: rescued_failures
+WITH d AS (
+    SELECT * FROM unnest(%(runs)s::uuid[], %(tasks)s::uuid[]) AS d(id, task_id)
+), locked AS (
+    SELECT h.task_id, h.health, h.failures, h.failure_streak, h.repeat_every, h.alerted_at
+      FROM tasks_taskhealth h WHERE h.task_id = ANY(%(tasks)s::uuid[])
+       FOR UPDATE
+), judged AS (
+    SELECT j.*,
+           CASE WHEN j.failure_streak IS NOT NULL AND j.failures_after >= j.failure_streak
+                THEN 'failing' ELSE j.health END AS health_after
+      FROM (SELECT l.*, d.id, l.failures + count(*) OVER (PARTITION BY d.task_id)
+                   AS failures_after,
+                   row_number() OVER (PARTITION BY d.task_id ORDER BY d.id DESC) AS nth
+              FROM d JOIN locked l ON l.task_id = d.task_id) AS j
+     WHERE j.nth = 1
+), alerts AS (
+    SELECT id, task_id, health_after AS event FROM judged
+     WHERE health_after <> health
+        OR (health_after <> 'up' AND repeat_every IS NOT NULL
+            AND (alerted_at IS NULL
+                 OR alerted_at <= clock_timestamp() - make_interval(secs => repeat_every)))
+), written AS (
+    UPDATE tasks_taskhealth h
+       SET health = j.health_after, failures = j.failures_after,
+           changed_at = CASE WHEN j.health_after <> j.health THEN clock_timestamp()
+                             ELSE h.changed_at END,
+           alerted_at = CASE WHEN j.id IN (SELECT id FROM alerts) THEN clock_timestamp()
+                             ELSE h.alerted_at END
+      FROM judged j WHERE h.task_id = j.task_id
+)
+SELECT id, task_id, event FROM alerts ORDER BY task_id

@@ -7,6 +7,7 @@ import logging
 import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from typing import Any
 from uuid import UUID
 
 from django.db import connection, transaction
@@ -20,6 +21,7 @@ from tasks.transitions.completion import complete_finished_tasks
 logger = logging.getLogger(__name__)
 
 SQL = queries("tasks", "rescue.sql")
+EXPECT_SQL = queries("tasks", "expect.sql")
 
 
 @dataclass(frozen=True)
@@ -47,9 +49,26 @@ def rescue_stuck_runs(*, after_seconds: float, batch: int = 500) -> RescueResult
             cursor.execute("SELECT pg_notify('scheduler_run_due', '')")
         failed_tasks = [task_id for _, status, task_id in rows if status == "failed"]
         if failed_tasks:
+            _judge_failures(cursor, [(r, t) for r, status, t in rows if status == "failed"])
             complete_finished_tasks(task_ids=failed_tasks)
     failed = sum(1 for _, status, _ in rows if status == "failed")
     return RescueResult(rescued=len(rows) - failed, failed=failed)
+
+
+def _judge_failures(cursor: Any, failed: list[tuple[UUID, UUID]]) -> None:
+    """The rescued runs that ended `failed`, (run id, task id), against their tasks' expected
+    failure streak (tasks/sql/expect.sql): `failing` alerts queued and counted here."""
+    cursor.execute(
+        EXPECT_SQL["rescued_failures"],
+        {"runs": [r for r, _ in failed], "tasks": [t for _, t in failed]},
+    )
+    alerts = [(run_id, task_id, None, event) for run_id, task_id, event in cursor.fetchall()]
+    outbox.enqueue(cursor, events=alerts)
+    counters.count_events(
+        cursor,
+        process=f"reviewer:{os.getpid()}",
+        events=[(task_id, "alert", event) for _, task_id, _, event in alerts],
+    )
 
 
 def _counted(rows: Iterable[tuple[UUID, str, UUID]]) -> Iterator[tuple[UUID, str, str]]:

@@ -150,3 +150,24 @@ def test_reviewers_checking_at_once_raise_each_alert_once(user) -> None:
     assert Notification.objects.count() == 3
     counted = dict(RunCounter.objects.filter(metric="alert").values_list("outcome", "value"))
     assert counted == {"late": 1, "too_slow": 1, "overdue": 1}
+
+
+@pytest.mark.django_db
+def test_runs_the_rescue_fails_count_towards_the_failure_streak(user) -> None:
+    from tasks.transitions.rescue import rescue_stuck_runs
+
+    task = expecting(user, {"failure_streak": 2})
+    stale = datetime.now(UTC) - timedelta(minutes=5)
+    first = running_run(task, heartbeat_at=stale, attempt=1, max_attempts=1, scheduled_at=ago(90))
+    rescue_stuck_runs(after_seconds=60)
+    assert events(task) == []
+    second = running_run(task, heartbeat_at=stale, attempt=1, max_attempts=1, scheduled_at=ago(80))
+
+    rescue_stuck_runs(after_seconds=60)
+
+    assert events(task) == [(str(second.id), "failing")]
+    row = TaskHealth.objects.get(task=task)
+    assert (row.health, row.failures) == ("failing", 2)
+    assert first.id != second.id
+    counted = dict(RunCounter.objects.filter(metric="alert").values_list("outcome", "value"))
+    assert counted == {"failing": 1}
