@@ -1,35 +1,46 @@
 -- The reviewer's expectation checks (tasks/transitions/expectations.py): `late`, `too_slow`,
 -- `overdue`, each one statement over the health rows of the tasks that expect it (a small
--- table: one row per task with expectations, read through its partial index), locked with
--- SKIP LOCKED, so N reviewers check each task once per pass between them, and moved on in the
--- same statement (a cursor or the health), so the next pass never raises the same alert.
--- Runs are read through the (task_id, scheduled_at) index between a task's cursor and now, or
--- from the running runs (run_running_idx): the cost follows the tasks and the runs in flight,
--- never the history. Each answers (run id, task id, attempt) of the alerts to queue.
+-- table: one row per task with expectations). A first, read-only part finds what is due; only
+-- the rows concerned are then locked, with SKIP LOCKED, so N reviewers judge each task once
+-- between them, and moved on (a cursor or the health) in the same statement, so no pass
+-- raises the same alert again; the found rows are checked again against the locked row's
+-- cursor, which another reviewer may have moved since the snapshot. A healthy task's row is
+-- written once a minute at most (`cursor_every`), not once a pass. Runs are read through the
+-- (task_id, scheduled_at) index between a task's cursor and now, or from the running runs
+-- (run_running_idx): the cost follows the tasks and the runs in flight, never the history.
+-- Each answers (run id, task id, attempt) of the alerts to queue.
 
 -- A run not started `start_within` after its scheduled_at makes the task `late`: the alert when
 -- the task was `up` (a graver state stays), or as a reminder once `repeat_every` has passed
 -- since the last one. The cursor `late_through` moves to now - start_within: the runs
--- scheduled up to it have been judged.
+-- scheduled up to it have been judged (a task with none late moves it every `cursor_every`
+-- seconds, which bounds the runs each pass reads).
 -- name: late
-WITH h AS (
+WITH found AS (
+    SELECT h.task_id, r.id AS run_id, r.scheduled_at
+      FROM tasks_taskhealth h CROSS JOIN LATERAL (
+           SELECT r.id, r.scheduled_at FROM tasks_run r
+            WHERE r.task_id = h.task_id AND r.scheduled_at > h.late_through
+              AND r.scheduled_at <= statement_timestamp() - make_interval(secs => h.start_within)
+              AND r.attempt = 0 AND r.status IN ('scheduled', 'waiting_for_resource')
+            ORDER BY r.scheduled_at LIMIT 1) AS r
+     WHERE h.start_within IS NOT NULL
+), h AS (
     SELECT task_id, health, repeat_every, alerted_at, late_through,
            statement_timestamp() - make_interval(secs => start_within) AS through
       FROM tasks_taskhealth
      WHERE start_within IS NOT NULL
+       AND (task_id IN (SELECT task_id FROM found)
+            OR late_through < statement_timestamp()
+                              - make_interval(secs => start_within + %(cursor_every)s))
        FOR UPDATE SKIP LOCKED
 ), late AS (
-    SELECT h.task_id, r.id AS run_id,
+    SELECT h.task_id, f.run_id,
            h.health = 'up'
                OR (h.health = 'late' AND h.repeat_every IS NOT NULL
                    AND h.alerted_at <= clock_timestamp() - make_interval(secs => h.repeat_every))
                AS alert
-      FROM h CROSS JOIN LATERAL (
-           SELECT r.id FROM tasks_run r
-            WHERE r.task_id = h.task_id AND r.scheduled_at > h.late_through
-              AND r.scheduled_at <= h.through AND r.attempt = 0
-              AND r.status IN ('scheduled', 'waiting_for_resource')
-            ORDER BY r.scheduled_at LIMIT 1) AS r
+      FROM h JOIN found f ON f.task_id = h.task_id AND f.scheduled_at > h.late_through
 ), moved AS (
     UPDATE tasks_taskhealth t
        SET late_through = h.through,
@@ -44,18 +55,24 @@ WITH h AS (
 SELECT run_id, task_id, 0 FROM moved WHERE alert ORDER BY task_id
 
 -- A run still running `duration.max` after it started: `too_slow` for that attempt, once (the
--- cursor `slow_through` moves to now - max: runs started up to it have been judged).
+-- cursor `slow_through` moves to now - max: runs started up to it have been judged). Only the
+-- running runs are read, so a task with none too slow is neither locked nor written.
 -- name: too_slow
-WITH h AS (
+WITH found AS (
+    SELECT r.id, r.task_id, r.attempt, r.started_at
+      FROM tasks_run r JOIN tasks_taskhealth h ON h.task_id = r.task_id
+     WHERE r.status = 'running' AND h.max_duration IS NOT NULL
+       AND r.started_at > h.slow_through
+       AND r.started_at <= statement_timestamp() - make_interval(secs => h.max_duration)
+), h AS (
     SELECT task_id, slow_through,
            statement_timestamp() - make_interval(secs => max_duration) AS through
       FROM tasks_taskhealth
-     WHERE max_duration IS NOT NULL
+     WHERE max_duration IS NOT NULL AND task_id IN (SELECT task_id FROM found)
        FOR UPDATE SKIP LOCKED
 ), slow AS (
-    SELECT r.id, r.task_id, r.attempt
-      FROM tasks_run r JOIN h ON h.task_id = r.task_id
-     WHERE r.status = 'running' AND r.started_at > h.slow_through AND r.started_at <= h.through
+    SELECT f.id, f.task_id, f.attempt
+      FROM found f JOIN h ON h.task_id = f.task_id AND f.started_at > h.slow_through
 ), moved AS (
     UPDATE tasks_taskhealth t SET slow_through = h.through
       FROM h WHERE t.task_id = h.task_id AND h.through > h.slow_through

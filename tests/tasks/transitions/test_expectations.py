@@ -171,3 +171,17 @@ def test_runs_the_rescue_fails_count_towards_the_failure_streak(user) -> None:
     assert first.id != second.id
     counted = dict(RunCounter.objects.filter(metric="alert").values_list("outcome", "value"))
     assert counted == {"failing": 1}
+
+
+@pytest.mark.django_db
+def test_a_healthy_tasks_row_is_written_once_a_minute_not_every_pass(user) -> None:
+    recent = expecting(user, {"start_within": 1, "duration": {"max": 60}}, since=timedelta(0))
+    stale = expecting(user, {"start_within": 1}, since=timedelta(minutes=5))
+    running_run(recent, scheduled_at=ago(3), started_at=ago(3))  # running, not too slow yet
+    before = {h.task_id: (h.late_through, h.slow_through) for h in TaskHealth.objects.all()}
+
+    assert review_expectations() == []
+
+    after = {h.task_id: (h.late_through, h.slow_through) for h in TaskHealth.objects.all()}
+    assert after[recent.id] == before[recent.id]  # nothing due: not locked, not written
+    assert after[stale.id][0] > before[stale.id][0] + timedelta(minutes=4)  # its cursor moved
