@@ -15,6 +15,9 @@ from django.db.models import Q, QuerySet
 
 from tasks.models import Task, TaskHealth
 
+# The column of the expectation that puts a task in each state other than `up`.
+RAISED_BY = {"late": "start_within", "failing": "failure_streak", "overdue": "success_within"}
+
 # The members of `expect`, in the order the API's documentation lists them.
 FIELDS = ("start_within", "duration", "failure_streak", "success_within", "repeat_every")
 
@@ -69,10 +72,15 @@ def sync(tasks: Iterable[Task], *, now: datetime) -> None:
             row.slow_through = now
         for name, value in values.items():
             setattr(row, name, value)
+        # A state whose expectation is gone no longer holds (no alert: the user removed it).
+        if values.get(RAISED_BY.get(row.health, "")) is None and row.health != "up":
+            row.health = TaskHealth.Health.UP
+            row.changed_at = now
         changed.append(row)
     TaskHealth.objects.bulk_create(new)
     if changed:
-        TaskHealth.objects.bulk_update(changed, [*columns({}), "late_through", "slow_through"])
+        written = [*columns({}), "late_through", "slow_through", "health", "changed_at"]
+        TaskHealth.objects.bulk_update(changed, written)
 
 
 def with_health(tasks: QuerySet[Task], health: str) -> QuerySet[Task]:

@@ -122,3 +122,18 @@ def test_a_multipart_form_carries_expect_as_json_text(api: APIClient) -> None:
 
     assert response.status_code == 201, response.content
     assert response.json()["expect"] == {"failure_streak": 4}
+
+
+def test_removing_the_expectation_behind_a_state_makes_the_task_up(api: APIClient) -> None:
+    task = api.post("/api/v1/tasks", NOOP | {"expect": EXPECT}, format="json").json()
+    TaskHealth.objects.filter(task_id=task["id"]).update(health="failing", failures=3)
+
+    kept = api.patch(
+        f"/api/v1/tasks/{task['id']}", {"expect": {"failure_streak": 3}}, format="json"
+    )
+    assert kept.json()["health"] == "failing"
+
+    dropped = api.patch(
+        f"/api/v1/tasks/{task['id']}", {"expect": {"start_within": 5}}, format="json"
+    )
+    assert dropped.json()["health"] == "up"
