@@ -105,6 +105,14 @@ class Task(models.Model):
     # recorded skipped when it is resumed (tasks/occurrences.py), instead of all running at once.
     paused_at = models.DateTimeField(null=True, blank=True)
     resumed_at = models.DateTimeField(null=True, blank=True)
+    # The task set that declares this task (tasks/tasksets.py), and its key there: a task is in
+    # at most one set. `taskset_entry` holds what the last apply declared and what it left
+    # (`{"entry", "applied", "ignore_changes"}`): drift is the task's fields against `applied`.
+    taskset = models.ForeignKey(
+        "TaskSet", null=True, blank=True, on_delete=models.SET_NULL, related_name="tasks"
+    )
+    taskset_key = models.CharField(max_length=200, null=True, blank=True)  # noqa: DJ001
+    taskset_entry = models.JSONField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -117,6 +125,12 @@ class Task(models.Model):
                 fields=["owner", "dedup_key"],
                 condition=Q(dedup_key__isnull=False) & ~Q(status="cancelled"),
                 name="task_unique_owner_dedup_key",
+            ),
+            # A key names one task of its set; a deleted (cancelled) task frees it.
+            models.UniqueConstraint(
+                fields=["taskset", "taskset_key"],
+                condition=Q(taskset__isnull=False) & ~Q(status="cancelled"),
+                name="task_unique_taskset_key",
             ),
             models.CheckConstraint(
                 condition=Q(priority__gte=0, priority__lte=9), name="task_priority_range"
@@ -224,6 +238,26 @@ class TaskHealth(models.Model):
 
     def __str__(self) -> str:
         return f"{self.task_id}: {self.health}"
+
+
+class TaskSet(models.Model):
+    """A user's named set of tasks, declared whole (PUT /api/v1/tasksets/{name}). Its row is
+    the lock that serialises applies of the set; `version` counts them."""
+
+    id = models.UUIDField(primary_key=True, default=uuid7, editable=False)
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    name = models.CharField(max_length=100)
+    version = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["owner", "name"], name="taskset_unique_owner_name"),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
 
 
 class Run(models.Model):

@@ -142,7 +142,9 @@ SELECT json_build_object(
            'timeout', t.timeout, 'notify', t.notify, 'resources', t.resources,
            'on_zombie', t.on_zombie, 'expect', t.expect, 'status', t.status,
            'health', coalesce((SELECT h.health FROM tasks_taskhealth h WHERE h.task_id = t.id),
-                              'up'))::text,
+                              'up'),
+           'taskset', (SELECT name FROM tasks_taskset WHERE id = t.taskset_id),
+           'key', t.taskset_key)::text,
        '{{"runs":'
            || CASE WHEN recent.whole OR recent.shown >= {RECENT_RUNS} THEN recent.runs
                    ELSE {_HISTORY_SQL} END

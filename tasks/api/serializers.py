@@ -306,6 +306,8 @@ class TaskOutputSerializer(serializers.ModelSerializer):
         read_only=True,
         help_text="`up`, or what the task's `expect` found: `late`, `failing` or `overdue`.",
     )
+    taskset = serializers.CharField(read_only=True, allow_null=True, help_text="Its task set.")
+    key = serializers.CharField(read_only=True, allow_null=True, help_text="Its key there.")
 
     class Meta:
         model = Task
@@ -328,6 +330,8 @@ class TaskOutputSerializer(serializers.ModelSerializer):
             "expect",
             "status",
             "health",
+            "taskset",
+            "key",
             "last_run",
             "next_run_at",
             "next_runs",

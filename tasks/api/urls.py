@@ -5,6 +5,7 @@ from rest_framework_simplejwt.views import TokenObtainPairView, TokenRefreshView
 
 from tasks.api import views
 from tasks.api.batch import TaskBatchCreateView
+from tasks.api.tasksets import TaskSetDriftView, TaskSetView
 from tasks.api.tokens import TokenObtainPairSerializer, TokenRefreshSerializer
 
 urlpatterns = [
@@ -25,6 +26,8 @@ urlpatterns = [
     path("tasks/<uuid:pk>/runs", views.TaskRunListView.as_view(), name="task-runs"),
     path("runs", views.RunListView.as_view(), name="run-list"),
     path("runs/<uuid:pk>", views.RunDetailView.as_view(), name="run-detail"),
+    path("tasksets/<str:name>", TaskSetView.as_view(), name="taskset"),
+    path("tasksets/<str:name>/drift", TaskSetDriftView.as_view(), name="taskset-drift"),
     path("schedules/preview", views.SchedulePreviewView.as_view(), name="schedule-preview"),
 ]
 TASK_ACTIONS = {

@@ -15,7 +15,9 @@ they run live in tasks/sql/*.sql.
     zombie       flag, unflag: runs whose payload went quiet (the worker's watch thread)
     completion   complete_finished_tasks
     expectations review_expectations: late, too_slow, overdue (the reviewer)
+    tasksets     apply_taskset, delete_taskset (taskset_plan: the plan and the drift they read)
 
 Imports go one way: creation/lifecycle -> plan -> completion; overlap -> run_actions ->
-completion; claim, rescue, zombie and expectations stand alone.
+completion; tasksets -> taskset_plan -> creation and tasksets -> lifecycle; claim, rescue,
+zombie and expectations stand alone.
 """

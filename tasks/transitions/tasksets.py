@@ -1,0 +1,132 @@
+"""Applying a task set: create what is new, update what changed, cancel what is gone, in one
+transaction, through the same transitions a single task's create, update and delete use.
+
+Applies of one set serialise on the set's row (SELECT ... FOR UPDATE, taken before the set's
+tasks are read): a second apply waits for the first to commit, then plans against its result,
+so the set ends as exactly one of the files, never a mix.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from django.db import transaction
+from django.db.models import F
+
+from tasks.models import Task, TaskSet
+from tasks.transitions import creation, lifecycle
+from tasks.transitions.taskset_plan import Declared, Plan, compared_fields, plan
+
+
+def find_taskset(*, owner: Any, name: str) -> TaskSet | None:
+    return TaskSet.objects.filter(owner=owner, name=name).first()
+
+
+def _lock_taskset(owner: Any, name: str) -> TaskSet:
+    locked = TaskSet.objects.select_for_update().filter(owner=owner, name=name)
+    found = locked.first()
+    if found is not None:
+        return found
+    # Two first applies of a new set race on the unique key: the loser's insert waits for the
+    # winner's commit and then does nothing, and its lock then waits for the winner too.
+    TaskSet.objects.bulk_create([TaskSet(owner=owner, name=name)], ignore_conflicts=True)
+    return locked.get()
+
+
+def _update_data(changes: dict[str, dict[str, Any]], declared: Declared) -> dict[str, Any]:
+    """The changed fields as update_task takes them (validated data, retry policy split)."""
+    data: dict[str, Any] = {}
+    for name, change in changes.items():
+        if name == "status":
+            continue
+        if name == "retry_backoff":
+            data["retry_backoff_base"] = change["to"]["base"]
+            data["retry_backoff_cap"] = change["to"]["cap"]
+        else:
+            data[name] = change["to"]
+    if "kind" in data:  # the payload was validated for the declared kind
+        data["payload"] = declared.data["payload"]
+    return data
+
+
+def _remember(task: Task, taskset: TaskSet, declared: Declared) -> None:
+    """Record on the task what this apply declared and what it left."""
+    task.refresh_from_db()
+    Task.objects.filter(pk=task.pk).update(
+        taskset=taskset,
+        taskset_key=declared.key,
+        taskset_entry={
+            "entry": declared.entry,
+            "applied": compared_fields(task),
+            "ignore_changes": declared.ignore_changes,
+        },
+    )
+
+
+def _remove(task: Task, *, force: bool, now: datetime) -> None:
+    """Cancel a task the set no longer declares; it leaves the set (so it is no drift)."""
+    lifecycle.cancel_task(task=task, force=force, now=now)
+    Task.objects.filter(pk=task.pk).update(taskset=None)
+
+
+def apply_taskset(
+    *, owner: Any, name: str, declared: list[Declared], force: bool, now: datetime
+) -> tuple[TaskSet, dict[str, Any]]:
+    """Make the owner's set `name` exactly `declared`; returns the set and the plan carried out
+    (with the ids of the tasks created).
+
+    All or nothing: a Conflict from any task (a one-time task's run in flight, a run running
+    where a removal needs `force`) rolls the whole apply back.
+    """
+    with transaction.atomic():
+        taskset = _lock_taskset(owner, name)
+        carried_out = plan(taskset, declared)
+        created: dict[str, str] = {}
+        for item in carried_out.create:
+            task, _ = creation.create_task(owner=owner, data=item.data, now=now)
+            _remember(task, taskset, item)
+            created[item.key] = str(task.pk)
+        for item, task, changes in carried_out.update:
+            data = _update_data(changes, item)
+            if data:
+                task = lifecycle.update_task(task=task, data=data, now=now)
+            if "status" in changes:
+                task = lifecycle.resume_task(task=task, now=now)
+            _remember(task, taskset, item)
+        for item, task in carried_out.unchanged:  # the entry as now written, same values
+            applied = (task.taskset_entry or {}).get("applied") or compared_fields(task)
+            entry = {"entry": item.entry, "applied": applied, "ignore_changes": item.ignore_changes}
+            Task.objects.filter(pk=task.pk).update(taskset_entry=entry)
+        for task in carried_out.delete:
+            _remove(task, force=force, now=now)
+        TaskSet.objects.filter(pk=taskset.pk).update(version=F("version") + 1, updated_at=now)
+        taskset.refresh_from_db()
+    return taskset, {"name": name, "version": taskset.version, **carried_out.as_json(created)}
+
+
+def delete_taskset(
+    *, owner: Any, name: str, force: bool, dry_run: bool, now: datetime
+) -> dict[str, Any] | None:
+    """Cancel every task of the set and remove the set; None when it does not exist. With
+    `dry_run`, the plan alone. Serialised with applies on the set's row."""
+    with transaction.atomic():
+        query = TaskSet.objects.filter(owner=owner, name=name)
+        taskset = query.first() if dry_run else query.select_for_update().first()
+        if taskset is None:
+            return None
+        removal = plan(taskset, [])
+        if not dry_run:
+            for task in removal.delete:
+                _remove(task, force=force, now=now)
+            Task.objects.filter(taskset=taskset).update(taskset=None)
+            taskset.delete()
+    return {"name": name, "version": taskset.version, **removal.as_json()}
+
+
+def dry_run_taskset(*, owner: Any, name: str, declared: list[Declared]) -> dict[str, Any]:
+    """The plan an apply would carry out now, changing nothing."""
+    taskset = find_taskset(owner=owner, name=name)
+    planned: Plan = plan(taskset, declared)
+    version = taskset.version if taskset else 0
+    return {"name": name, "version": version, **planned.as_json()}
