@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import pytest
+from django.urls import reverse
 from rest_framework.test import APIClient
 
 from tasks.models import Task
+from tests.conftest import client_for
+from tests.factories import UserFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -127,3 +130,98 @@ def test_delete_dry_run_then_delete(api) -> None:
     assert set(Task.objects.values_list("status", flat=True)) == {"cancelled"}
     assert api.get(URL).status_code == 404
     assert api.delete(URL).status_code == 404
+
+
+def test_a_change_through_the_api_is_drift_planned_back(api) -> None:
+    ids = {c["key"]: c["id"] for c in put(api, THREE)["create"]}
+    patched = api.patch(f"/api/v1/tasks/{ids['report']}", {"priority": 9}, format="json")
+    assert patched.status_code == 200
+    drift = api.get(f"{URL}/drift").json()["drift"]
+    assert drift == [
+        {
+            "key": "report",
+            "id": ids["report"],
+            "deleted": False,
+            "fields": {"priority": {"declared": 5, "actual": 9, "ignored": False}},
+        }
+    ]
+    plan = put(api, THREE, dry_run="true")
+    assert plan["update"] == [
+        {"key": "report", "id": ids["report"], "changes": {"priority": {"from": 9, "to": 5}}}
+    ]
+    put(api, THREE)
+    assert Task.objects.get(pk=ids["report"]).priority == 5
+    assert api.get(f"{URL}/drift").json()["drift"] == []
+
+
+def test_relative_schedules_are_not_redeclared_at_each_plan(api) -> None:
+    tasks = [
+        {**entry("every"), "schedule": {"type": "interval", "every": 600}},
+        {**entry("later"), "schedule": {"type": "once", "delay": 3600}},
+    ]
+    put(api, tasks)
+    assert put(api, tasks, dry_run="true")["unchanged"] == 2
+
+
+def test_a_pause_is_drift_unless_status_is_ignored(api) -> None:
+    ids = {c["key"]: c["id"] for c in put(api, THREE)["create"]}
+    assert api.post(f"/api/v1/tasks/{ids['backup']}/pause").status_code == 200
+    plan = put(api, THREE, dry_run="true")
+    assert plan["update"][0]["changes"] == {"status": {"from": "paused", "to": "active"}}
+    kept = [*THREE[:2], {**THREE[2], "ignore_changes": ["status"]}]
+    put(api, kept)
+    assert Task.objects.get(pk=ids["backup"]).status == "paused"
+    [drift] = api.get(f"{URL}/drift").json()["drift"]
+    kept_pause = {"declared": "active", "actual": "paused", "ignored": True}
+    assert drift["fields"] == {"status": kept_pause}
+    put(api, THREE)
+    assert Task.objects.get(pk=ids["backup"]).status == "active"
+
+
+def test_a_task_deleted_outside_the_set_is_drift_and_created_again(api) -> None:
+    ids = {c["key"]: c["id"] for c in put(api, THREE)["create"]}
+    assert api.delete(f"/api/v1/tasks/{ids['cleanup']}").status_code == 204
+    [drift] = api.get(f"{URL}/drift").json()["drift"]
+    assert (drift["key"], drift["deleted"]) == ("cleanup", True)
+    plan = put(api, THREE)
+    assert [c["key"] for c in plan["create"]] == ["cleanup"]
+    assert plan["create"][0]["id"] != ids["cleanup"]
+    assert api.get(f"{URL}/drift").json()["drift"] == []
+
+
+def test_a_file_change_to_an_ignored_field_is_kept_out(api) -> None:
+    put(api, [{**entry("a"), "ignore_changes": ["schedule"]}])
+    plan = put(api, [{**entry("a", "0 9 * * *"), "ignore_changes": ["schedule"]}], dry_run="true")
+    assert (plan["update"], plan["unchanged"]) == ([], 1)
+
+
+def test_an_admin_edit_is_drift(client) -> None:
+    operator = UserFactory(is_staff=True, is_superuser=True)
+    api = client_for(operator)
+    [created] = put(api, THREE[:1])["create"]
+    client.force_login(operator)
+    form = {
+        "owner": operator.pk,
+        "name": "renamed",
+        "kind": "handler",
+        "payload": '{"name": "noop"}',
+        "schedule_type": "cron",
+        "expression": "0 3 * * *",
+        "timezone": "UTC",
+        "misfire": "run_once",
+        "overlap": "allow",
+        "priority": "5",
+        "max_attempts": "5",
+        "backoff_base": "2",
+        "backoff_cap": "600",
+        "notify": "[]",
+        "runs-TOTAL_FORMS": "0",
+        "runs-INITIAL_FORMS": "0",
+    }
+    changed = client.post(reverse("admin:tasks_task_change", args=[created["id"]]), form)
+    assert changed.status_code == 302
+    [drift] = api.get(f"{URL}/drift").json()["drift"]
+    assert drift["fields"]["name"] == {"declared": "report", "actual": "renamed", "ignored": False}
+    plan = put(api, THREE[:1])
+    assert plan["update"][0]["changes"]["name"] == {"from": "renamed", "to": "report"}
+    assert Task.objects.get(pk=created["id"]).name == "report"
