@@ -21,8 +21,9 @@ $(VENV)/.runtime: requirements.txt
 	$(PIP) install -r requirements.txt
 	touch $@
 
-$(VENV)/.dev: $(VENV)/.runtime requirements-dev.txt
+$(VENV)/.dev: $(VENV)/.runtime requirements-dev.txt cli/pyproject.toml
 	$(PIP) install -r requirements-dev.txt
+	$(PIP) install ./cli
 	touch $@
 
 install: $(VENV)/.runtime ## create .venv and install the runtime requirements

@@ -91,6 +91,8 @@ def _flag(request: Request, name: str) -> bool:
 
 
 def _name(name: str) -> str:
+    if name == "schema":  # GET /api/v1/tasksets/schema is the file's JSON Schema
+        raise serializers.ValidationError({"name": ["`schema` is reserved."]})
     if not NAME.match(name):
         raise serializers.ValidationError(
             {"name": ["Letters, digits, '.', '_' and '-', at most 100, starting alphanumeric."]}

@@ -5,6 +5,7 @@ from rest_framework_simplejwt.views import TokenObtainPairView, TokenRefreshView
 
 from tasks.api import views
 from tasks.api.batch import TaskBatchCreateView
+from tasks.api.taskset_schema import TaskSetSchemaView
 from tasks.api.tasksets import TaskSetDriftView, TaskSetView
 from tasks.api.tokens import TokenObtainPairSerializer, TokenRefreshSerializer
 
@@ -26,6 +27,7 @@ urlpatterns = [
     path("tasks/<uuid:pk>/runs", views.TaskRunListView.as_view(), name="task-runs"),
     path("runs", views.RunListView.as_view(), name="run-list"),
     path("runs/<uuid:pk>", views.RunDetailView.as_view(), name="run-detail"),
+    path("tasksets/schema", TaskSetSchemaView.as_view(), name="taskset-schema"),
     path("tasksets/<str:name>", TaskSetView.as_view(), name="taskset"),
     path("tasksets/<str:name>/drift", TaskSetDriftView.as_view(), name="taskset-drift"),
     path("schedules/preview", views.SchedulePreviewView.as_view(), name="schedule-preview"),

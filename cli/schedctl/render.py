@@ -1,0 +1,112 @@
+"""What people see: plans as a coloured diff, tasks and runs as tables (scripts take --json)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+
+def compact(value: Any) -> str:
+    return escape(json.dumps(value, sort_keys=True, separators=(", ", ": ")))
+
+
+def changed_parts(before: Any, after: Any) -> dict[str, tuple[Any, Any]]:
+    """For two objects, the members that differ (so a schedule shows `expression`, not all of
+    it); otherwise the values themselves under ""."""
+    if isinstance(before, dict) and isinstance(after, dict):
+        keys = sorted(set(before) | set(after))
+        return {k: (before.get(k), after.get(k)) for k in keys if before.get(k) != after.get(k)}
+    return {"": (before, after)}
+
+
+def schedule_text(schedule: Any) -> str:
+    if not isinstance(schedule, dict):
+        return ""
+    kind = schedule.get("type")
+    detail = {
+        "cron": schedule.get("expression"),
+        "interval": f"every {schedule.get('every')}s",
+        "daily": schedule.get("at"),
+        "weekly": f"{','.join(schedule.get('days') or [])} {schedule.get('at')}",
+        "monthly": f"day {schedule.get('day')} {schedule.get('at')}",
+        "once": schedule.get("run_at"),
+    }.get(str(kind), "")
+    zone = schedule.get("timezone")
+    return f"{kind} {detail}" + (f" ({zone})" if zone and zone != "UTC" else "")
+
+
+def print_plan(console: Console, plan: dict[str, Any]) -> None:
+    console.print(f"[bold]task set {escape(plan['name'])}[/bold]")
+    for item in plan["create"]:
+        task = item.get("task") or {}
+        what = f"{task.get('kind')}, {schedule_text(task.get('schedule'))}"
+        console.print(f"  [green]+ create {escape(item['key'])}[/green] ({escape(what)})")
+    for item in plan["update"]:
+        console.print(f"  [yellow]~ update {escape(item['key'])}[/yellow]")
+        for field, change in item["changes"].items():
+            for part, (before, after) in changed_parts(change["from"], change["to"]).items():
+                name = f"{field}.{part}" if part else field
+                console.print(
+                    f"      {escape(name)}: [red]{compact(before)}[/red]"
+                    f" -> [green]{compact(after)}[/green]"
+                )
+    for item in plan["delete"]:
+        console.print(f"  [red]- delete {escape(item['key'])}[/red]")
+    console.print(f"  {summary(plan)}")
+
+
+def summary(plan: dict[str, Any]) -> str:
+    if not changes(plan):
+        return f"No changes ({plan['unchanged']} unchanged)."
+    return (
+        f"Plan: {len(plan['create'])} to create, {len(plan['update'])} to update, "
+        f"{len(plan['delete'])} to delete, {plan['unchanged']} unchanged."
+    )
+
+
+def changes(plan: dict[str, Any]) -> int:
+    return len(plan["create"]) + len(plan["update"]) + len(plan["delete"])
+
+
+def tasks_table(tasks: list[dict[str, Any]]) -> Table:
+    table = Table("id", "name", "status", "set/key", "schedule", "next run", "last run")
+    for task in tasks:
+        last = task.get("last_run") or {}
+        member = f"{task['taskset']}/{task['key']}" if task.get("taskset") else ""
+        table.add_row(
+            task["id"],
+            escape(task.get("name") or ""),
+            task.get("status", ""),
+            escape(member),
+            escape(schedule_text(task.get("schedule"))),
+            task.get("next_run_at") or "",
+            last.get("status", ""),
+        )
+    return table
+
+
+def runs_table(runs: list[dict[str, Any]]) -> Table:
+    table = Table("id", "task", "scheduled", "status", "attempt", "finished", "error")
+    for run in runs:
+        table.add_row(
+            run["id"],
+            str(run.get("task", "")),
+            run.get("scheduled_at") or "",
+            run.get("status", ""),
+            str(run.get("attempt", "")),
+            run.get("finished_at") or "",
+            escape((run.get("error") or "")[:60]),
+        )
+    return table
+
+
+def fields_table(item: dict[str, Any]) -> Table:
+    table = Table("field", "value", show_header=False)
+    for key, value in item.items():
+        shown = value if isinstance(value, str) else json.dumps(value, indent=1)
+        table.add_row(key, escape(shown if value is not None else ""))
+    return table
