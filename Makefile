@@ -56,7 +56,10 @@ fmt: $(VENV)/.dev ## format and auto-fix
 	$(VENV)/bin/ruff format .
 	$(VENV)/bin/ruff check --fix .
 
+taskset-schema: $(VENV)/.dev ## rewrite cli/schedctl/taskset.schema.json after a task field changes
+	SCHEDULER_TESTING=true $(PY) manage.py tasksetschema
+
 bench: $(VENV)/.dev ## the benchmark set (docs/benchmarks.md)
 	$(PY) -m bench all
 
-.PHONY: help install run test test-sql test-chaos test-fuzz lint fmt bench
+.PHONY: help install run test test-sql test-chaos test-fuzz lint fmt taskset-schema bench

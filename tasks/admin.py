@@ -35,7 +35,7 @@ from tasks.admin_lists import (
 )
 from tasks.db import db_now
 from tasks.exceptions import TasksError
-from tasks.models import TERMINAL_STATUSES, Attempt, Process, Run, Task
+from tasks.models import TERMINAL_STATUSES, Attempt, Process, Run, Task, TaskSet
 from tasks.transitions import creation, lifecycle, run_actions
 
 # The index page links the dashboard (templates/admin/tasks_index.html).
@@ -112,7 +112,7 @@ class TaskAdmin(admin.ModelAdmin):
     form = TaskAdminForm
     raw_id_fields = ["owner"]
     readonly_fields = ["status", "next_fire_times", "next_run", "last_run", "created_at"]
-    readonly_fields += ["updated_at"]
+    readonly_fields += ["updated_at", "task_set"]
     fieldsets = [
         (None, {"fields": ["owner", "name", "dedup_key", "kind", "payload", "executable_file"]}),
         ("Schedule", {"fields": list(SCHEDULE_FIELDS), "description": schedule_help()}),
@@ -120,6 +120,7 @@ class TaskAdmin(admin.ModelAdmin):
         ("Running", {"fields": ["priority", "max_attempts", "backoff_base", "backoff_cap"]}),
         (None, {"fields": ["timeout", "resources", "on_zombie", "notify"]}),
         ("State", {"fields": ["status", "next_run", "last_run", "created_at", "updated_at"]}),
+        ("Task set", {"fields": ["task_set"]}),
     ]
 
     class Media:
@@ -149,6 +150,16 @@ class TaskAdmin(admin.ModelAdmin):
     def health(self, task: Task) -> str:
         """Against the task's `expect` (up when it expects nothing)."""
         return expectations.health_of(task)
+
+    @admin.display(description="task set")
+    def task_set(self, task: Task) -> str:
+        if task.taskset_id is None:
+            return "-"
+        taskset = TaskSet.objects.filter(pk=task.taskset_id).values_list("name", flat=True)
+        return (
+            f"{taskset.first()} / {task.taskset_key}: a change here is drift, which the set's "
+            "next apply reverts (docs/schedules-as-code.md)"
+        )
 
     @admin.display(description="next run at", ordering="next_run_at")
     def next_run(self, task: Task) -> Any:

@@ -11,25 +11,23 @@ as an update back to the file.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from tasks.models import Task, TaskSet
-from tasks.transitions.creation import apply_fields
+from django.core.serializers.json import DjangoJSONEncoder
 
-# The fields a set declares and compares, by their API names; `status` only as active/paused.
+from tasks.models import Task, TaskSet
+from tasks.transitions.creation import TASK_FIELDS, apply_fields
+
+# The fields a set declares and compares, by their API names: those a create or update sets
+# (creation.TASK_FIELDS, so a field added there is compared too), the retry policy as the API
+# shows it, and the schedule; `status` only as active/paused.
+BACKOFF = ("retry_backoff_base", "retry_backoff_cap")
 COMPARED = (
-    "name",
-    "kind",
-    "payload",
-    "schedule",
-    "priority",
-    "max_attempts",
+    *(name for name in TASK_FIELDS if name not in BACKOFF),
     "retry_backoff",
-    "timeout",
-    "notify",
-    "resources",
-    "on_zombie",
+    "schedule",
 )
 IGNORABLE = (*COMPARED, "status")
 
@@ -69,20 +67,11 @@ class Plan:
 
 
 def compared_fields(task: Task) -> dict[str, Any]:
-    """The task's declared fields as the API shows them (JSON values)."""
-    return {
-        "name": task.name,
-        "kind": task.kind,
-        "payload": task.payload,
-        "schedule": task.schedule,
-        "priority": task.priority,
-        "max_attempts": task.max_attempts,
-        "retry_backoff": {"base": task.retry_backoff_base, "cap": task.retry_backoff_cap},
-        "timeout": task.timeout,
-        "notify": task.notify,
-        "resources": task.resources,
-        "on_zombie": task.on_zombie,
-    }
+    """The task's declared fields as the API shows them, as JSON values (what `applied` stores
+    and what is compared with it)."""
+    shown: dict[str, Any] = {name: getattr(task, name) for name in COMPARED if hasattr(task, name)}
+    shown["retry_backoff"] = {"base": task.retry_backoff_base, "cap": task.retry_backoff_cap}
+    return json.loads(json.dumps(shown, cls=DjangoJSONEncoder))
 
 
 def wanted(declared: Declared, task: Task | None) -> dict[str, Any]:

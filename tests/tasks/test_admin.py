@@ -13,7 +13,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from tasks.admin_lists import COUNT_CAP, EstimatedCountPaginator
-from tasks.models import Process, QueueSample, Run, Task
+from tasks.models import Process, QueueSample, Run, Task, TaskSet
 from tests.factories import RunFactory, TaskFactory, UserFactory
 
 
@@ -187,3 +187,12 @@ def test_paginator_estimates_unfiltered_and_caps_filtered_counts(db, monkeypatch
     )
     assert COUNT_CAP == 10_000
     assert EstimatedCountPaginator(Task.objects.filter(pk=None).order_by("-id"), 100).count == 0
+
+
+def test_the_task_page_says_the_task_is_in_a_set(client, db) -> None:
+    operator = UserFactory(is_staff=True, is_superuser=True)
+    taskset = TaskSet.objects.create(owner=operator, name="nightly")
+    task = TaskFactory(owner=operator, taskset=taskset, taskset_key="report")
+    client.force_login(operator)
+    page = client.get(reverse("admin:tasks_task_change", args=[task.pk])).content.decode()
+    assert "nightly / report: a change here is drift" in page
