@@ -229,13 +229,15 @@ def tasks_ls(
     health: Annotated[
         str | None, typer.Option(help="failing (last run failed) or ok (last run succeeded)")
     ] = None,
+    taskset: Annotated[str | None, typer.Option(help="One task set's tasks.")] = None,
     limit: Annotated[int, typer.Option(help="At most this many.")] = 50,
     as_json: JsonOption = False,
 ) -> None:
     """The tasks, newest first."""
     last = {"failing": "failed", "ok": "succeeded", None: None}.get(health, health)
+    query = {"status": status, "last_run_status": last, "taskset": taskset, "page_size": limit}
     try:
-        page = client().get("/api/v1/tasks", status=status, last_run_status=last, page_size=limit)
+        page = client().get("/api/v1/tasks", **query)
     except ApiError as exc:
         api_failed(exc, "tasks ls")
     if as_json:

@@ -86,10 +86,11 @@ class TaskFilter(django_filters.FilterSet):
     priority = PriorityFilter()
     last_run_status = filtering.last_run_status_filter()
     health = filtering.health_filter()
+    taskset = django_filters.CharFilter(field_name="taskset__name", help_text="One task set's.")
 
     class Meta:
         model = Task
-        fields = ["name", "status", "kind", "priority", "last_run_status", "health"]
+        fields = ["name", "status", "kind", "priority", "last_run_status", "health", "taskset"]
 
 
 class TaskListCreateView(PagedListView):

@@ -60,6 +60,9 @@ def test_apply_creates_then_plans_nothing(api) -> None:
     )
     shown = api.get(URL).json()
     assert [t["key"] for t in shown["tasks"]] == ["backup", "cleanup", "report"]
+    api.post("/api/v1/tasks", {"kind": "handler", "payload": {"name": "noop"}}, format="json")
+    listed = api.get("/api/v1/tasks?taskset=nightly").json()
+    assert sorted(t["key"] for t in listed["results"]) == ["backup", "cleanup", "report"]
 
 
 def test_edit_and_removal_plan_one_update_and_one_delete(api) -> None:
