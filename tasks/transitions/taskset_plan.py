@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.core.serializers.json import DjangoJSONEncoder
+from django.db.models import Model
 
 from tasks.models import Task, TaskSet
 from tasks.transitions.creation import TASK_FIELDS, apply_fields
@@ -30,6 +31,7 @@ COMPARED = (
     "schedule",
 )
 IGNORABLE = (*COMPARED, "status")
+RELATIONS = {f.name: f.attname for f in Task._meta.concrete_fields if f.is_relation}
 
 
 @dataclass
@@ -69,9 +71,21 @@ class Plan:
 def compared_fields(task: Task) -> dict[str, Any]:
     """The task's declared fields as the API shows them, as JSON values (what `applied` stores
     and what is compared with it)."""
-    shown: dict[str, Any] = {name: getattr(task, name) for name in COMPARED if hasattr(task, name)}
+    shown: dict[str, Any] = {}
+    for name in COMPARED:
+        if not hasattr(task, name):
+            continue
+        # A relation compares by its key (the row itself is no JSON).
+        shown[name] = getattr(task, RELATIONS.get(name, name))
     shown["retry_backoff"] = {"base": task.retry_backoff_base, "cap": task.retry_backoff_cap}
-    return json.loads(json.dumps(shown, cls=DjangoJSONEncoder))
+    return as_json(shown)
+
+
+def as_json(value: Any) -> Any:
+    """`value` as JSON gives it back (times as ISO text, ids as strings, a row as its key)."""
+    if isinstance(value, Model):
+        value = value.pk
+    return json.loads(json.dumps(value, cls=DjangoJSONEncoder))
 
 
 def wanted(declared: Declared, task: Task | None) -> dict[str, Any]:

@@ -16,7 +16,7 @@ from django.db.models import F
 
 from tasks.models import Task, TaskSet
 from tasks.transitions import creation, lifecycle
-from tasks.transitions.taskset_plan import Declared, Plan, compared_fields, plan
+from tasks.transitions.taskset_plan import Declared, Plan, as_json, compared_fields, plan
 
 
 def find_taskset(*, owner: Any, name: str) -> TaskSet | None:
@@ -43,6 +43,8 @@ def _update_data(changes: dict[str, dict[str, Any]], declared: Declared) -> dict
         if name == "retry_backoff":
             data["retry_backoff_base"] = change["to"]["base"]
             data["retry_backoff_cap"] = change["to"]["cap"]
+        elif name in declared.data and as_json(declared.data[name]) == change["to"]:
+            data[name] = declared.data[name]  # the validated value (a row, not its key)
         else:
             data[name] = change["to"]
     if "kind" in data:  # the payload was validated for the declared kind

@@ -40,19 +40,24 @@ def write(path: Path, tasks: list[dict], name: str = "nightly") -> Path:
     return path
 
 
+def cli_env(tmp_path: Path, **env: str) -> dict[str, str]:
+    """The command line's environment: the checkout's cli/ on the path, a config folder of the
+    test's own, and no SCHEDULER_* variable but those given."""
+    inherited = {k: v for k, v in os.environ.items() if not k.startswith("SCHEDULER_")}
+    return {
+        **inherited,
+        "PYTHONPATH": str(ROOT / "cli"),
+        "XDG_CONFIG_HOME": str(tmp_path / "config"),
+        **env,
+    }
+
+
 def runner(tmp_path: Path, **env: str) -> Schedctl:
     def run(*args: str, stdin: str = "") -> subprocess.CompletedProcess:
-        environment = {
-            **os.environ,
-            "PYTHONPATH": str(ROOT / "cli"),
-            "XDG_CONFIG_HOME": str(tmp_path / "config"),
-            **env,
-        }
-        environment.pop("SCHEDULER_TOKEN", None)
         return subprocess.run(
             [sys.executable, "-m", "schedctl", *args],
             cwd=tmp_path,
-            env=environment,
+            env=cli_env(tmp_path, **env),
             input=stdin,
             capture_output=True,
             text=True,
@@ -156,17 +161,14 @@ def test_diff_catches_an_edit_through_the_api(served, tmp_path) -> None:
 
 
 def test_two_applies_at_once_leave_exactly_one_file(served, tmp_path) -> None:
+    base, _ = served
     first = {f"k{i}": f"{i} 1 * * *" for i in range(8)}
     second = {f"k{i}": f"{i} 2 * * *" for i in range(4, 12)}
     files = {
         "first": write(tmp_path / "first.yaml", [task(k, e) for k, e in first.items()]),
         "second": write(tmp_path / "second.yaml", [task(k, e) for k, e in second.items()]),
     }
-    environment = {
-        **os.environ,
-        "PYTHONPATH": str(ROOT / "cli"),
-        "XDG_CONFIG_HOME": str(tmp_path / "config"),
-    }
+    environment = cli_env(tmp_path, SCHEDULER_URL=base)
     for _ in range(3):
         started = [
             subprocess.Popen(
@@ -227,3 +229,29 @@ def test_validate_refuses_a_misspelt_field_offline(tmp_path) -> None:
     assert refused.returncode == 1
     assert "tasks[0]" in refused.stderr and "'priorty' was unexpected" in refused.stderr
     assert schedctl("plan", "-f", str(good)).returncode == 1  # the service is not there
+
+
+def test_flags_beat_the_environment_which_beats_the_config_file(served, tmp_path) -> None:
+    base, schedctl = served
+    nowhere = f"http://127.0.0.1:{free_port()}"
+    assert schedctl("tasks", "ls").returncode == 0  # SCHEDULER_URL, the login's refresh token
+    unreachable = schedctl("--url", nowhere, "tasks", "ls")
+    assert unreachable.returncode == 1 and f"cannot reach {nowhere}" in unreachable.stderr
+    stale = runner(tmp_path, SCHEDULER_URL=base, SCHEDULER_TOKEN="not-a-token")
+    refused = stale("tasks", "ls")
+    assert refused.returncode == 1 and "HTTP 401" in refused.stderr
+    assert stale("--token", access_token(base), "tasks", "ls").returncode == 0
+
+
+def test_a_file_of_several_sets_plans_and_applies_each(served, tmp_path) -> None:
+    _, schedctl = served
+    path = tmp_path / "sets.json"
+    sets = [
+        {"name": "one", "tasks": [task("a", "0 1 * * *")]},
+        {"name": "two", "tasks": [task("a", "0 2 * * *"), task("b", "0 3 * * *")]},
+    ]
+    path.write_text(json.dumps({"tasksets": sets}))
+    [one, two] = json.loads(schedctl("plan", "-f", str(path), "--json").stdout)["tasksets"]
+    assert (len(one["create"]), len(two["create"])) == (1, 2)
+    assert schedctl("apply", "-f", str(path), "--yes").returncode == 0
+    assert (live("one"), live("two")) == ({"a": "0 1 * * *"}, {"a": "0 2 * * *", "b": "0 3 * * *"})
