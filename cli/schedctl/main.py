@@ -18,7 +18,9 @@ app = typer.Typer(help="The scheduler's command line.", no_args_is_help=True)
 tasks_app = typer.Typer(help="List and show tasks.", no_args_is_help=True)
 runs_app = typer.Typer(help="List and show runs.", no_args_is_help=True)
 app.add_typer(tasks_app, name="tasks")
+sets_app = typer.Typer(help="Show and delete task sets.", no_args_is_help=True)
 app.add_typer(runs_app, name="runs")
+app.add_typer(sets_app, name="tasksets")
 
 out = Console(soft_wrap=True)
 err = Console(stderr=True, soft_wrap=True)
@@ -177,6 +179,50 @@ def validate(file: FileOption) -> None:
             err.print(f"  {path}: {message}", highlight=False, markup=False)
         fail(f"{file} does not match the task set schema")
     out.print(f"{file}: valid")
+
+
+@sets_app.command("get")
+def tasksets_get(name: str, as_json: JsonOption = False) -> None:
+    """A set's tasks by key, with the entries as last applied."""
+    try:
+        found = client().get(f"/api/v1/tasksets/{name}")
+    except ApiError as exc:
+        api_failed(exc, f"task set {name}")
+    if as_json:
+        emit(found)
+        return
+    out.print(f"task set {name}, version {found['version']}, applied {found['updated_at']}")
+    for member in found["tasks"]:
+        out.print(f"  {member['key']}  {member['id']}  {member['status']}", highlight=False)
+
+
+@sets_app.command("delete")
+def tasksets_delete(
+    name: str,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Show the plan alone.")] = False,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask.")] = False,
+    force: Annotated[bool, typer.Option(help="Also cancel running runs.")] = False,
+    as_json: JsonOption = False,
+) -> None:
+    """Cancel every task of a set and remove the set."""
+    api = client()
+    try:
+        planned = api.delete(f"/api/v1/tasksets/{name}", dry_run="true")
+        if not as_json:
+            render.print_plan(out, planned)
+        if dry_run:
+            if as_json:
+                emit(planned)
+            return
+        if not yes and not typer.confirm(f"Delete task set {name} and cancel its tasks?"):
+            fail("nothing deleted")
+        done = api.delete(f"/api/v1/tasksets/{name}", **({"force": "true"} if force else {}))
+    except ApiError as exc:
+        api_failed(exc, f"task set {name}")
+    if as_json:
+        emit(done)
+        return
+    out.print(f"Deleted task set {name}: {len(done['delete'])} tasks cancelled.")
 
 
 @app.command()

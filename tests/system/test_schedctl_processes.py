@@ -255,3 +255,11 @@ def test_a_file_of_several_sets_plans_and_applies_each(served, tmp_path) -> None
     assert (len(one["create"]), len(two["create"])) == (1, 2)
     assert schedctl("apply", "-f", str(path), "--yes").returncode == 0
     assert (live("one"), live("two")) == ({"a": "0 1 * * *"}, {"a": "0 2 * * *", "b": "0 3 * * *"})
+    shown = json.loads(schedctl("tasksets", "get", "two", "--json").stdout)
+    assert [m["key"] for m in shown["tasks"]] == ["a", "b"]
+    planned = json.loads(schedctl("tasksets", "delete", "two", "--dry-run", "--json").stdout)
+    assert sorted(d["key"] for d in planned["delete"]) == ["a", "b"]
+    assert live("two") == {"a": "0 2 * * *", "b": "0 3 * * *"}
+    assert schedctl("tasksets", "delete", "two", "--yes").returncode == 0
+    assert live("two") == {}
+    assert schedctl("tasksets", "get", "two").returncode == 1
