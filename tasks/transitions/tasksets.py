@@ -52,17 +52,17 @@ def _update_data(changes: dict[str, dict[str, Any]], declared: Declared) -> dict
     return data
 
 
+def _entry(declared: Declared, applied: dict[str, Any]) -> dict[str, Any]:
+    return {"entry": declared.entry, "applied": applied, "ignore_changes": declared.ignore_changes}
+
+
 def _remember(task: Task, taskset: TaskSet, declared: Declared) -> None:
     """Record on the task what this apply declared and what it left."""
     task.refresh_from_db()
     Task.objects.filter(pk=task.pk).update(
         taskset=taskset,
         taskset_key=declared.key,
-        taskset_entry={
-            "entry": declared.entry,
-            "applied": compared_fields(task),
-            "ignore_changes": declared.ignore_changes,
-        },
+        taskset_entry=_entry(declared, compared_fields(task)),
     )
 
 
@@ -84,11 +84,16 @@ def apply_taskset(
     with transaction.atomic():
         taskset = _lock_taskset(owner, name)
         carried_out = plan(taskset, declared)
+        # The batch create: a few statements for all new tasks and their due runs.
+        new = creation.create_tasks(
+            owner=owner, items=[item.data for item in carried_out.create], now=now
+        )
         created: dict[str, str] = {}
-        for item in carried_out.create:
-            task, _ = creation.create_task(owner=owner, data=item.data, now=now)
-            _remember(task, taskset, item)
+        for task, item in zip(new, carried_out.create, strict=True):
+            task.taskset, task.taskset_key = taskset, item.key
+            task.taskset_entry = _entry(item, compared_fields(task))
             created[item.key] = str(task.pk)
+        Task.objects.bulk_update(new, ["taskset", "taskset_key", "taskset_entry"])
         for item, task, changes in carried_out.update:
             data = _update_data(changes, item)
             if data:
@@ -98,8 +103,7 @@ def apply_taskset(
             _remember(task, taskset, item)
         for item, task in carried_out.unchanged:  # the entry as now written, same values
             applied = (task.taskset_entry or {}).get("applied") or compared_fields(task)
-            entry = {"entry": item.entry, "applied": applied, "ignore_changes": item.ignore_changes}
-            Task.objects.filter(pk=task.pk).update(taskset_entry=entry)
+            Task.objects.filter(pk=task.pk).update(taskset_entry=_entry(item, applied))
         for task in carried_out.delete:
             _remove(task, force=force, now=now)
         TaskSet.objects.filter(pk=taskset.pk).update(version=F("version") + 1, updated_at=now)
