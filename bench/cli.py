@@ -108,6 +108,10 @@ def parser() -> argparse.ArgumentParser:
     admin.add_argument("--runs", type=int, default=1_000_000)
     admin.add_argument("--repeat", type=int, default=5)
     admin.add_argument("--keep-db", action="store_true", help="keep the scratch database")
+
+    sets = sub.add_parser("tasksets", help="one task set's plan and apply, in-process")
+    sets.add_argument("--n", type=int, default=1000, help="entries of the set")
+    sets.add_argument("--keep-db", action="store_true", help="keep the scratch database")
     return top
 
 
@@ -138,6 +142,11 @@ def main(argv: list[str]) -> int:
             with scratch.database("admin", keep=options["keep_db"]):
                 admin.populate(options["runs"])
                 admin.measure(options["repeat"])
+        elif kind == "tasksets":
+            from bench import tasksets
+
+            with scratch.database("tasksets", keep=options["keep_db"]):
+                tasksets.measure(options["n"])
         else:
             run_core(options)
     except BenchError as error:

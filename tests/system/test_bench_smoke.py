@@ -188,3 +188,16 @@ def test_plans_times_the_apis_reads_under_each_mode() -> None:
     generic = by_mode["force_generic_plan"]
     assert (generic["generic_plans"], generic["custom_plans"]) == (4 * 8, 0)
     assert by_mode["auto"]["custom_plans"] >= 4 * 5  # each read planned anew at least five times
+
+
+def test_tasksets_plans_applies_and_deletes_a_set() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "bench", "tasksets", "--n", "20"],
+        env=process_env(LOG_LEVEL="WARNING"),
+        capture_output=True,
+        text=True,
+        timeout=240,
+        cwd=ROOT,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "apply, 20 updates" in done.stdout and "delete, 20 tasks" in done.stdout
