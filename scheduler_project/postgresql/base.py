@@ -26,13 +26,26 @@ failover, `pg_terminate_backend`) sends an error or closes the socket, which mak
 and a readable idle connection gets the full check. A primary fenced by a configuration reload
 alone (`default_transaction_read_only`, no restart) reports it only with its next answer, so each
 connection also gets the full check once a second: such a fence is found within a second.
+
+A connection never sends PostgreSQL a cancel request (`NeverCancelConnection`). A commit on a
+primary with a synchronous standby is durable locally first and then waits for the standby; a
+cancel arriving during that wait ends the wait, not the commit: the client is told it succeeded
+(`WARNING: canceling wait for synchronous replication`), every session sees the row at once, and
+the row is lost when a failover promotes the standby that never got it. psycopg sends a cancel
+when KeyboardInterrupt or SystemExit interrupts a query (Ctrl-C; the second stop signal our
+daemons take as "exit now"; gunicorn's quit and worker-timeout handlers), and nothing tells it
+whether the statement is a commit. Without the cancel it waits up to 5 s for the statement's
+answer and then closes the connection; the server-side wait goes on, and the commit becomes
+visible only once the standby has it (or the HA engine stops requiring it).
 """
 
 from __future__ import annotations
 
+import logging
 import select
 import time
 
+import psycopg
 from django.db import DEFAULT_DB_ALIAS
 from django.db.backends.postgresql import base
 from psycopg.pq import TransactionStatus
@@ -40,6 +53,17 @@ from psycopg.pq import TransactionStatus
 from scheduler_project.database import PLAN_CACHE_MODES
 
 HEALTH_CHECK_REUSE_SECONDS = 1.0
+logger = logging.getLogger(__name__)
+
+
+class NeverCancelConnection(psycopg.Connection):
+    """A psycopg connection that refuses to cancel its running statement (module docstring)."""
+
+    def cancel(self) -> None:
+        logger.warning("not cancelling a running statement: it may be a commit")
+
+    def cancel_safe(self, *, timeout: float = 30.0) -> None:
+        self.cancel()
 
 
 def nothing_arrived(raw: object) -> bool:
@@ -62,6 +86,12 @@ def server_is_read_only(raw: object) -> bool:
 
 class DatabaseWrapper(base.DatabaseWrapper):
     checked_at = float("-inf")  # monotonic time of the last full check this connection passed
+
+    def get_new_connection(self, conn_params: dict) -> psycopg.Connection:
+        connection = super().get_new_connection(conn_params)
+        # Django builds it with psycopg.connect; the subclass only overrides methods.
+        connection.__class__ = NeverCancelConnection
+        return connection
 
     def init_connection_state(self) -> None:
         super().init_connection_state()
