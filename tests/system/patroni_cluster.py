@@ -268,6 +268,19 @@ class PatroniCluster:
             cwd=self.root,
         )
 
+    def restart_member(self, member: Member) -> None:
+        """Start a killed member's Patroni again as its supervisor should: its PostgreSQL
+        (orphaned, maybe still a writable primary) is stopped first (`pg_ctl stop -m
+        immediate`). Patroni 3.0.2 started next to a running orphan primary reloads its
+        configuration without `synchronous_standby_names` before it demotes: the commits
+        waiting for the standby are released as successful, and the rewind then discards them
+        (docs/operations.md)."""
+        pid = member.postmaster_pid()
+        if pid and alive(pid):
+            signal_pid(pid, signal.SIGQUIT)
+            self._wait(lambda: not alive(pid), 20, f"{member.name}'s orphan did not stop")
+        self.start_member(member)
+
     # --- State ------------------------------------------------------------------------------
     def leader(self) -> Member | None:
         """The member whose Patroni holds the leader key (its REST API's /leader answers 200)."""
