@@ -21,6 +21,8 @@ from django.db import (
 from django.db.backends.base.base import BaseDatabaseWrapper
 from psycopg.rows import RowFactory
 
+from scheduler_project.postgresql.base import NeverCancelConnection
+
 logger = logging.getLogger(__name__)
 
 # Channels: a run became claimable (workers wake); a task's plan changed (schedulers wake);
@@ -105,13 +107,14 @@ def notify(channel: str, payload: str = "") -> None:
 
 
 def connect(application_name: str = "scheduler-listen") -> psycopg.Connection:
-    """A dedicated autocommit connection with Django's parameters (for LISTEN and heartbeats)."""
+    """A dedicated autocommit connection with Django's parameters (for LISTEN and heartbeats);
+    like Django's own, it never sends a cancel request (scheduler_project/postgresql/base.py)."""
     params = connection.get_connection_params()
     for key in ("cursor_factory", "context", "prepare_threshold", "server_side_binding"):
         params.pop(key, None)
     params["application_name"] = application_name
     params.setdefault("connect_timeout", 5)
-    return psycopg.connect(autocommit=True, **params)
+    return NeverCancelConnection.connect(autocommit=True, **params)
 
 
 class Listener(threading.Thread):
