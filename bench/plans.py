@@ -1,5 +1,7 @@
 """`python -m bench plans`: the API's prepared reads under each `plan_cache_mode`
-(docs/operations.md, Tuning), on a scratch database seeded as `bench api` seeds it.
+(docs/operations.md, Tuning), and not prepared at all (`DATABASE_PREPARED_STATEMENTS=false`, for
+a PgBouncer without prepared-statement support), on a scratch database seeded as `bench api`
+seeds it.
 
 Each read of the API is one prepared statement (tasks/api/json_sql.py). For each mode, on a new
 connection with the API's `random_page_cost`, each read runs `repeat` times, interleaved; the
@@ -20,7 +22,12 @@ from bench import apiserver
 from tasks.api.json_sql import runs_json, runs_page_json, tasks_json, tasks_page_json
 from tasks.models import Run, Task
 
-MODES = ("auto", "force_generic_plan")
+# (label, plan_cache_mode, prepared statements)
+MODES = (
+    ("auto", "auto", True),
+    ("force_generic_plan", "force_generic_plan", True),
+    ("not prepared", "force_generic_plan", False),
+)
 
 
 def _reads(seeded: apiserver.Seeded) -> dict[str, Callable[[], object]]:
@@ -41,9 +48,11 @@ def _reads(seeded: apiserver.Seeded) -> dict[str, Callable[[], object]]:
 def measure(*, repeat: int, emit: Callable[[dict], None], write: Callable[[str], None]) -> None:
     seeded = apiserver.seed(username="bench-plans", tasks=1000, runs_per_task=20)
     reads = _reads(seeded)
-    for mode in MODES:
+    for label, mode, prepared in MODES:
         connection.close()  # a new connection: no prepared statement, the mode from its start
-        connection.settings_dict.update(RANDOM_PAGE_COST=1.1, PLAN_CACHE_MODE=mode)
+        connection.settings_dict.update(
+            RANDOM_PAGE_COST=1.1, PLAN_CACHE_MODE=mode, PREPARED_STATEMENTS=prepared
+        )
         times: dict[str, list[float]] = {name: [] for name in reads}
         for _ in range(repeat):
             for name, read in reads.items():
@@ -60,6 +69,7 @@ def measure(*, repeat: int, emit: Callable[[dict], None], write: Callable[[str],
             {
                 "workload": "api prepared reads",
                 "plan_cache_mode": mode,
+                "prepared_statements": prepared,
                 "repeat": repeat,
                 "median_ms": figures,
                 "generic_plans": generic,
@@ -67,9 +77,11 @@ def measure(*, repeat: int, emit: Callable[[dict], None], write: Callable[[str],
             }
         )
         write(
-            f"{mode}: "
+            f"{label}: "
             + ", ".join(f"{name} {ms} ms" for name, ms in figures.items())
             + f" (plans: {generic} generic, {custom} custom)"
         )
     connection.close()
-    connection.settings_dict.update(RANDOM_PAGE_COST=0.0, PLAN_CACHE_MODE="")
+    connection.settings_dict.update(
+        RANDOM_PAGE_COST=0.0, PLAN_CACHE_MODE="", PREPARED_STATEMENTS=True
+    )

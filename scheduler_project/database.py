@@ -87,10 +87,13 @@ def databases(
     application_name: str,
     random_page_cost: float = 0.0,
     plan_cache_mode: str = "",
+    prepared_statements: bool = True,
 ) -> dict[str, dict[str, Any]]:
     """DATABASES: `default` from url, and a `replica` from replica_url when it is set.
     `random_page_cost` (0: the server's) and `plan_cache_mode` (empty: the server's) are set on
-    each new connection (scheduler_project/postgresql)."""
+    each new connection (scheduler_project/postgresql); `prepared_statements` False keeps
+    `tasks.db.prepared_cursor` from preparing (a PgBouncer without prepared-statement support in
+    transaction mode)."""
     if plan_cache_mode not in PLAN_CACHE_MODES:
         raise ImproperlyConfigured(
             f"DATABASE_PLAN_CACHE_MODE must be one of {', '.join(sorted(PLAN_CACHE_MODES))} "
@@ -103,6 +106,7 @@ def databases(
         "CONN_HEALTH_CHECKS": True,
         "RANDOM_PAGE_COST": random_page_cost,
         "PLAN_CACHE_MODE": plan_cache_mode,
+        "PREPARED_STATEMENTS": prepared_statements,
         "OPTIONS": {**primary["OPTIONS"], "application_name": application_name},
     }
     if not replica_url:

@@ -140,6 +140,7 @@ DATABASES = databases(
     application_name=os.environ.get("SCHEDULER_APPLICATION_NAME", "scheduler"),
     random_page_cost=env_float("DATABASE_RANDOM_PAGE_COST", 0.0),  # the API: 1.1 (wsgi.py)
     plan_cache_mode=os.environ.get("DATABASE_PLAN_CACHE_MODE", ""),  # API: force_generic_plan
+    prepared_statements=env_bool("DATABASE_PREPARED_STATEMENTS", True),
 )
 if replica_url:
     DATABASE_ROUTERS = ["scheduler_project.routers.ReplicaRouter"]

@@ -87,15 +87,18 @@ def prepared_cursor(
     psycopg's server-binding cursor and a threshold no query reaches: only statements run
     through this cursor are prepared. Errors come out as Django's DatabaseError, as from
     `connection.cursor()`. (Behind PgBouncer, transaction pooling needs PgBouncer 1.21+ with
-    `max_prepared_statements` set.) `using`: the database alias (the API's reads may use the
-    replica); `row_factory`: psycopg's, e.g. `dict_row` to read columns by name."""
+    `max_prepared_statements` set, or DATABASE_PREPARED_STATEMENTS=false.) `using`: the
+    database alias (the API's reads may use the replica); `row_factory`: psycopg's, e.g.
+    `dict_row` to read columns by name."""
     wrapper = connections[using]
     wrapper.close_if_health_check_failed()  # as Django's own cursor(): once per request
     wrapper.ensure_connection()
     raw = wrapper.connection
     cursor_class: Any = psycopg.Cursor
     with wrapper.wrap_database_errors, cursor_class(raw, row_factory=row_factory) as cursor:
-        if raw.prepare_threshold is None:
+        # DATABASE_PREPARED_STATEMENTS=false: nothing is prepared (a PgBouncer before 1.21 in
+        # transaction mode hands the next transaction another server, without the statement).
+        if raw.prepare_threshold is None and wrapper.settings_dict.get("PREPARED_STATEMENTS", True):
             raw.prepare_threshold = 2**31 - 1
         yield PreparedCursor(cursor, wrapper)
 
