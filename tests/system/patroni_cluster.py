@@ -10,6 +10,7 @@ Harness facts learned the hard way:
   taken by an outgoing connection and Patroni exited;
 - health is judged by `pg_stat_replication` on the leader (both standbys streaming, one of them
   `sync`), not by `patronictl list`, which shows a member "running" before it streams;
+- Patroni talks to etcd's v2 protocol (`etcd:`, not `etcd3:`; see `_write_config`);
 - Patroni runs under `setpriv` (which execs, unlike `runuser`), so the PID held is Patroni's own;
   a postmaster's PID is the first line of its `postmaster.pid`.
 """
@@ -186,6 +187,7 @@ class PatroniCluster:
                 f"--listen-peer-urls={peer}",
                 f"--initial-advertise-peer-urls={peer}",
                 f"--initial-cluster=etcd0={peer}",
+                "--enable-v2=true",
                 "--logger=zap",
                 "--log-outputs=stderr",
             ],
@@ -231,7 +233,11 @@ class PatroniCluster:
                 "listen": f"127.0.0.1:{member.api_port}",
                 "connect_address": f"127.0.0.1:{member.api_port}",
             },
-            "etcd3": {"hosts": [f"127.0.0.1:{self.etcd_port}"]},
+            # etcd's v2 protocol: there Patroni renews the leader key only while it holds
+            # it (compare-and-swap). With `etcd3`, Patroni 3.0.2 puts the key unconditionally
+            # when its lease is gone: a leader paused past the ttl took the lock back from the
+            # member promoted meanwhile, whose commits the rewind then discarded.
+            "etcd": {"hosts": [f"127.0.0.1:{self.etcd_port}"]},
             "bootstrap": {"dcs": dcs, "initdb": [{"encoding": "UTF8"}, {"auth": "trust"}]},
             "postgresql": {
                 "listen": f"127.0.0.1:{member.pg_port}",
