@@ -3,14 +3,15 @@
 Tokens the service issues at /api/v1/auth/token are HS256, signed with JWT_SIGNING_KEY, and
 checked by simplejwt exactly as before (type `access`, expiry, the user active and existing).
 
-When SCHEDULER_EXTERNAL_JWT is configured (JWT_VERIFYING_KEY or JWT_JWK_URL, see
-docs/security.md), a token whose header names an asymmetric algorithm is verified against the
-identity provider's public key instead: that algorithm only, signature, `exp` (required), and
-`aud` / `iss` when configured. Its user is looked up by a claim (`sub` by default) in a user
-field (`username` by default); users are never created on the fly, and an unknown or inactive
-user is refused just as for local tokens. The algorithm is chosen by the header, but each
-branch accepts only its own algorithms, so a token cannot cross over (no HS256-with-public-key
-confusion, no `alg: none`).
+When SCHEDULER_EXTERNAL_JWT is configured (JWT_VERIFYING_KEY or JWT_JWK_URL, or the OIDC_*
+settings; see docs/security.md), a token whose header names an asymmetric algorithm is verified
+against the identity provider's public key instead: the configured algorithms only, signature,
+`exp` (required), and `aud` / `iss` when configured. With JWT_*, its user is looked up by a
+claim (`sub` by default) in a user field (`username` by default) and never created on the fly;
+with OIDC_*, by its (issuer, `sub`) identity, created on first use as the browser's sign-in
+does (accounts/identities.py). An unknown or inactive user is refused just as for local tokens.
+The algorithm is chosen by the header, but each branch accepts only its own algorithms, so a
+token cannot cross over (no HS256-with-public-key confusion, no `alg: none`).
 
 A token's user is read from the database at most once per SCHEDULER_AUTH_USER_CACHE_SECONDS
 (5 s) in each API process, not on every request: that query was a third of the server time of
@@ -42,6 +43,8 @@ from rest_framework.request import Request
 from rest_framework_simplejwt import authentication
 from rest_framework_simplejwt.exceptions import InvalidToken
 from rest_framework_simplejwt.settings import api_settings
+
+from accounts.identities import ClaimsRefused, user_for_claims
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
@@ -127,6 +130,8 @@ class JWTAuthentication(authentication.JWTAuthentication):
         value = validated_token.get(config["USER_CLAIM"])
         if not isinstance(value, str) or not value:
             raise InvalidToken("Token contained no recognizable user identification")
+        if not config["USER_FIELD"]:
+            return _oidc_user(validated_token)
         user_model = get_user_model()
         try:
             user = user_model.objects.get(**{config["USER_FIELD"]: value})
@@ -135,6 +140,18 @@ class JWTAuthentication(authentication.JWTAuthentication):
         if not user.is_active:
             raise AuthenticationFailed("User is inactive", code="user_inactive")
         return user
+
+
+def _oidc_user(claims: ExternalToken) -> Any:
+    """Sign-in through OIDC: the user of the token's (issuer, sub), created on first use, so a
+    script may call the API before its owner ever opened the browser UI."""
+    try:
+        user = user_for_claims(dict(claims), issuer=settings.OIDC_ISSUER)
+    except ClaimsRefused as exc:
+        raise InvalidToken(str(exc)) from None
+    if not user.is_active:
+        raise AuthenticationFailed("User is inactive", code="user_inactive")
+    return user
 
 
 def _header_algorithm(raw_token: bytes) -> str:
@@ -148,13 +165,15 @@ def decode_external(token: str, config: dict[str, Any]) -> dict[str, Any]:
     """The claims of an external token, or InvalidToken (401) whatever is wrong with it."""
     try:
         if config["JWK_URL"]:
-            key: Any = _jwks_client(config["JWK_URL"]).get_signing_key_from_jwt(token).key
+            cooldown = config.get("JWKS_REFRESH_COOLDOWN_SECONDS", 30.0)
+            client = _jwks_client(config["JWK_URL"], cooldown)
+            key: Any = client.get_signing_key_from_jwt(token).key
         else:
             key = config["VERIFYING_KEY"]
         return jwt.decode(
             token,
             key,
-            algorithms=[config["ALGORITHM"]],
+            algorithms=config["ALGORITHMS"],
             audience=config["AUDIENCE"],
             issuer=config["ISSUER"],
             leeway=config["LEEWAY_SECONDS"],
@@ -168,9 +187,17 @@ def decode_external(token: str, config: dict[str, Any]) -> dict[str, Any]:
 
 
 @functools.cache
-def _jwks_client(url: str) -> jwt.PyJWKClient:
-    # One client per process: it caches the provider's keys between requests.
-    return jwt.PyJWKClient(url, cache_keys=True, lifespan=300, timeout=JWKS_TIMEOUT_SECONDS)
+def _jwks_client(url: str, cooldown: float) -> jwt.PyJWKClient:
+    # One client per process: it caches the provider's keys for five minutes and fetches them
+    # again for a key id it does not know (a rotation), at most once per `cooldown` seconds, so
+    # tokens with made-up key ids cannot make the API flood the provider.
+    return jwt.PyJWKClient(
+        url,
+        cache_keys=True,
+        lifespan=300,
+        timeout=JWKS_TIMEOUT_SECONDS,
+        cooldown_duration=cooldown,
+    )
 
 
 class JWTAuthenticationScheme(SimpleJWTScheme):

@@ -94,6 +94,7 @@ INSTALLED_APPS = [
     "tasks",
     "notifications",
     "reviewers",
+    "accounts",
 ]
 ROOT_URLCONF = "scheduler_project.urls"
 WSGI_APPLICATION = "scheduler_project.wsgi.application"
@@ -245,7 +246,7 @@ if external_jwt and external_jwt_algorithm not in (
     raise ImproperlyConfigured("JWT_ALGORITHM must be an asymmetric algorithm such as RS256")
 SCHEDULER_EXTERNAL_JWT: dict | None = (
     {
-        "ALGORITHM": external_jwt_algorithm,
+        "ALGORITHMS": [external_jwt_algorithm],
         "VERIFYING_KEY": env_secret("JWT_VERIFYING_KEY"),
         "JWK_URL": os.environ.get("JWT_JWK_URL", ""),
         "AUDIENCE": os.environ.get("JWT_AUDIENCE") or None,
@@ -257,6 +258,65 @@ SCHEDULER_EXTERNAL_JWT: dict | None = (
     if external_jwt
     else None
 )
+
+# --- Sign-in through the company's identity provider (OpenID Connect; docs/security.md) -------
+# Off unless OIDC_RP_CLIENT_ID is set; the local login keeps working beside it.
+OIDC_RP_CLIENT_ID = os.environ.get("OIDC_RP_CLIENT_ID", "")
+oidc = bool(OIDC_RP_CLIENT_ID)
+OIDC_RP_CLIENT_SECRET = env_secret("OIDC_RP_CLIENT_SECRET")
+OIDC_ISSUER = os.environ.get("OIDC_ISSUER", "")
+OIDC_OP_AUTHORIZATION_ENDPOINT = os.environ.get("OIDC_OP_AUTHORIZATION_ENDPOINT", "")
+OIDC_OP_TOKEN_ENDPOINT = os.environ.get("OIDC_OP_TOKEN_ENDPOINT", "")
+OIDC_OP_USER_ENDPOINT = os.environ.get("OIDC_OP_USER_ENDPOINT", "")
+OIDC_OP_JWKS_ENDPOINT = os.environ.get("OIDC_OP_JWKS_ENDPOINT", "")
+OIDC_RP_SIGN_ALGO = os.environ.get("OIDC_RP_SIGN_ALGO") or "RS256"
+OIDC_RP_SCOPES = os.environ.get("OIDC_RP_SCOPES") or "openid email profile"
+OIDC_USE_PKCE = True
+OIDC_TIMEOUT = env_float("OIDC_TIMEOUT_SECONDS", 10.0)
+OIDC_LEEWAY_SECONDS = env_int("OIDC_LEEWAY_SECONDS", 0)
+# Members of this group (in the OIDC_GROUPS_CLAIM claim) are operators, others are not.
+OIDC_OPERATOR_GROUP = os.environ.get("OIDC_OPERATOR_GROUP", "")
+OIDC_GROUPS_CLAIM = os.environ.get("OIDC_GROUPS_CLAIM") or "groups"
+# The API takes the provider's access tokens for this audience (the client id when unset).
+OIDC_API_AUDIENCE = os.environ.get("OIDC_API_AUDIENCE") or OIDC_RP_CLIENT_ID
+OIDC_API_ALGORITHMS = env_list("OIDC_API_ALGORITHMS", "RS256,ES256")
+LOGIN_REDIRECT_URL = "/admin/"
+LOGOUT_REDIRECT_URL = "/admin/"
+AUTHENTICATION_BACKENDS = ["django.contrib.auth.backends.ModelBackend"]
+if oidc:
+    missing = [
+        name
+        for name in (
+            "OIDC_ISSUER",
+            "OIDC_OP_AUTHORIZATION_ENDPOINT",
+            "OIDC_OP_TOKEN_ENDPOINT",
+            "OIDC_OP_USER_ENDPOINT",
+            "OIDC_OP_JWKS_ENDPOINT",
+        )
+        if not globals()[name]
+    ]
+    if missing:
+        raise ImproperlyConfigured(f"OIDC_RP_CLIENT_ID is set, so {', '.join(missing)} must be")
+    asymmetric = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512")
+    if OIDC_RP_SIGN_ALGO not in asymmetric or not set(OIDC_API_ALGORITHMS) <= set(asymmetric):
+        raise ImproperlyConfigured(
+            "OIDC_RP_SIGN_ALGO and OIDC_API_ALGORITHMS must be asymmetric algorithms such as RS256"
+        )
+    if external_jwt:
+        raise ImproperlyConfigured("set either OIDC_* or JWT_VERIFYING_KEY/JWT_JWK_URL, not both")
+    AUTHENTICATION_BACKENDS.append("accounts.backends.OIDCBackend")
+    # The API's bearer tokens from the provider: users by (issuer, sub), made on first sight.
+    SCHEDULER_EXTERNAL_JWT = {
+        "ALGORITHMS": OIDC_API_ALGORITHMS,
+        "VERIFYING_KEY": "",
+        "JWK_URL": OIDC_OP_JWKS_ENDPOINT,
+        "AUDIENCE": OIDC_API_AUDIENCE,
+        "ISSUER": OIDC_ISSUER,
+        "USER_CLAIM": "sub",
+        "USER_FIELD": "",  # the Identity, not a user field (accounts/identities.py)
+        "LEEWAY_SECONDS": OIDC_LEEWAY_SECONDS,
+        "JWKS_REFRESH_COOLDOWN_SECONDS": env_float("OIDC_JWKS_REFRESH_COOLDOWN_SECONDS", 30.0),
+    }
 SPECTACULAR_SETTINGS = {
     "TITLE": "Scheduler API",
     "DESCRIPTION": "Schedule one-time and recurring tasks; track their runs.",

@@ -3,6 +3,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from django.conf import settings
 from django.contrib import admin
 from django.http import HttpRequest, HttpResponse
 from django.urls import include, path
@@ -63,6 +64,11 @@ urlpatterns = [
     path("task/<uuid:pk>", seed.SeedTaskDetailView.as_view(), name="seed-task-detail"),
     path("tasks", seed.SeedTaskListView.as_view(), name="seed-task-list"),
 ]
+
+if settings.OIDC_RP_CLIENT_ID:
+    # /oidc/authenticate/ (to the provider), /oidc/callback/ (back), /oidc/logout/.
+    urlpatterns.append(path("oidc/", include("accounts.urls")))
+    admin.site.login_template = "accounts/login.html"
 
 # JSON instead of Django's HTML pages for an unknown URL, a refused request or a crash.
 handler400 = "scheduler_project.web.errors.bad_request"

@@ -124,7 +124,7 @@ def public_pem(key: rsa.RSAPrivateKey) -> str:
 
 def external_settings(**overrides: Any) -> dict[str, Any]:
     return {
-        "ALGORITHM": "RS256",
+        "ALGORITHMS": ["RS256"],
         "VERIFYING_KEY": "",
         "JWK_URL": "",
         "AUDIENCE": AUDIENCE,
