@@ -6,11 +6,12 @@ from django.http import HttpRequest
 
 from notifications import services
 from notifications.models import Channel, Notification
+from tasks.admin_scope import OwnedAdmin
 from tasks.db import db_now
 
 
 @admin.register(Channel)
-class ChannelAdmin(admin.ModelAdmin):
+class ChannelAdmin(OwnedAdmin):
     """Secrets are not editable fields and never rendered; the API changes them."""
 
     list_display = ["__str__", "owner", "kind", "all_tasks_events", "created_at"]
@@ -29,7 +30,7 @@ class ChannelAdmin(admin.ModelAdmin):
 
 
 @admin.register(Notification)
-class NotificationAdmin(admin.ModelAdmin):
+class NotificationAdmin(OwnedAdmin):
     list_display = ["id", "event", "channel", "run", "attempt", "status", "attempts", "created_at"]
     list_filter = ["status", "event"]
     search_fields = ["id", "run__id", "task__id", "channel__id"]
@@ -37,6 +38,8 @@ class NotificationAdmin(admin.ModelAdmin):
     date_hierarchy = "created_at"
     show_full_result_count = False
     actions = ["resend"]
+    owner_path = "channel__owner"
+    owner_field = ""
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False

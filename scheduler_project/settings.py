@@ -80,7 +80,7 @@ SECRET_KEY = fallbacks.secret_key(
     key_file=quickstart_key_file,
 )
 INSTALLED_APPS = [
-    "django.contrib.admin",
+    "scheduler_project.admin_apps.SchedulerAdminConfig",  # django.contrib.admin, for everyone
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",
@@ -244,7 +244,7 @@ if external_jwt and external_jwt_algorithm not in (
     "EdDSA",
 ):
     raise ImproperlyConfigured("JWT_ALGORITHM must be an asymmetric algorithm such as RS256")
-SCHEDULER_EXTERNAL_JWT: dict | None = (
+jwt_provider: dict | None = (
     {
         "ALGORITHMS": [external_jwt_algorithm],
         "VERIFYING_KEY": env_secret("JWT_VERIFYING_KEY"),
@@ -282,7 +282,7 @@ OIDC_API_AUDIENCE = os.environ.get("OIDC_API_AUDIENCE") or OIDC_RP_CLIENT_ID
 OIDC_API_ALGORITHMS = env_list("OIDC_API_ALGORITHMS", "RS256,ES256")
 LOGIN_REDIRECT_URL = "/admin/"
 LOGOUT_REDIRECT_URL = "/admin/"
-AUTHENTICATION_BACKENDS = ["django.contrib.auth.backends.ModelBackend"]
+oidc_provider: dict | None = None
 if oidc:
     missing = [
         name
@@ -304,9 +304,8 @@ if oidc:
         )
     if external_jwt:
         raise ImproperlyConfigured("set either OIDC_* or JWT_VERIFYING_KEY/JWT_JWK_URL, not both")
-    AUTHENTICATION_BACKENDS.append("accounts.backends.OIDCBackend")
     # The API's bearer tokens from the provider: users by (issuer, sub), made on first sight.
-    SCHEDULER_EXTERNAL_JWT = {
+    oidc_provider = {
         "ALGORITHMS": OIDC_API_ALGORITHMS,
         "VERIFYING_KEY": "",
         "JWK_URL": OIDC_OP_JWKS_ENDPOINT,
@@ -317,6 +316,12 @@ if oidc:
         "LEEWAY_SECONDS": OIDC_LEEWAY_SECONDS,
         "JWKS_REFRESH_COOLDOWN_SECONDS": env_float("OIDC_JWKS_REFRESH_COOLDOWN_SECONDS", 30.0),
     }
+AUTHENTICATION_BACKENDS = [
+    "django.contrib.auth.backends.ModelBackend",  # local passwords, kept beside the provider
+    *(["accounts.backends.OIDCBackend"] if oidc else []),
+]
+# The provider whose bearer tokens the API takes beside its own (scheduler_project/auth.py).
+SCHEDULER_EXTERNAL_JWT = oidc_provider or jwt_provider
 SPECTACULAR_SETTINGS = {
     "TITLE": "Scheduler API",
     "DESCRIPTION": "Schedule one-time and recurring tasks; track their runs.",

@@ -33,6 +33,7 @@ from tasks.admin_lists import (
     ScheduleTypeFilter,
     parse_uuid,
 )
+from tasks.admin_scope import OwnedAdmin, OwnedInline, is_operator
 from tasks.db import db_now
 from tasks.exceptions import TasksError
 from tasks.models import TERMINAL_STATUSES, Attempt, Process, Run, Task, TaskSet
@@ -60,7 +61,7 @@ def _apply(
         modeladmin.message_user(request, line, messages.WARNING)
 
 
-class RunInline(admin.TabularInline):
+class RunInline(OwnedInline, admin.TabularInline):
     model = Run
     fields = readonly_fields = (
         "scheduled_at",
@@ -98,7 +99,7 @@ class RunInline(admin.TabularInline):
 
 
 @admin.register(Task)
-class TaskAdmin(admin.ModelAdmin):
+class TaskAdmin(OwnedAdmin):
     list_display = ["__str__", "owner", "kind", "schedule_type", "priority", "status"]
     list_display += ["health", "next_run", "last_run", "runs_link"]
     list_filter = ["status", "kind", HealthFilter, OwnerFilter, PriorityFilter]
@@ -207,6 +208,8 @@ class TaskAdmin(admin.ModelAdmin):
                 task = lifecycle.update_task(task=obj, data=form.api_data, now=now)
             else:
                 owner = form.cleaned_data.get("owner") or request.user
+                if not is_operator(request.user):
+                    owner = request.user  # the form has no owner field for them either
                 task, created = creation.create_task(owner=owner, data=form.api_data, now=now)
                 if not created:
                     self.message_user(
@@ -306,7 +309,7 @@ class TaskAdmin(admin.ModelAdmin):
         )
 
 
-class AttemptInline(admin.TabularInline):
+class AttemptInline(OwnedInline, admin.TabularInline):
     model = Attempt
     fields = readonly_fields = (
         "number",
@@ -324,12 +327,12 @@ class AttemptInline(admin.TabularInline):
 
 
 @admin.register(Run)
-class RunAdmin(admin.ModelAdmin):
+class RunAdmin(OwnedAdmin):
     list_display = ["id", "task", "scheduled_at", "status", "attempt", "priority", "worker"]
     list_display += ["started_at", "finished_at", "wait_reason", "zombie_since"]
     # Date: Today / Past 7 days / This month / This year, as ranges; no date_hierarchy, whose
     # drill-down runs SELECT DISTINCT over the whole table.
-    list_filter = ["status", ("scheduled_at", admin.DateFieldListFilter)]
+    list_filter = ["status", ("scheduled_at", admin.DateFieldListFilter), OwnerFilter]
     list_select_related = ["task"]
     search_fields = ["task__name"]
     raw_id_fields = ["task", "owner"]

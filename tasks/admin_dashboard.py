@@ -13,12 +13,14 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib import admin
+from django.core.exceptions import PermissionDenied
 from django.db.models import Count, Max, Min, Q
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
 
+from tasks.admin_scope import is_operator
 from tasks.db import db_now
 from tasks.models import CLAIMABLE_STATUSES, HEALTHS, Process, QueueSample, Run, TaskHealth
 
@@ -156,6 +158,9 @@ ROLES = ("scheduler", "worker", "reviewer")
 
 
 def dashboard_view(request: HttpRequest) -> HttpResponse:
+    # The whole queue's figures: operators only (everyone else sees their own lists).
+    if not is_operator(request.user):
+        raise PermissionDenied
     now = db_now()
     minutes, samples = last_hour(now)
 

@@ -118,3 +118,54 @@ def test_a_malformed_write_rate_is_refused_at_start_up() -> None:
     )
 
     assert result.returncode != 0 and "SCHEDULER_WRITE_RATE" in result.stderr
+
+
+OIDC = {
+    "OIDC_RP_CLIENT_ID": "scheduler",
+    "OIDC_ISSUER": "https://login.example.com/",
+    "OIDC_OP_AUTHORIZATION_ENDPOINT": "https://login.example.com/authorize",
+    "OIDC_OP_TOKEN_ENDPOINT": "https://login.example.com/token",
+    "OIDC_OP_USER_ENDPOINT": "https://login.example.com/userinfo",
+    "OIDC_OP_JWKS_ENDPOINT": "https://login.example.com/jwks",
+}
+
+
+def test_oidc_is_off_by_default() -> None:
+    result = python_setting(
+        "settings.AUTHENTICATION_BACKENDS, settings.SCHEDULER_EXTERNAL_JWT", **PRODUCTION
+    )
+
+    assert result.stdout.strip() == "['django.contrib.auth.backends.ModelBackend'] None"
+
+
+def test_oidc_signs_in_browsers_and_api_tokens() -> None:
+    result = python_setting(
+        "settings.AUTHENTICATION_BACKENDS[-1], settings.SCHEDULER_EXTERNAL_JWT['JWK_URL'],"
+        " settings.SCHEDULER_EXTERNAL_JWT['AUDIENCE'], settings.OIDC_USE_PKCE",
+        **PRODUCTION,
+        **OIDC,
+    )
+
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == [
+        "accounts.backends.OIDCBackend",
+        "https://login.example.com/jwks",
+        "scheduler",  # the client id, when OIDC_API_AUDIENCE is unset
+        "True",
+    ]
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"OIDC_OP_JWKS_ENDPOINT": ""},
+        {"OIDC_RP_SIGN_ALGO": "HS256"},
+        {"OIDC_API_ALGORITHMS": "RS256,none"},
+        {"JWT_JWK_URL": "https://other.example.com/jwks"},
+    ],
+    ids=["missing-endpoint", "symmetric-id-token", "none-for-the-api", "both-providers"],
+)
+def test_a_bad_oidc_configuration_stops_the_process(change: dict[str, str]) -> None:
+    result = python_setting("settings.OIDC_ISSUER", **PRODUCTION, **{**OIDC, **change})
+
+    assert result.returncode != 0 and "ImproperlyConfigured" in result.stderr
