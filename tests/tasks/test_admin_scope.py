@@ -134,7 +134,7 @@ def test_operators_only_see_processes_users_and_the_dashboard(people) -> None:
 
 
 def test_an_operator_sees_everyones_tasks_with_an_owner_filter(people) -> None:
-    alice, bob, _, theirs = people
+    _, bob, _, theirs = people
     operator = signed_in(UserFactory(is_staff=True, is_superuser=True))
 
     page = operator.get(reverse("admin:tasks_task_changelist")).content.decode()
