@@ -26,6 +26,9 @@ def user_claims(user: Any) -> dict[str, Any]:
 
 
 class Validator(OAuth2Validator):
+    # Groups travel with the profile scope, as with Keycloak's and Okta's group mappers.
+    oidc_claim_scope = {**OAuth2Validator.oidc_claim_scope, "groups": "profile"}
+
     def get_additional_claims(self, request: Any) -> dict[str, Any]:
         return user_claims(request.user)
 
