@@ -3,7 +3,8 @@
 For users A and B: every endpoint that takes an id answers B exactly as it answers an id that
 does not exist (404, same body), changes nothing of A's, and no list or filter of B's ever
 contains an object of A's. Anonymous requests get 401 on every route but a short, deliberate
-public list; the admin refuses everyone who is not staff.
+public list; the admin refuses anyone not signed in (what a signed-in user sees there is
+scoped to their own objects: tests/tasks/test_admin_scope.py).
 """
 
 from __future__ import annotations
@@ -267,15 +268,20 @@ def test_token_endpoints_answer_anonymous_requests(anon: APIClient, user) -> Non
 
 
 @pytest.mark.parametrize("path", ["/admin/", "/admin/dashboard/", "/admin/tasks/task/"])
-def test_admin_refuses_ordinary_users(client, user, api, path: str) -> None:
+def test_admin_refuses_anyone_not_signed_in(client, user, api, path: str) -> None:
     anonymous = client.get(path)
-    client.force_login(user)  # a valid session, but not staff
-    ordinary = client.get(path)
     with_token = api.get(path)  # the admin ignores API tokens
 
-    for response in (anonymous, ordinary, with_token):
+    for response in (anonymous, with_token):
         assert response.status_code == 302
         assert response["Location"].startswith("/admin/login/")
+
+
+def test_ordinary_users_get_their_own_lists_but_not_the_dashboard(client, user) -> None:
+    client.force_login(user)  # a valid session, not staff
+
+    assert client.get("/admin/tasks/task/").status_code == 200
+    assert client.get("/admin/dashboard/").status_code == 403
 
 
 def test_admin_admits_staff(client) -> None:
