@@ -9,9 +9,10 @@ from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
+from django.utils import timezone
 
 from accounts.models import Identity
-from tests.factories import TaskFactory
+from tests.factories import RunFactory, TaskFactory
 from tests.oidc_server import oidc_provider, provider_key  # noqa: F401  (the fixtures)
 
 pytestmark = pytest.mark.processes
@@ -80,7 +81,7 @@ def test_people_sign_in_and_see_their_own_tasks(oidc_site, chromium, shots) -> N
     bob_page.set_default_timeout(30_000)
     sign_in(bob_page, site, "bob", "bob-pass-1")
     bob = Identity.objects.get(user__username="bob").user
-    TaskFactory(owner=alice, name="alice's report")
+    mine = TaskFactory(owner=alice, name="alice's report")
     theirs = TaskFactory(owner=bob, name="bob's backup")
 
     page.goto(f"{site}/admin/tasks/task/")
@@ -90,12 +91,23 @@ def test_people_sign_in_and_see_their_own_tasks(oidc_site, chromium, shots) -> N
     response = page.goto(f"{site}/admin/tasks/task/{theirs.pk}/change/")
     assert response is not None and response.status == 404
 
+    # Her failed run's page: the Retry button schedules it again.
+    failed = RunFactory(task=mine, status="failed", finished_at=timezone.now(), error="boom")
+    page.goto(f"{site}/admin/tasks/run/{failed.pk}/change/")
+    page.screenshot(path=shots / "oidc-3-alice-run.png", full_page=True)
+    assert page.locator("#run-cancel").count() == 0
+    page.click("#run-retry")
+    page.wait_for_selector(".messagelist .success")
+    failed.refresh_from_db()
+    assert failed.status == "scheduled"
+    assert page.locator("#run-cancel").count() == 1, "a scheduled run can be cancelled"
+
     operator_context = chromium.new_context(viewport={"width": 1280, "height": 900})
     operator = operator_context.new_page()
     operator.set_default_timeout(30_000)
     sign_in(operator, site, "olga", "olga-pass-1")
     operator.goto(f"{site}/admin/tasks/task/")
-    operator.screenshot(path=shots / "oidc-3-operator-tasks.png", full_page=True)
+    operator.screenshot(path=shots / "oidc-4-operator-tasks.png", full_page=True)
     names = operator.locator("#result_list th.field-__str__").all_inner_texts()
     assert sorted(names) == ["alice's report", "bob's backup"]
     assert operator.locator("#changelist-filter", has_text="By owner").count() == 1

@@ -1,0 +1,78 @@
+"""A run's page has retry and cancel buttons that do what the list actions do."""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.admin.models import LogEntry
+from django.test import Client
+from django.urls import reverse
+from django.utils import timezone
+
+from tasks.models import Run
+from tests.factories import RunFactory, TaskFactory, UserFactory
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def alice():
+    return UserFactory(username="alice")
+
+
+def signed_in(user) -> Client:
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def page(client: Client, run: Run) -> str:
+    response = client.get(reverse("admin:tasks_run_change", args=[run.pk]))
+    assert response.status_code == 200
+    return response.content.decode()
+
+
+def test_a_failed_run_is_retried_from_its_page(alice) -> None:
+    run = RunFactory(task=TaskFactory(owner=alice), status="failed", finished_at=timezone.now())
+    client = signed_in(alice)
+    assert 'id="run-retry"' in page(client, run) and 'id="run-cancel"' not in page(client, run)
+
+    response = client.post(reverse("admin:tasks_run_retry", args=[run.pk]), follow=True)
+
+    run.refresh_from_db()
+    assert run.status == "scheduled"
+    assert "Retried." in response.content.decode()
+    assert LogEntry.objects.filter(object_id=str(run.pk), change_message="Retried").exists()
+
+
+def test_a_scheduled_run_is_cancelled_from_its_page(alice) -> None:
+    run = RunFactory(task=TaskFactory(owner=alice))
+    client = signed_in(alice)
+    assert 'id="run-cancel"' in page(client, run) and 'id="run-retry"' not in page(client, run)
+
+    client.post(reverse("admin:tasks_run_cancel", args=[run.pk]))
+
+    run.refresh_from_db()
+    assert run.status == "cancelled"
+
+
+def test_a_refused_button_says_why_and_changes_nothing(alice) -> None:
+    run = RunFactory(task=TaskFactory(owner=alice), status="succeeded", finished_at=timezone.now())
+    client = signed_in(alice)
+
+    response = client.post(reverse("admin:tasks_run_retry", args=[run.pk]), follow=True)
+
+    assert "Not done: only failed or cancelled runs can be retried" in response.content.decode()
+    run.refresh_from_db()
+    assert run.status == "succeeded"
+
+
+def test_another_users_run_is_a_404_and_a_get_does_nothing(alice) -> None:
+    theirs = RunFactory(status="failed", finished_at=timezone.now())
+    mine = RunFactory(task=TaskFactory(owner=alice), status="failed", finished_at=timezone.now())
+    client = signed_in(alice)
+
+    assert client.post(reverse("admin:tasks_run_retry", args=[theirs.pk])).status_code == 404
+    assert client.get(reverse("admin:tasks_run_retry", args=[mine.pk])).status_code == 405
+    theirs.refresh_from_db()
+    mine.refresh_from_db()
+    assert (theirs.status, mine.status) == ("failed", "failed")
