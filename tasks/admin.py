@@ -33,6 +33,7 @@ from tasks.admin_lists import (
     ScheduleTypeFilter,
     parse_uuid,
 )
+from tasks.admin_run_bulk import RunBulkRetry
 from tasks.admin_run_page import RunPageButtons
 from tasks.admin_scope import OwnedAdmin, OwnedInline, is_operator
 from tasks.db import db_now
@@ -328,7 +329,7 @@ class AttemptInline(OwnedInline, admin.TabularInline):
 
 
 @admin.register(Run)
-class RunAdmin(RunPageButtons, OwnedAdmin):
+class RunAdmin(RunBulkRetry, RunPageButtons, OwnedAdmin):
     list_display = ["id", "task", "scheduled_at", "status", "attempt", "priority", "worker"]
     list_display += ["started_at", "finished_at", "wait_reason", "zombie_since"]
     # Date: Today / Past 7 days / This month / This year, as ranges; no date_hierarchy, whose
