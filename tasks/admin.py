@@ -127,7 +127,8 @@ class TaskAdmin(OwnedAdmin):
     ]
 
     class Media:
-        js = ["tasks/admin_schedule.js"]  # shows the fields of the chosen schedule type only
+        # The schedule type's fields only (task form); rows that refresh themselves (list).
+        js = ["tasks/admin_schedule.js", "tasks/admin_live.js"]
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Task]:
         # Two index probes per task shown (a page of the list, or the one task's page).
@@ -366,6 +367,9 @@ class RunAdmin(RunBulkRetry, RunPageButtons, OwnedAdmin):
     paginator = EstimatedCountPaginator
     inlines = [AttemptInline]
     actions = ["retry", "cancel"]
+
+    class Media:
+        js = ["tasks/admin_live.js"]  # the list's rows refresh themselves
 
     def get_ordering(self, request: HttpRequest) -> tuple[str, ...]:
         # An ordering the filter's index can serve, read backwards and cut at the page size:

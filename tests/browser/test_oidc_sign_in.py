@@ -12,6 +12,7 @@ import pytest
 from django.utils import timezone
 
 from accounts.models import Identity
+from tasks.models import Run
 from tests.factories import RunFactory, TaskFactory
 from tests.oidc_server import oidc_provider, provider_key  # noqa: F401  (the fixtures)
 
@@ -101,6 +102,17 @@ def test_people_sign_in_and_see_their_own_tasks(oidc_site, chromium, shots) -> N
     failed.refresh_from_db()
     assert failed.status == "scheduled"
     assert page.locator("#run-cancel").count() == 1, "a scheduled run can be cancelled"
+
+    # The run list shows the run finishing without a reload (the page's own state survives).
+    page.goto(f"{site}/admin/tasks/run/?task__id__exact={mine.pk}")
+    assert page.locator("#result_list td.field-status").all_inner_texts() == ["Scheduled"]
+    page.evaluate("window.notReloaded = true")
+    Run.objects.filter(pk=failed.pk).update(status="succeeded", finished_at=timezone.now())
+    page.wait_for_function(
+        "document.querySelector('#result_list td.field-status').innerText === 'Succeeded'",
+        timeout=20_000,
+    )
+    assert page.evaluate("window.notReloaded") is True
 
     operator_context = chromium.new_context(viewport={"width": 1280, "height": 900})
     operator = operator_context.new_page()
