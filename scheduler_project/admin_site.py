@@ -17,6 +17,9 @@ class SchedulerAdminSite(AdminSite):
     site_title = "Scheduler"
     index_title = "Tasks, runs and notifications"
     site_url = "/api/docs/"  # "View site": the API a user's scripts call
+    # The lists need the width: at 1,280 px the app sidebar pushed columns out of view (the
+    # breadcrumbs and the index link the models instead).
+    enable_nav_sidebar = False
     login_form = AuthenticationForm  # the admin's own form refuses non-staff accounts
 
     def has_permission(self, request: HttpRequest) -> bool:

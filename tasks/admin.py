@@ -129,6 +129,7 @@ class TaskAdmin(OwnedAdmin):
     class Media:
         # The schedule type's fields only (task form); rows that refresh themselves (list).
         js = ["tasks/admin_schedule.js", "tasks/admin_live.js"]
+        css = {"all": ["tasks/admin_lists.css"]}
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Task]:
         # Two index probes per task shown (a page of the list, or the one task's page).
@@ -370,6 +371,7 @@ class RunAdmin(RunBulkRetry, RunPageButtons, OwnedAdmin):
 
     class Media:
         js = ["tasks/admin_live.js"]  # the list's rows refresh themselves
+        css = {"all": ["tasks/admin_lists.css"]}  # and fit 1,280 px
 
     def get_ordering(self, request: HttpRequest) -> tuple[str, ...]:
         # An ordering the filter's index can serve, read backwards and cut at the page size:
