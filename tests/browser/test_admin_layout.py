@@ -73,4 +73,4 @@ def test_no_column_is_cut_off_at_1280_px(site, page, shots) -> None:
         page.screenshot(path=shots / f"1280-{name}.png", full_page=True)
         cut[name] = page.evaluate(OVERFLOW)
     assert page.viewport_size == {"width": 1280, "height": 900}
-    assert cut == dict.fromkeys(pages, [])
+    assert cut == {name: [] for name in pages}
