@@ -12,7 +12,13 @@ from collections.abc import Callable
 from typing import Any
 
 from django.contrib import admin, messages
-from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed, HttpResponseRedirect
+from django.http import (
+    Http404,
+    HttpRequest,
+    HttpResponse,
+    HttpResponseNotAllowed,
+    HttpResponseRedirect,
+)
 from django.urls import path, reverse
 
 from tasks.db import db_now
@@ -42,11 +48,17 @@ class RunPageButtons(admin.ModelAdmin):
         form_url: str = "",
         extra_context: dict[str, Any] | None = None,
     ) -> HttpResponse:
-        run = self.get_object(request, object_id)
+        run = self._run(request, object_id)
         buttons = {"may_retry": run.status in RETRYABLE, "may_cancel": run.status in CANCELLABLE}
         return super().change_view(
             request, object_id, form_url, {**(extra_context or {}), **buttons}
         )
+
+    def _run(self, request: HttpRequest, object_id: str) -> Run:
+        run = self.get_object(request, object_id)  # scoped: another user's run is None
+        if run is None:
+            raise Http404("No such run.")
+        return run
 
     def retry_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
         return self._act(request, object_id, "Retried", run_actions.retry_run)
@@ -59,7 +71,7 @@ class RunPageButtons(admin.ModelAdmin):
     ) -> HttpResponse:
         if request.method != "POST":
             return HttpResponseNotAllowed(["POST"])
-        run = self.get_object(request, object_id)  # scoped: another user's run is a 404
+        run = self._run(request, object_id)
         try:
             action(run=run, now=db_now())
         except TasksError as exc:
