@@ -33,6 +33,7 @@ from tasks.admin_lists import (
     ScheduleTypeFilter,
     parse_uuid,
 )
+from tasks.admin_preview import SchedulePreview
 from tasks.admin_run_bulk import RunBulkRetry
 from tasks.admin_run_page import RunPageButtons
 from tasks.admin_scope import OwnedAdmin, OwnedInline, is_operator
@@ -101,7 +102,7 @@ class RunInline(OwnedInline, admin.TabularInline):
 
 
 @admin.register(Task)
-class TaskAdmin(OwnedAdmin):
+class TaskAdmin(SchedulePreview, OwnedAdmin):
     list_display = ["__str__", "owner", "kind", "schedule_type", "priority", "status"]
     list_display += ["health", "next_run", "last_run", "runs_link"]
     list_filter = ["status", "kind", HealthFilter, OwnerFilter, PriorityFilter]
@@ -128,7 +129,7 @@ class TaskAdmin(OwnedAdmin):
 
     class Media:
         # The schedule type's fields only (task form); rows that refresh themselves (list).
-        js = ["tasks/admin_schedule.js", "tasks/admin_live.js"]
+        js = ["tasks/admin_schedule.js", "tasks/admin_live.js", "tasks/admin_preview.js"]
         css = {"all": ["tasks/admin_lists.css"]}
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Task]:

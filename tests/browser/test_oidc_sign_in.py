@@ -85,6 +85,19 @@ def test_people_sign_in_and_see_their_own_tasks(oidc_site, chromium, shots) -> N
     mine = TaskFactory(owner=alice, name="alice's report")
     theirs = TaskFactory(owner=bob, name="bob's backup")
 
+    # The fire times show while the schedule is typed, before the task is saved.
+    page.goto(f"{site}/admin/tasks/task/add/")
+    page.select_option("#id_schedule_type", "cron")
+    page.fill("#id_expression", "30 6 * * *")
+    page.select_option("#id_timezone", "Europe/Berlin")
+    page.wait_for_function(
+        "[...document.querySelectorAll('.next-fire-times-preview li')]"
+        ".filter(li => li.innerText.includes('06:30:00 Europe/Berlin')).length === 5"
+    )
+    page.screenshot(path=shots / "oidc-2-alice-task-add.png", full_page=True)
+    page.fill("#id_expression", "30 6 * *")
+    page.wait_for_selector(".next-fire-times-errors li")
+
     page.goto(f"{site}/admin/tasks/task/")
     page.screenshot(path=shots / "oidc-2-alice-tasks.png", full_page=True)
     names = page.locator("#result_list th.field-__str__").all_inner_texts()
