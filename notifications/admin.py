@@ -5,14 +5,16 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from notifications import services
+from notifications.admin_add import ChannelAdd
 from notifications.models import Channel, Notification
 from tasks.admin_scope import OwnedAdmin
 from tasks.db import db_now
 
 
 @admin.register(Channel)
-class ChannelAdmin(OwnedAdmin):
-    """Secrets are not editable fields and never rendered; the API changes them."""
+class ChannelAdmin(ChannelAdd, OwnedAdmin):
+    """Secrets are not editable fields and never rendered; the API changes them. Adding goes
+    through the API's validation (notifications/admin_add.py)."""
 
     list_display = ["__str__", "owner", "kind", "all_tasks_events", "created_at"]
     list_filter = ["kind"]
@@ -24,9 +26,6 @@ class ChannelAdmin(OwnedAdmin):
     @admin.display(boolean=True, description="secret stored")
     def has_secret(self, channel: Channel) -> bool:
         return bool(channel.secret_config)
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False  # secrets must go through the API's validation and encryption
 
 
 @admin.register(Notification)
