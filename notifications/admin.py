@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
@@ -7,6 +9,7 @@ from django.http import HttpRequest
 from notifications import services
 from notifications.admin_add import ChannelAdd
 from notifications.models import Channel, Notification
+from tasks.admin_notify import register_channel_choices
 from tasks.admin_scope import OwnedAdmin
 from tasks.db import db_now
 
@@ -51,3 +54,12 @@ class NotificationAdmin(OwnedAdmin):
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Notification]:
         return super().get_queryset(request).select_related("channel", "run")
+
+
+def channel_choices(owner: Any) -> list[tuple[str, str]]:
+    """The task form's channel picker: the owner's channels by name (tasks/admin_notify.py)."""
+    channels = Channel.objects.filter(owner=owner).order_by("name", "id")
+    return [(str(c.pk), f"{c.name or c.get_kind_display()} ({c.kind})") for c in channels]
+
+
+register_channel_choices(channel_choices)

@@ -33,6 +33,7 @@ from tasks.admin_lists import (
     ScheduleTypeFilter,
     parse_uuid,
 )
+from tasks.admin_notify import NotifyPicker
 from tasks.admin_preview import SchedulePreview
 from tasks.admin_run_bulk import RunBulkRetry
 from tasks.admin_run_page import RunPageButtons
@@ -102,7 +103,7 @@ class RunInline(OwnedInline, admin.TabularInline):
 
 
 @admin.register(Task)
-class TaskAdmin(SchedulePreview, OwnedAdmin):
+class TaskAdmin(NotifyPicker, SchedulePreview, OwnedAdmin):
     list_display = ["__str__", "owner", "kind", "schedule_type", "priority", "status"]
     list_display += ["health", "next_run", "last_run", "runs_link"]
     list_filter = ["status", "kind", HealthFilter, OwnerFilter, PriorityFilter]
