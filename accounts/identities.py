@@ -61,8 +61,9 @@ def _update(user: Any, claims: dict[str, Any]) -> None:
         user.email = email
         changed.append("email")
     group = settings.OIDC_OPERATOR_GROUP
-    if group:
-        # The provider decides, at every sign-in: leaving the group ends operator rights.
+    if group and settings.OIDC_GROUPS_CLAIM in claims:
+        # The provider decides, at every sign-in: leaving the group ends operator rights. Claims
+        # without the groups claim at all (many providers' access tokens) decide nothing.
         operator = group in _groups(claims)
         if user.is_staff != operator or user.is_superuser != operator:
             user.is_staff = user.is_superuser = operator

@@ -61,6 +61,15 @@ def test_the_operator_group_makes_and_unmakes_an_operator(settings) -> None:
     assert not left.is_staff and not left.is_superuser
 
 
+def test_claims_without_groups_leave_an_operator_as_is(settings) -> None:
+    """An access token without a groups claim (the API's) must not demote an operator."""
+    settings.OIDC_OPERATOR_GROUP = "ops"
+    user_for_claims({"sub": "o3", "preferred_username": "oona", "groups": ["ops"]}, issuer=ISSUER)
+
+    assert user_for_claims({"sub": "o3"}, issuer=ISSUER).is_superuser
+    assert not user_for_claims({"sub": "o3", "groups": []}, issuer=ISSUER).is_superuser
+
+
 def test_without_an_operator_group_flags_set_by_hand_stay(settings) -> None:
     settings.OIDC_OPERATOR_GROUP = ""
     user = user_for_claims({"sub": "o2", "preferred_username": "omar"}, issuer=ISSUER)
