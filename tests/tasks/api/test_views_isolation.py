@@ -206,6 +206,7 @@ PUBLIC = {
     "api/schema/",
     "api/docs/",
     "api/redoc/",
+    "api/v1/tasksets/schema",
 }
 
 
