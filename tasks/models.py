@@ -43,6 +43,49 @@ def default_backoff_cap() -> float:
     return settings.TASKS_DEFAULT_BACKOFF_CAP_SECONDS
 
 
+class ConcurrencyKey(models.Model):
+    """A shared scarce thing: at most `limit` runs of the tasks naming it are `running` at once.
+
+    Per owner (two users' "db" are two keys) unless `owner` is NULL: a global key an operator
+    declared, which any task may name with scope "global". The claim locks the rows of the keys
+    among its candidates and counts its admissions in `admitted` (tasks/sql/claim.sql).
+    """
+
+    id = models.BigAutoField(primary_key=True)
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, null=True, blank=True, related_name="+"
+    )
+    name = models.CharField(max_length=200)
+    max_running = models.PositiveIntegerField()
+    # The key's `limit` (API). True once set on the key itself (the API's concurrency-keys routes): then it wins over
+    # the limits tasks write; until then the latest task naming the key sets it.
+    declared = models.BooleanField(default=False)
+    # Runs ever admitted under this key: only claims change it, under the row's lock.
+    admitted = models.BigIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["owner", "name"],
+                condition=Q(owner__isnull=False),
+                name="concurrency_key_unique_owner_name",
+            ),
+            models.UniqueConstraint(
+                fields=["name"],
+                condition=Q(owner__isnull=True),
+                name="concurrency_key_unique_global",
+            ),
+            models.CheckConstraint(
+                condition=Q(max_running__gte=1), name="concurrency_key_max_running_min"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.name if self.owner_id is None else f"{self.owner_id}:{self.name}"
+
+
 class Task(models.Model):
     class Kind(models.TextChoices):
         HTTP = "http"
@@ -93,6 +136,12 @@ class Task(models.Model):
     # `resources` as numbers (set_requests), copied onto each run: the claim compares them.
     cpu_millis = models.BigIntegerField(default=0, db_default=0)
     memory_bytes = models.BigIntegerField(default=0, db_default=0)
+    # {"key": "db", "limit": 2, "scope": "owner"} as written, {} for none; `concurrency_key` is
+    # the key row it names, copied onto each run (as the requests are) for the claim.
+    concurrency = models.JSONField(default=dict, db_default={}, blank=True)
+    concurrency_key = models.ForeignKey(
+        ConcurrencyKey, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
     # What a worker does with a run flagged zombie (no CPU, no output): always notify; cancel too?
     on_zombie = models.CharField(
         max_length=8, choices=OnZombie.choices, default=OnZombie.NOTIFY, db_default="notify"
@@ -170,7 +219,11 @@ class Task(models.Model):
     @property
     def requests(self) -> dict[str, int]:
         """What a new run of this task requests (Run's fields of the same names)."""
-        return {"cpu_millis": self.cpu_millis, "memory_bytes": self.memory_bytes}
+        return {
+            "cpu_millis": self.cpu_millis,
+            "memory_bytes": self.memory_bytes,
+            "concurrency_key_id": self.concurrency_key_id,
+        }
 
 
 HEALTHS = ("up", "late", "failing", "overdue")
@@ -302,7 +355,9 @@ class Run(models.Model):
     # The task's requests when the run was planned (or its resources last changed).
     cpu_millis = models.BigIntegerField(default=0, db_default=0)
     memory_bytes = models.BigIntegerField(default=0, db_default=0)
-    # Why a `waiting_for_resource` run waits (capacity, no worker big enough, start SLA).
+    # The task's concurrency key (its id; no foreign key, so that a run's writes check nothing).
+    concurrency_key_id = models.BigIntegerField(null=True, blank=True)
+    # Why a `waiting_for_resource` run waits (capacity, no worker big enough, start SLA, key).
     wait_reason = models.TextField(blank=True, default="", db_default="")
     # A finished run as a task's `runs` shows it (JSON text), written by the database when the
     # run finishes (tasks/sql/run_summary.sql); NULL until then. Read by the task list page.
@@ -353,6 +408,21 @@ class Run(models.Model):
                 condition=Q(status__in=CLAIMABLE_STATUSES)
                 & (Q(cpu_millis__gt=0) | Q(memory_bytes__gt=0)),
                 name="run_requests_idx",
+            ),
+            # Keyed runs only: the claim's running count per key, and the rank of a keyed
+            # candidate among its key's claimable runs (strict priority within a key).
+            models.Index(
+                fields=["concurrency_key_id"],
+                condition=Q(status="running", concurrency_key_id__isnull=False),
+                name="run_key_running_idx",
+            ),
+            models.Index(
+                "concurrency_key_id",
+                models.F("priority").desc(),
+                "execute_at",
+                "id",
+                condition=Q(status__in=CLAIMABLE_STATUSES, concurrency_key_id__isnull=False),
+                name="run_key_claimable_idx",
             ),
         ]
 

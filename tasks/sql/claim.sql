@@ -23,6 +23,18 @@ capped AS (
     SELECT owner_id, count(*) AS running FROM tasks_run
      WHERE status = 'running' AND %(owner_cap)s > 0
      GROUP BY owner_id
+), key_running AS (
+    -- Running runs per concurrency key, as of this statement's snapshot (run_key_running_idx:
+    -- keyed running runs only; without keys, one probe of an empty index range).
+    SELECT concurrency_key_id AS key, count(*) AS running FROM tasks_run
+     WHERE status = 'running' AND concurrency_key_id IS NOT NULL
+     GROUP BY concurrency_key_id
+), key_full AS (
+    -- Keys at their limit: the candidates skip their runs, so a run held by its key never
+    -- takes the place of another key's run or an unkeyed one (keys skip over; capacity does
+    -- not). Only a shortcut: the admission below decides, under the keys' row locks.
+    SELECT kr.key FROM key_running kr JOIN tasks_concurrencykey k ON k.id = kr.key
+     WHERE kr.running >= k.max_running
 ), candidates AS (
     -- One index range scan of run_claimable_idx (priority DESC, execute_at) per priority, 9
     -- down to 0 (run_priority_range): each reads due runs only, in execute_at order, and the
@@ -34,11 +46,12 @@ capped AS (
     -- A run requesting more than this worker offers at all is no candidate: it never blocks
     -- this worker (the reviewer says when no live worker can hold it).
     SELECT r.id, r.owner_id, r.priority, r.execute_at, r.task_id, r.scheduled_at, r.attempt,
-           r.missed_after, r.cpu_millis, r.memory_bytes
+           r.missed_after, r.cpu_millis, r.memory_bytes, r.concurrency_key_id AS ckey
       FROM generate_series(9, 0, -1) AS p(priority)
      CROSS JOIN LATERAL (
            SELECT r.id, r.owner_id, r.priority, r.execute_at, r.task_id, r.scheduled_at,
-                  r.attempt, r.missed_after, r.cpu_millis, r.memory_bytes FROM tasks_run r
+                  r.attempt, r.missed_after, r.cpu_millis, r.memory_bytes, r.concurrency_key_id
+             FROM tasks_run r
             WHERE r.status IN ('scheduled', 'waiting_for_resource')
               AND r.priority = p.priority
               AND r.execute_at <= statement_timestamp() + make_interval(secs => %(prefetch)s)
@@ -46,17 +59,19 @@ capped AS (
               AND ({executables} = 1
                    OR (SELECT t.kind FROM tasks_task t WHERE t.id = r.task_id) <> 'executable')
               AND r.owner_id NOT IN (SELECT owner_id FROM capped WHERE running >= %(owner_cap)s)
+              AND (r.concurrency_key_id IS NULL
+                   OR r.concurrency_key_id NOT IN (SELECT key FROM key_full))
             ORDER BY r.execute_at
             LIMIT {candidates}
               FOR UPDATE OF r SKIP LOCKED) AS r
      LIMIT {candidates}
-), {misfire_ctes}, fitting AS (
+), {misfire_ctes}, {key_ctes}, fitting AS (
     -- The per-owner cap also holds within this batch: an owner's n-th candidate is taken only
     -- while its running runs plus n stay within the cap. Then capacity, in claim order: a run
     -- fits while the requests of it and of every run before it fit the free capacity. The sums
     -- only grow, so the first run that does not fit stops every run after it: strict priority,
     -- nothing lower starts in its place (no backfill). Without requests the sums stay 0.
-    SELECT id, task_id, execute_at, cpu_millis, memory_bytes,
+    SELECT id, task_id, execute_at, cpu_millis, memory_bytes, ckey,
            row_number() OVER w AS n,
            sum(cpu_millis) OVER w <= %(cpu_free)s
                AND sum(memory_bytes) OVER w <= %(memory_free)s AS fits
@@ -66,6 +81,7 @@ capped AS (
                                   ORDER BY c.priority DESC, c.execute_at) AS nth
           FROM candidates c LEFT JOIN capped k ON k.owner_id = c.owner_id
          WHERE c.id NOT IN (SELECT id FROM missed)
+           AND (c.ckey IS NULL OR c.id IN (SELECT id FROM key_admission WHERE admitted))
     ) ranked
      WHERE %(owner_cap)s <= 0 OR running + nth <= %(owner_cap)s
     WINDOW w AS (ORDER BY priority DESC, execute_at, id ROWS UNBOUNDED PRECEDING)
@@ -89,7 +105,7 @@ capped AS (
 ), held AS (
     -- Written only when it changes: a worker held back claims again after each finished run.
     UPDATE tasks_run r SET status = 'waiting_for_resource', wait_reason = short.reason
-      FROM short
+      FROM (SELECT id, reason FROM short UNION ALL SELECT id, reason FROM key_short) AS short
      WHERE r.id = short.id
        AND (r.status <> 'waiting_for_resource' OR r.wait_reason <> short.reason)
     RETURNING r.id
@@ -106,6 +122,12 @@ capped AS (
        -- A one-time filter (evaluated once, before any row) that makes missed_notified run.
        AND (SELECT count(*) FROM missed_notified) >= 0
     RETURNING {claimed_columns}
+), key_counted AS (
+    -- The keys' admissions, on the rows `keyed` locked: committed with the runs they admit.
+    UPDATE tasks_concurrencykey k SET admitted = k.admitted + n.admitted
+      FROM (SELECT f.ckey, count(*) AS admitted FROM fitting f JOIN picked p ON p.id = f.id
+             WHERE f.ckey IS NOT NULL GROUP BY f.ckey) AS n
+     WHERE k.id = n.ckey
 )
 
 -- What a claimed run carries to the worker: ClaimedRun's fields, by name (a test holds the two
@@ -190,6 +212,65 @@ missed AS (
         OR EXISTS (SELECT 1 FROM notifications_channel ch
                     WHERE ch.owner_id = t.owner_id AND ch.all_tasks_events <> '{{}}')
     HAVING count(*) > 0
+)
+
+-- Concurrency keys (docs/architecture.md, "Concurrency keys"): at most a key's `limit` runs
+-- carrying it are running at once, across every worker. The rows of the candidates' keys are
+-- locked in id order (two claims never wait on each other in a cycle) and, in read committed,
+-- the lock yields each row's latest committed version while everything else reads the
+-- statement's snapshot. What runs under a key is then bounded from above by the snapshot's
+-- count plus the admissions committed since the snapshot (the locked row's `admitted` less the
+-- snapshot's): every claim adds its admissions to `admitted` in the transaction that sets them
+-- running, so a claim this snapshot does not see is counted by the difference, and one it does
+-- is counted once; a run that finished since is not subtracted (it only errs low). A candidate
+-- is admitted while that bound plus the key's claimable runs ahead of it (priority, then
+-- execute_at, then id: strict order within a key, other workers' locked candidates included)
+-- stays below the limit. A key's limit is read from the locked row: a change applies at the
+-- next claim. Without keyed candidates, `keyed` reads no row.
+-- name: key_ctes
+keyed AS (
+    SELECT k.id, k.name, k.max_running, k.admitted FROM tasks_concurrencykey k
+     WHERE k.id IN (SELECT ckey FROM candidates)
+     ORDER BY k.id
+       FOR NO KEY UPDATE
+), key_room AS (
+    SELECT l.id, l.name, l.max_running,
+           coalesce(kr.running, 0) + (l.admitted - s.admitted) AS running
+      FROM keyed l
+      JOIN tasks_concurrencykey s ON s.id = l.id
+      LEFT JOIN key_running kr ON kr.key = l.id
+), key_admission AS (
+    -- Two bounded index ranges of run_key_claimable_idx per keyed candidate, each stopping
+    -- at the limit: the key's due runs of a higher priority, and those of its own before it.
+    SELECT id, execute_at, name, max_running, least(taken, max_running) AS taken,
+           taken < max_running AS admitted
+      FROM (
+    SELECT c.id, c.execute_at, k.name, k.max_running,
+           k.running + (
+               SELECT count(*) FROM (
+                   SELECT FROM tasks_run o
+                    WHERE o.concurrency_key_id = c.ckey
+                      AND o.status IN ('scheduled', 'waiting_for_resource')
+                      AND o.priority > c.priority
+                      AND o.execute_at <= statement_timestamp()
+                                          + make_interval(secs => %(prefetch)s)
+                    LIMIT k.max_running) AS higher) + (
+               SELECT count(*) FROM (
+                   SELECT FROM tasks_run o
+                    WHERE o.concurrency_key_id = c.ckey
+                      AND o.status IN ('scheduled', 'waiting_for_resource')
+                      AND o.priority = c.priority
+                      AND (o.execute_at, o.id) < (c.execute_at, c.id)
+                    LIMIT k.max_running) AS earlier) AS taken
+      FROM candidates c JOIN key_room k ON k.id = c.ckey
+     WHERE c.id NOT IN (SELECT id FROM missed)) AS ranked
+), key_short AS (
+    -- Due runs their key holds back; the count is of the key's slots taken by runs running
+    -- (as bounded above) and runs ahead of this one.
+    SELECT id, 'waiting for concurrency key ' || name || ' ('
+               || taken || ' of ' || max_running || ' running)' AS reason
+      FROM key_admission
+     WHERE NOT admitted AND execute_at <= statement_timestamp()
 )
 
 -- `row` says what each row is: a claimed run, or (once) that capacity held due runs back (the

@@ -1,0 +1,152 @@
+"""Concurrency keys in the claim (tasks/sql/claim.sql, `key_ctes`): at most a key's limit of its
+runs running, strict order within a key, and no key holding back other runs."""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime, timedelta
+
+import psycopg
+import pytest
+from django.conf import settings
+from django.db import connection
+
+from tasks import outbox
+from tasks.models import ConcurrencyKey, Run, Task
+from tasks.transitions import claim
+from tests.factories import RunFactory, TaskFactory, UserFactory
+
+pytestmark = pytest.mark.django_db
+
+
+def keyed_task(key: ConcurrencyKey | None, priority: int = 5, **fields) -> Task:
+    task = TaskFactory(priority=priority, owner=key.owner if key else UserFactory(), **fields)
+    task.concurrency_key = key
+    task.save()
+    return task
+
+
+def due(task: Task, *, ago: float = 1.0) -> Run:
+    at = datetime.now(UTC) - timedelta(seconds=ago)
+    return RunFactory(task=task, scheduled_at=at, **task.requests)
+
+
+def take(limit: int = 8, worker: str = "w") -> list[claim.ClaimedRun]:
+    return list(claim.claim_runs(worker=worker, limit=limit, prefetch_seconds=0, owner_cap=0))
+
+
+def test_a_key_admits_at_most_its_limit_and_then_the_next_in_priority_then_due_order() -> None:
+    key = ConcurrencyKey.objects.create(owner=UserFactory(), name="db", max_running=2)
+    low = keyed_task(key, priority=1)
+    high = keyed_task(key, priority=9)
+    runs = [due(low, ago=10), due(low, ago=20), due(high, ago=1), due(high, ago=2)]
+    claimed = take()
+    assert {r.id for r in claimed} == {runs[3].pk, runs[2].pk}
+    waiting = Run.objects.get(pk=runs[1].pk)
+    assert waiting.status == "waiting_for_resource"
+    assert waiting.wait_reason == "waiting for concurrency key db (2 of 2 running)"
+    assert take() == []  # full: nothing more from the next claim
+    Run.objects.filter(pk=runs[3].pk).update(status="succeeded", finished_at=datetime.now(UTC))
+    # The older of the two low-priority runs goes next, and its reason is cleared.
+    assert [r.id for r in take()] == [runs[1].pk]
+    assert Run.objects.get(pk=runs[1].pk).wait_reason == ""
+    key.refresh_from_db()
+    assert key.admitted == 3
+
+
+def test_a_held_key_does_not_hold_back_other_keys_or_unkeyed_runs() -> None:
+    owner = UserFactory()
+    db = ConcurrencyKey.objects.create(owner=owner, name="db", max_running=1)
+    other = ConcurrencyKey.objects.create(owner=owner, name="other", max_running=5)
+    # Many due runs of the full key at the top priority, older than everything else.
+    full = [due(keyed_task(db, priority=9), ago=60 + i) for i in range(12)]
+    assert len(take(limit=1)) == 1
+    rest = [due(keyed_task(other, priority=9)), due(keyed_task(None, priority=1))]
+    claimed = take(limit=4)
+    assert {r.id for r in claimed} == {r.pk for r in rest}
+    assert Run.objects.filter(pk__in=[r.pk for r in full], status="running").count() == 1
+
+
+def test_the_limit_on_the_key_row_applies_at_the_next_claim() -> None:
+    key = ConcurrencyKey.objects.create(owner=UserFactory(), name="db", max_running=4)
+    task = keyed_task(key)
+    for i in range(6):
+        due(task, ago=i + 1)
+    assert len(take(limit=2)) == 2
+    ConcurrencyKey.objects.filter(pk=key.pk).update(max_running=1, declared=True)
+    assert take() == []  # two run, the limit is one now
+    Run.objects.filter(task=task, status="running").update(
+        status="succeeded", finished_at=datetime.now(UTC)
+    )
+    assert len(take()) == 1
+
+
+def test_two_owners_keys_of_one_name_are_counted_apart() -> None:
+    mine = ConcurrencyKey.objects.create(owner=UserFactory(), name="db", max_running=1)
+    theirs = ConcurrencyKey.objects.create(owner=UserFactory(), name="db", max_running=1)
+    for key in (mine, theirs):
+        task = keyed_task(key)
+        due(task, ago=1)
+        due(task, ago=2)
+    claimed = take()
+    assert len(claimed) == 2
+    assert {Run.objects.get(pk=r.id).concurrency_key_id for r in claimed} == {mine.pk, theirs.pk}
+
+
+def _claim_params(worker: str, limit: int) -> dict:
+    return {
+        "worker": worker,
+        "limit": limit,
+        "prefetch": 0.0,
+        "owner_cap": 0,
+        "window": settings.NOTIFICATIONS_RETRY_WINDOW_SECONDS,
+        "channel": outbox.NOTIFICATION_CHANNEL,
+        **claim.NO_LIMIT.params(),
+    }
+
+
+def _waiting_for_lock(conninfo: str, pid: int) -> bool:
+    with psycopg.connect(conninfo, autocommit=True) as watcher:
+        row = watcher.execute(
+            "SELECT wait_event_type FROM pg_stat_activity WHERE pid = %s", [pid]
+        ).fetchone()
+    return row is not None and row[0] == "Lock"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_claim_counts_the_admissions_committed_after_its_snapshot() -> None:
+    """Two claims on real connections: B's snapshot predates A's commit, so B's count of running
+    runs misses A's run; the key row A updated, which B waits for, makes up for it. Without that,
+    B admits its higher-priority run beside A's and two run under a limit of one."""
+    key = ConcurrencyKey.objects.create(owner=UserFactory(), name="db", max_running=1)
+    low = due(keyed_task(key, priority=1))
+    conninfo = " ".join(
+        f"{k}={v}"
+        for k, v in {
+            "host": connection.settings_dict["HOST"],
+            "port": connection.settings_dict["PORT"],
+            "user": connection.settings_dict["USER"],
+            "dbname": connection.settings_dict["NAME"],
+        }.items()
+        if v
+    )
+    sql = claim.claim_sql(8)
+    with psycopg.connect(conninfo) as a, psycopg.connect(conninfo, autocommit=True) as b:
+        rows = a.execute(sql, _claim_params("a", 8)).fetchall()  # A's transaction stays open
+        assert [row[1] for row in rows if row[0] == "claimed"] == [low.pk]
+        high = due(keyed_task(key, priority=9))  # committed: in B's snapshot, not in A's
+        with ThreadPoolExecutor(1) as pool:
+            b_claim = pool.submit(lambda: b.execute(sql, _claim_params("b", 8)).fetchall())
+            for _ in range(500):  # until B waits for the key row (or has finished: a failure)
+                if b_claim.done() or _waiting_for_lock(conninfo, b.info.backend_pid):
+                    break
+                threading.Event().wait(0.01)
+            assert not b_claim.done(), "B did not wait for the key row A locked"
+            a.commit()
+            b_rows = b_claim.result(timeout=30)
+    assert [row for row in b_rows if row[0] == "claimed"] == []
+    assert Run.objects.filter(concurrency_key_id=key.pk, status="running").count() == 1
+    assert Run.objects.get(pk=high.pk).wait_reason == (
+        "waiting for concurrency key db (1 of 1 running)"
+    )
