@@ -57,8 +57,8 @@ class ConcurrencyKey(models.Model):
     )
     name = models.CharField(max_length=200)
     max_running = models.PositiveIntegerField()
-    # The key's `limit` (API). True once set on the key itself (the API's concurrency-keys routes): then it wins over
-    # the limits tasks write; until then the latest task naming the key sets it.
+    # The key's `limit` (API). `declared` once set on the key itself (the concurrency-keys
+    # routes): then it wins over the tasks' limits; until then the latest task naming it sets it.
     declared = models.BooleanField(default=False)
     # Runs ever admitted under this key: only claims change it, under the row's lock.
     admitted = models.BigIntegerField(default=0)
@@ -217,7 +217,7 @@ class Task(models.Model):
         self.memory_bytes = quantities.memory_bytes(str(memory)) if memory is not None else 0
 
     @property
-    def requests(self) -> dict[str, int]:
+    def requests(self) -> dict[str, int | None]:
         """What a new run of this task requests (Run's fields of the same names)."""
         return {
             "cpu_millis": self.cpu_millis,

@@ -496,6 +496,22 @@ OPERATIONS: dict[str, tuple[str, str]] = {
         "The next `count` fire times of a schedule, and the schedule as the service normalizes "
         "it, without creating anything. 400 names what is wrong with the schedule.",
     ),
+    "concurrency_keys_list": (
+        "List your concurrency keys",
+        "Your keys and the global ones, each with its limit, its runs running and its runs "
+        "due and waiting. " + _PAGED,
+    ),
+    "concurrency_keys_create": (
+        "Declare a concurrency key",
+        "Creates the key, or sets its limit: a limit set here wins over the tasks'. Scope "
+        "`global` (a key any user's task may name) is for operators (staff users) only; 200 "
+        "when the key existed.",
+    ),
+    "concurrency_keys_retrieve": ("Get a concurrency key", _OWN),
+    "concurrency_keys_partial_update": (
+        "Change a concurrency key's limit",
+        "The next claim applies it to every task of the key; runs already running go on.",
+    ),
     "channels_list": ("List your notification channels", _PAGED),
     "channels_create": (
         "Create a notification channel",

@@ -16,6 +16,7 @@ from tasks.api.resource_fields import ResourcesField
 from tasks.api.run_serializers import LastRunSerializer, NextRunSerializer, RunSummarySerializer
 from tasks.api.strict import ChoiceField, StrictSerializer
 from tasks.models import Task, TaskHealth
+from tasks.transitions import concurrency
 
 PRIORITY_NAMES = {"low": 1, "medium": 5, "high": 9}
 MAX_TIMEOUT_SECONDS = 7 * 24 * 3600
@@ -189,6 +190,33 @@ class NotifySerializer(StrictSerializer):
     )
 
 
+KEY_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.:-]*$"
+MAX_KEY_LIMIT = 10_000
+
+
+class ConcurrencySerializer(StrictSerializer):
+    """{"key": "db", "limit": 2, "scope": "owner"}: at most `limit` runs of the tasks naming
+    the key run at once. Scope "global" names a key an operator declared (its limit applies)."""
+
+    key = serializers.RegexField(KEY_NAME, max_length=200)
+    limit = serializers.IntegerField(min_value=1, max_value=MAX_KEY_LIMIT, required=False)
+    scope = ChoiceField(choices=["owner", "global"], required=False)
+
+    def validate(self, attrs: dict) -> dict:
+        # A PATCH validates nested fields partially; the key is still given whole.
+        if "key" not in attrs:
+            raise serializers.ValidationError({"key": ["This field is required."]})
+        attrs.setdefault("scope", "owner")
+        if attrs["scope"] == "global":
+            if concurrency.global_key(attrs["key"]) is None:
+                raise serializers.ValidationError(
+                    {"key": [f"No global concurrency key {attrs['key']!r} is declared."]}
+                )
+        elif "limit" not in attrs:
+            raise serializers.ValidationError({"limit": ["This field is required."]})
+        return attrs
+
+
 class TaskInputSerializer(StrictSerializer):
     """What a client sends to create or change a task; `partial=True` for PATCH."""
 
@@ -206,6 +234,7 @@ class TaskInputSerializer(StrictSerializer):
     # many=True hands max_length on to the ListSerializer; the stubs only know Serializer's.
     notify = NotifySerializer(many=True, required=False, max_length=20)  # type: ignore[call-arg]
     resources = ResourcesField()
+    concurrency = ConcurrencySerializer(required=False, allow_null=True)
     on_zombie = ChoiceField(choices=Task.OnZombie.choices, required=False)
     expect = ExpectSerializer(required=False, allow_null=True)
     file = serializers.FileField(required=False, write_only=True)
@@ -238,6 +267,9 @@ class TaskInputSerializer(StrictSerializer):
         request = self.context.get("request")
         owner = request.user if request else getattr(self.instance, "owner", None)
         return outbox.validate_notify(value, owner=owner)
+
+    def validate_concurrency(self, value: dict | None) -> dict:
+        return value or {}
 
     def validate_timeout(self, value: float | None) -> float | None:
         if value is not None and not math.isfinite(value):
@@ -300,6 +332,7 @@ class TaskOutputSerializer(serializers.ModelSerializer):
     runs = RunSummarySerializer(many=True, read_only=True)
     executable = serializers.CharField(read_only=True, allow_null=True)
     resources = ResourcesField(read_only=True)
+    concurrency = ConcurrencySerializer(read_only=True, allow_null=True)
     expect = ExpectSerializer(read_only=True)
     health = ChoiceField(
         choices=TaskHealth.Health.choices,
@@ -326,6 +359,7 @@ class TaskOutputSerializer(serializers.ModelSerializer):
             "timeout",
             "notify",
             "resources",
+            "concurrency",
             "on_zombie",
             "expect",
             "status",

@@ -5,6 +5,7 @@ from rest_framework_simplejwt.views import TokenObtainPairView, TokenRefreshView
 
 from tasks.api import views
 from tasks.api.batch import TaskBatchCreateView
+from tasks.api.concurrency_views import ConcurrencyKeyDetailView, ConcurrencyKeyListCreateView
 from tasks.api.taskset_schema import TaskSetSchemaView
 from tasks.api.tasksets import TaskSetDriftView, TaskSetView
 from tasks.api.tokens import TokenObtainPairSerializer, TokenRefreshSerializer
@@ -27,6 +28,8 @@ urlpatterns = [
     path("tasks/<uuid:pk>/runs", views.TaskRunListView.as_view(), name="task-runs"),
     path("runs", views.RunListView.as_view(), name="run-list"),
     path("runs/<uuid:pk>", views.RunDetailView.as_view(), name="run-detail"),
+    path("concurrency-keys", ConcurrencyKeyListCreateView.as_view(), name="concurrency-keys"),
+    path("concurrency-keys/<int:pk>", ConcurrencyKeyDetailView.as_view(), name="concurrency-key"),
     path("tasksets/schema", TaskSetSchemaView.as_view(), name="taskset-schema"),
     path("tasksets/<str:name>", TaskSetView.as_view(), name="taskset"),
     path("tasksets/<str:name>/drift", TaskSetDriftView.as_view(), name="taskset-drift"),

@@ -13,6 +13,7 @@ from django.db.models import QuerySet
 from tasks import expectations, occurrences, schedules
 from tasks.db import RUN_DUE_CHANNEL, TASK_CHANGED_CHANNEL, notify
 from tasks.models import Run, Task
+from tasks.transitions import concurrency
 from tasks.transitions.plan import plan_task
 
 MAX_BATCH = 1000
@@ -42,7 +43,14 @@ def apply_fields(task: Task, data: dict) -> None:
             setattr(task, field, data[field])
     if data.get("executable") is not None:
         task.executable = data["executable"]
+    _set_concurrency(task, data)
     task.set_requests()
+
+
+def _set_concurrency(task: Task, data: dict) -> None:
+    if "concurrency" in data:
+        task.concurrency = data["concurrency"]
+        task.concurrency_key_id = concurrency.resolve(task.owner, task.concurrency)
 
 
 def first_fire_at(schedule: dict, *, now: datetime) -> datetime | None:
@@ -120,6 +128,7 @@ def create_tasks(*, owner: Any, items: list[dict], now: datetime) -> list[Task]:
         for field in TASK_FIELDS:
             if field in item:
                 setattr(task, field, item[field])
+        _set_concurrency(task, item)
         task.set_requests()
         task.next_unplanned_at = first_fire_at(task.schedule, now=now)
         runs.extend(occurrences.advance(task, now=now, horizon=horizon))

@@ -81,7 +81,7 @@ def update_task(*, task: Task, data: dict, now: datetime) -> Task:
         if "expect" in data:
             expectations.sync([task], now=now)
         _unstarted_runs(task).update(priority=task.priority, max_attempts=task.max_attempts)
-        if "resources" in data:  # retries too: every run still to be claimed
+        if "resources" in data or "concurrency" in data:  # retries too: every run unclaimed
             claimable = Run.objects.filter(task=task, status__in=CLAIMABLE_STATUSES)
             claimable.update(**task.requests)
             # A reason about the old requests no longer holds; workers and the reviewer say

@@ -74,6 +74,7 @@ def test_every_field_of_a_recurring_task() -> None:
         "timeout": 12.5,
         "notify": [{"channel": "c", "events": ["failed"]}],
         "resources": {"cpu": "500m", "memory": "256Mi"},
+        "concurrency": None,
         "on_zombie": "cancel",
         "expect": {},
         "status": "active",

@@ -220,7 +220,7 @@ def routes() -> list[str]:
             if isinstance(pattern, URLResolver):
                 walk(pattern.url_patterns, route)
             elif isinstance(pattern, URLPattern) and not route.startswith("admin/"):
-                found.append(route.replace("<uuid:pk>", str(UNKNOWN)))
+                found.append(route.replace("<uuid:pk>", str(UNKNOWN)).replace("<int:pk>", "1"))
 
     walk(get_resolver().url_patterns, "")
     return found
