@@ -53,6 +53,26 @@ SELECT count(*), coalesce(extract(epoch FROM now() - min(execute_at)), 0)::float
   FROM tasks_run
  WHERE status IN ('scheduled', 'waiting_for_resource') AND execute_at <= now()
 """
+# The busiest concurrency keys (running plus due), at most KEY_METRICS_TOP of them, so the
+# series stay bounded however many keys users create; each count is one range of a keyed-runs
+# partial index, the due count capped at KEY_WAITING_CAP.
+KEY_METRICS_TOP = 50
+KEY_WAITING_CAP = 100_000
+_KEYS_SQL = """
+SELECT k.name, CASE WHEN k.owner_id IS NULL THEN 'global' ELSE k.owner_id::text END,
+       k.max_running, r.running, w.waiting
+  FROM tasks_concurrencykey k
+ CROSS JOIN LATERAL (SELECT count(*) AS running FROM tasks_run
+                      WHERE concurrency_key_id = k.id AND status = 'running') r
+ CROSS JOIN LATERAL (SELECT count(*) AS waiting FROM (
+                         SELECT FROM tasks_run
+                          WHERE concurrency_key_id = k.id
+                            AND status IN ('scheduled', 'waiting_for_resource')
+                            AND execute_at <= now()
+                          LIMIT %(cap)s) due) w
+ ORDER BY r.running + w.waiting DESC, k.id
+ LIMIT %(top)s
+"""
 # run_running_idx, then the flag: only running runs are read.
 _ZOMBIE_SQL = "SELECT count(*) FROM tasks_run WHERE status = 'running' AND zombie_since IS NOT NULL"
 _COUNTERS_SQL = """
@@ -123,6 +143,27 @@ def queue_metrics(cursor: Any) -> Iterator[Metric]:
         "How long the oldest due run has waited to start (0 when none is waiting).",
         value=oldest,
     )
+
+
+def key_metrics(cursor: Any) -> Iterator[Metric]:
+    labels = ["key", "owner"]
+    limit = GaugeMetricFamily(
+        "scheduler_concurrency_key_limit", "A concurrency key's limit.", labels=labels
+    )
+    running = GaugeMetricFamily(
+        "scheduler_concurrency_key_running", "Runs of a concurrency key running.", labels=labels
+    )
+    waiting = GaugeMetricFamily(
+        "scheduler_concurrency_key_waiting",
+        "Runs of a concurrency key due and not started (held by the key or queued).",
+        labels=labels,
+    )
+    params = {"cap": KEY_WAITING_CAP, "top": KEY_METRICS_TOP}
+    for name, owner, most, now_running, due in _label_rows(cursor, _KEYS_SQL, params):
+        limit.add_metric([name, owner], most)
+        running.add_metric([name, owner], now_running)
+        waiting.add_metric([name, owner], due)
+    yield from (limit, running, waiting)
 
 
 def counter_metrics(cursor: Any) -> Iterator[Metric]:
@@ -301,6 +342,7 @@ class DatabaseCollector(Collector):
                 cursor.execute("SET LOCAL statement_timeout = '5s'")
                 for source in (
                     queue_metrics,
+                    key_metrics,
                     counter_metrics,
                     health_metrics,
                     lateness_metrics,

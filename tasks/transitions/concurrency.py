@@ -9,13 +9,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Count, IntegerField, OuterRef, Q, QuerySet, Subquery
 from django.db.models.functions import Coalesce, Now
 
+from scheduler_project.sql import queries
 from tasks.models import CLAIMABLE_STATUSES, ConcurrencyKey, Run
 
+SQL = queries("tasks", "concurrency.sql")
 GLOBAL = "global"
+HOLD_BATCH = 500
 
 
 def global_key(name: str) -> ConcurrencyKey | None:
@@ -82,3 +85,12 @@ def set_limit(key: ConcurrencyKey, limit: int) -> ConcurrencyKey:
     ConcurrencyKey.objects.filter(pk=key.pk).update(max_running=limit, declared=True)
     key.refresh_from_db()
     return key
+
+
+def hold_keyed_runs(*, batch: int = HOLD_BATCH) -> int:
+    """Mark due runs of keys at their limit `waiting_for_resource` with the key's reason (the
+    reviewer, each pass); returns how many changed. Workers need no wake-up: a held run is as
+    claimable as before, and the claim clears its reason when it starts it."""
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(SQL["hold_keyed"], {"batch": batch})
+        return len(cursor.fetchall())

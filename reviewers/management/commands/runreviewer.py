@@ -10,6 +10,7 @@ from django.conf import settings
 
 from reviewers import retention, samples
 from tasks.daemon import DaemonCommand
+from tasks.transitions.concurrency import hold_keyed_runs
 from tasks.transitions.expectations import review_expectations
 from tasks.transitions.no_sandbox import hold_or_release_executables
 from tasks.transitions.rescue import flag_starved_runs, mark_unplaceable_runs, rescue_stuck_runs
@@ -31,6 +32,9 @@ class Command(DaemonCommand):
 
     def run_once(self) -> bool:
         rescue = rescue_stuck_runs(after_seconds=settings.REVIEWERS_RESCUE_AFTER_SECONDS)
+        # Before the start SLA: a run its key holds back says so rather than "not started".
+        if keyed := hold_keyed_runs():
+            logger.info("runs waiting for their concurrency key=%d", keyed)
         starved = flag_starved_runs(sla_seconds=settings.TASKS_START_SLA_SECONDS)
         # Every pass too: `late` is due start_within after the run's time, not a pass later.
         for run_id, task_id, _, event in review_expectations():

@@ -12,9 +12,9 @@ from django.test import override_settings
 from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
-from tasks.models import Process
+from tasks.models import ConcurrencyKey, Process
 from tasks.transitions import claim
-from tests.factories import RunFactory, TaskFactory
+from tests.factories import RunFactory, TaskFactory, UserFactory
 
 
 def samples(text: str) -> dict[tuple[str, frozenset], float]:
@@ -60,6 +60,24 @@ def test_queue_depth_by_status_and_priority(client, db):
     assert value(text, "scheduler_runs_waiting_for_resource") == 1
     assert value(text, "scheduler_queue_due_runs") == 2
     assert value(text, "scheduler_queue_oldest_due_age_seconds") >= 60
+
+
+def test_concurrency_keys_show_their_limit_running_and_due_runs(client, db):
+    owner = UserFactory()
+    key = ConcurrencyKey.objects.create(owner=owner, name="db", max_running=2)
+    ConcurrencyKey.objects.create(name="crm", max_running=7)  # global, idle
+    task = TaskFactory(owner=owner, concurrency_key=key)
+    now = timezone.now()
+    for seconds in (1, 2, 3):
+        RunFactory(task=task, execute_at=now - timedelta(seconds=seconds), **task.requests)
+    RunFactory(task=task, execute_at=now + timedelta(hours=1), **task.requests)  # not due
+    claim.claim_runs(worker="w1", limit=10, prefetch_seconds=0, owner_cap=0)
+    text = scrape(client)
+    labels = {"key": "db", "owner": str(owner.pk)}
+    assert value(text, "scheduler_concurrency_key_limit", **labels) == 2
+    assert value(text, "scheduler_concurrency_key_running", **labels) == 2
+    assert value(text, "scheduler_concurrency_key_waiting", **labels) == 1
+    assert value(text, "scheduler_concurrency_key_limit", key="crm", owner="global") == 7
 
 
 def test_finished_runs_and_attempts_are_counted_by_the_outcome_batch(client, db):

@@ -14,7 +14,7 @@ from django.db import connection
 
 from tasks import outbox
 from tasks.models import ConcurrencyKey, Run, Task
-from tasks.transitions import claim
+from tasks.transitions import claim, concurrency
 from tests.factories import RunFactory, TaskFactory, UserFactory
 
 pytestmark = pytest.mark.django_db
@@ -150,3 +150,25 @@ def test_a_claim_counts_the_admissions_committed_after_its_snapshot() -> None:
     assert Run.objects.get(pk=high.pk).wait_reason == (
         "waiting for concurrency key db (1 of 1 running)"
     )
+
+
+def test_due_runs_of_a_full_key_the_claim_skipped_say_why_they_wait() -> None:
+    key = ConcurrencyKey.objects.create(owner=UserFactory(), name="db", max_running=1)
+    task = keyed_task(key)
+    first = due(task, ago=5)
+    assert [r.id for r in take(limit=1)] == [first.pk]
+    later = [due(task, ago=1), due(task, ago=2)]  # due while the key is full: no candidates
+    assert take() == []
+    assert {Run.objects.get(pk=r.pk).status for r in later} == {"scheduled"}
+    assert concurrency.hold_keyed_runs() == 2
+    assert concurrency.hold_keyed_runs() == 0  # written once
+    for run in later:
+        run.refresh_from_db()
+        assert (run.status, run.wait_reason) == (
+            "waiting_for_resource",
+            "waiting for concurrency key db (1 of 1 running)",
+        )
+    Run.objects.filter(pk=first.pk).update(status="succeeded", finished_at=datetime.now(UTC))
+    [started] = take()
+    assert started.id == later[1].pk  # the older one
+    assert Run.objects.get(pk=started.id).wait_reason == ""
