@@ -63,6 +63,9 @@ def parser() -> argparse.ArgumentParser:
         default="",
         help="throughput: more runworker flags, e.g. '--cpu 64 --memory 256Gi'",
     )
+    core.add_argument(
+        "--key-limit", type=int, default=None, help="throughput: one concurrency key, this limit"
+    )
     core.add_argument("--claim-ahead", type=int, default=None, help="cycle: override")
     core.add_argument("--api-requests", type=int, default=1000, help="soak: API requests")
     for name in CORE:
@@ -177,6 +180,7 @@ def run_core(options: dict[str, Any]) -> None:
                         n=options["n"],
                         processes=options["processes"],
                         worker_flags=shlex.split(options["worker_flags"]),
+                        key_limit=options["key_limit"],
                     )
                     for _ in range(options["repeat"])
                 ]

@@ -47,8 +47,9 @@ def bench_owner():
     return user
 
 
-def enqueue(run_at: list[datetime], *, now: datetime) -> float:
-    """Create one one-time `bench` task per time, through the batch service; returns seconds."""
+def enqueue(run_at: list[datetime], *, now: datetime, key_limit: int | None = None) -> float:
+    """Create one one-time `bench` task per time, through the batch service; returns seconds.
+    With `key_limit`, every task names the concurrency key `bench` with that limit."""
     owner = bench_owner()
     started = time.monotonic()
     for offset in range(0, len(run_at), MAX_BATCH):
@@ -58,6 +59,7 @@ def enqueue(run_at: list[datetime], *, now: datetime) -> float:
                 "payload": {"name": "bench", "args": {}},
                 "schedule": schedules.normalize({"type": "once", "run_at": _iso(at)}, now=now),
                 "priority": 5,
+                **({"concurrency": {"key": "bench", "limit": key_limit}} if key_limit else {}),
             }
             for at in run_at[offset : offset + MAX_BATCH]
         ]
@@ -152,12 +154,14 @@ def throughput(
     n: int,
     processes: int | None = None,
     worker_flags: Sequence[str] = (),
+    key_limit: int | None = None,
 ) -> dict:
     """N no-op runs due now, then W slots; rate = completed / (last completion - first start).
-    `worker_flags` go to every runworker (e.g. --cpu 64 --memory 256Gi: a declared capacity)."""
+    `worker_flags` go to every runworker (e.g. --cpu 64 --memory 256Gi: a declared capacity);
+    with `key_limit`, every run carries one concurrency key of that limit."""
     reset_queue()
     now = datetime.now(UTC)
-    enqueue_seconds = enqueue([now] * n, now=now)
+    enqueue_seconds = enqueue([now] * n, now=now, key_limit=key_limit)
     analyze_queue()
     run_dir = tempfile.mkdtemp(prefix="bench-throughput-")
     procs, concurrency = layout(workers, processes)
@@ -178,6 +182,7 @@ def throughput(
         "processes": procs,
         "concurrency": concurrency,
         "worker_flags": " ".join(worker_flags),
+        "key_limit": key_limit,
         "n": n,
         "succeeded": succeeded,
         "attempts_recorded": attempts,

@@ -25,9 +25,12 @@ capped AS (
      GROUP BY owner_id
 ), key_running AS (
     -- Running runs per concurrency key, as of this statement's snapshot (run_key_running_idx:
-    -- keyed running runs only; without keys, one probe of an empty index range).
+    -- keyed running runs only; without keys, one probe of an empty index range), less the
+    -- runs this statement records finished (`finishing`: the cycle's `done`), which commit
+    -- with what it claims: a worker's freed slot under a key is refilled in the same cycle.
     SELECT concurrency_key_id AS key, count(*) AS running FROM tasks_run
      WHERE status = 'running' AND concurrency_key_id IS NOT NULL
+       AND id NOT IN (SELECT id FROM finishing)
      GROUP BY concurrency_key_id
 ), key_full AS (
     -- Keys at their limit: the candidates skip their runs, so a run held by its key never
@@ -224,13 +227,13 @@ missed AS (
 -- running, so a claim this snapshot does not see is counted by the difference, and one it does
 -- is counted once; a run that finished since is not subtracted (it only errs low). A candidate
 -- is admitted while that bound plus the key's claimable runs ahead of it (priority, then
--- execute_at, then id: strict order within a key, other workers' locked candidates included)
--- stays below the limit. A key's limit is read from the locked row: a change applies at the
+-- execute_at: strict order within a key, other workers' locked candidates included) stays
+-- below the limit. A key's limit is read from the locked row: a change applies at the
 -- next claim. Without keyed candidates, `keyed` reads no row.
 -- name: key_ctes
 keyed AS (
     SELECT k.id, k.name, k.max_running, k.admitted FROM tasks_concurrencykey k
-     WHERE k.id IN (SELECT ckey FROM candidates)
+     WHERE k.id = ANY (ARRAY(SELECT DISTINCT ckey FROM candidates WHERE ckey IS NOT NULL))
      ORDER BY k.id
        FOR NO KEY UPDATE
 ), key_room AS (
@@ -240,13 +243,16 @@ keyed AS (
       JOIN tasks_concurrencykey s ON s.id = l.id
       LEFT JOIN key_running kr ON kr.key = l.id
 ), key_admission AS (
-    -- Two bounded index ranges of run_key_claimable_idx per keyed candidate, each stopping
-    -- at the limit: the key's due runs of a higher priority, and those of its own before it.
+    -- A candidate's slot: what runs, plus the key's due claimable runs strictly ahead of it
+    -- (two bounded index ranges of run_key_claimable_idx, each stopping at the limit: a higher
+    -- priority; the same one, due earlier), plus this batch's candidates tied with it (same
+    -- priority and execute_at, lower id: the scan returns ties in no stated order). The j-th
+    -- admitted candidate of a key counts the j before it, so a batch admits at most the room.
     SELECT id, execute_at, name, max_running, least(taken, max_running) AS taken,
            taken < max_running AS admitted
       FROM (
     SELECT c.id, c.execute_at, k.name, k.max_running,
-           k.running + (
+           k.running + c.tied + (
                SELECT count(*) FROM (
                    SELECT FROM tasks_run o
                     WHERE o.concurrency_key_id = c.ckey
@@ -260,10 +266,13 @@ keyed AS (
                     WHERE o.concurrency_key_id = c.ckey
                       AND o.status IN ('scheduled', 'waiting_for_resource')
                       AND o.priority = c.priority
-                      AND (o.execute_at, o.id) < (c.execute_at, c.id)
+                      AND o.execute_at < c.execute_at
                     LIMIT k.max_running) AS earlier) AS taken
-      FROM candidates c JOIN key_room k ON k.id = c.ckey
-     WHERE c.id NOT IN (SELECT id FROM missed)) AS ranked
+      FROM (SELECT c.*, row_number() OVER (PARTITION BY c.ckey, c.priority, c.execute_at
+                                           ORDER BY c.id) - 1 AS tied
+              FROM candidates c
+             WHERE c.ckey IS NOT NULL AND c.id NOT IN (SELECT id FROM missed)) AS c
+      JOIN key_room k ON k.id = c.ckey) AS ranked
 ), key_short AS (
     -- Due runs their key holds back; the count is of the key's slots taken by runs running
     -- (as bounded above) and runs ahead of this one.
@@ -276,7 +285,7 @@ keyed AS (
 -- `row` says what each row is: a claimed run, or (once) that capacity held due runs back (the
 -- worker then waits for a finish); the held row's claimed columns are NULL.
 -- name: claim
-WITH {claim_ctes}
+WITH finishing AS (SELECT NULL::uuid AS id WHERE false), {claim_ctes}
 SELECT 'claimed' AS row, claimed.* FROM claimed
 UNION ALL
 SELECT 'held', claimed.* FROM {held_row}
@@ -450,7 +459,7 @@ done.id AS recorded_id, done.task_id AS recorded_task_id, done.status AS recorde
 -- UPDATEs touch disjoint rows (the finished runs are `running`, the claim takes `scheduled`
 -- ones), and in autocommit the statement is its own transaction: one commit per cycle.
 -- name: cycle
-WITH {finish_ctes}, {claim_ctes}
+WITH {finish_ctes}, finishing AS (SELECT id FROM done), {claim_ctes}
 SELECT 'recorded' AS row, {recorded_columns}, claimed.* FROM done LEFT JOIN claimed ON false
 UNION ALL
 SELECT 'claimed', NULL, NULL, NULL, NULL, NULL, claimed.* FROM claimed

@@ -47,10 +47,15 @@ def apply_fields(task: Task, data: dict) -> None:
     task.set_requests()
 
 
-def _set_concurrency(task: Task, data: dict) -> None:
+def _set_concurrency(task: Task, data: dict, known: dict | None = None) -> None:
+    """The task's key from its `concurrency`; `known` remembers a batch's keys by value."""
     if "concurrency" in data:
         task.concurrency = data["concurrency"]
-        task.concurrency_key_id = concurrency.resolve(task.owner, task.concurrency)
+        seen = {} if known is None else known
+        value = tuple(sorted(task.concurrency.items()))
+        if value not in seen:
+            seen[value] = concurrency.resolve(task.owner, task.concurrency)
+        task.concurrency_key_id = seen[value]
 
 
 def first_fire_at(schedule: dict, *, now: datetime) -> datetime | None:
@@ -118,6 +123,7 @@ def create_tasks(*, owner: Any, items: list[dict], now: datetime) -> list[Task]:
     new_tasks: list[Task] = []
     runs: list[Run] = []
     seen: dict[str, Task] = {}
+    keys_known: dict = {}
     for item in items:
         key = item.get("dedup_key") or None
         if key and (key in existing or key in seen):
@@ -128,7 +134,7 @@ def create_tasks(*, owner: Any, items: list[dict], now: datetime) -> list[Task]:
         for field in TASK_FIELDS:
             if field in item:
                 setattr(task, field, item[field])
-        _set_concurrency(task, item)
+        _set_concurrency(task, item, keys_known)
         task.set_requests()
         task.next_unplanned_at = first_fire_at(task.schedule, now=now)
         runs.extend(occurrences.advance(task, now=now, horizon=horizon))

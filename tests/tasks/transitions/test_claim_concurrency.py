@@ -172,3 +172,42 @@ def test_due_runs_of_a_full_key_the_claim_skipped_say_why_they_wait() -> None:
     [started] = take()
     assert started.id == later[1].pk  # the older one
     assert Run.objects.get(pk=started.id).wait_reason == ""
+
+
+def test_runs_due_at_one_instant_are_admitted_up_to_the_limit_claim_after_claim() -> None:
+    """Ties on (priority, execute_at), which the scan returns in no stated order: a batch admits
+    exactly the room, and the next claims go on (they starved when ties were ranked by id)."""
+    key = ConcurrencyKey.objects.create(owner=UserFactory(), name="db", max_running=2)
+    at = datetime.now(UTC) - timedelta(seconds=1)
+    runs = [RunFactory(task=keyed_task(key), scheduled_at=at) for _ in range(12)]
+    Run.objects.filter(pk__in=[r.pk for r in runs]).update(concurrency_key_id=key.pk)
+    for _ in range(6):
+        claimed = take(limit=8)
+        assert len(claimed) == 2
+        assert Run.objects.filter(concurrency_key_id=key.pk, status="running").count() == 2
+        Run.objects.filter(pk__in=[r.id for r in claimed]).update(
+            status="succeeded", finished_at=datetime.now(UTC)
+        )
+    assert not Run.objects.filter(concurrency_key_id=key.pk).exclude(status="succeeded").exists()
+
+
+def test_a_cycle_refills_the_slot_its_own_finish_frees() -> None:
+    """The record-and-claim statement counts the run it records finished as no longer running:
+    with the key full, the freed slot goes to the next run in the same statement."""
+    key = ConcurrencyKey.objects.create(owner=UserFactory(), name="db", max_running=1)
+    task = keyed_task(key)
+    first, second = due(task, ago=2), due(task, ago=1)
+    [held] = take(limit=1)
+    assert held.id == first.pk
+    outcome = claim.Outcome(
+        run_id=first.pk,
+        attempt=1,
+        status="succeeded",
+        attempt_outcome="succeeded",
+        started_at=None,
+    )
+    recorded, claimed = claim.record_and_claim(
+        worker="w", outcomes=[outcome], limit=4, prefetch_seconds=0, owner_cap=0
+    )
+    assert [r[0] for r in recorded] == [first.pk]
+    assert [r.id for r in claimed] == [second.pk]
