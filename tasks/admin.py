@@ -40,8 +40,16 @@ from tasks.admin_run_page import RunPageButtons
 from tasks.admin_scope import OwnedAdmin, OwnedInline, is_operator
 from tasks.db import db_now
 from tasks.exceptions import TasksError
-from tasks.models import TERMINAL_STATUSES, Attempt, Process, Run, Task, TaskSet
-from tasks.transitions import creation, lifecycle, run_actions
+from tasks.models import (
+    TERMINAL_STATUSES,
+    Attempt,
+    ConcurrencyKey,
+    Process,
+    Run,
+    Task,
+    TaskSet,
+)
+from tasks.transitions import concurrency, creation, lifecycle, run_actions
 
 # The index page links the dashboard (templates/admin/tasks_index.html).
 admin.site.index_template = "admin/tasks_index.html"
@@ -456,3 +464,35 @@ class ProcessAdmin(admin.ModelAdmin):
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
+
+
+@admin.register(ConcurrencyKey)
+class ConcurrencyKeyAdmin(admin.ModelAdmin):
+    """The keys with what runs and waits under each, as the API lists them; a limit set here is
+    declared (it wins over the tasks') and applies from the next claim."""
+
+    list_display = ["name", "owner", "max_running", "declared", "running", "waiting"]
+    list_display += ["updated_at"]
+    list_filter = ["declared", ("owner", admin.EmptyFieldListFilter)]
+    search_fields = ["name"]
+    ordering = ["name", "id"]
+    fields = ["owner", "name", "max_running", "declared", "admitted"]
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[ConcurrencyKey]:
+        return concurrency.with_counts(super().get_queryset(request))
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
+        # A key's owner and name are what tasks point at; only the limit changes.
+        return ["owner", "name", "declared", "admitted"] if obj else ["declared", "admitted"]
+
+    @admin.display(description="running", ordering="running")
+    def running(self, key: Any) -> int:
+        return key.running
+
+    @admin.display(description="waiting (due)", ordering="waiting")
+    def waiting(self, key: Any) -> int:
+        return key.waiting
+
+    def save_model(self, request: HttpRequest, obj: Any, form: Any, change: bool) -> None:
+        obj.declared = True
+        super().save_model(request, obj, form, change)

@@ -46,15 +46,16 @@ def resolve(owner: Any, concurrency: dict) -> int | None:
 
 
 def visible_keys(owner: Any) -> QuerySet[ConcurrencyKey]:
-    """The owner's keys and the global ones, with their runs running and their claimable runs
-    due (waiting) counted."""
-    return (
-        ConcurrencyKey.objects.filter(Q(owner=owner) | Q(owner__isnull=True))
-        .annotate(
-            running=_count(Q(status=Run.Status.RUNNING)),
-            waiting=_count(Q(status__in=CLAIMABLE_STATUSES, execute_at__lte=Now())),
-        )
-        .order_by("owner_id", "name", "id")
+    """The owner's keys and the global ones, with their runs counted (with_counts)."""
+    keys = ConcurrencyKey.objects.filter(Q(owner=owner) | Q(owner__isnull=True))
+    return with_counts(keys).order_by("owner_id", "name", "id")
+
+
+def with_counts(keys: QuerySet[ConcurrencyKey]) -> QuerySet[ConcurrencyKey]:
+    """`running`: the key's runs running; `waiting`: its claimable runs due."""
+    return keys.annotate(
+        running=_count(Q(status=Run.Status.RUNNING)),
+        waiting=_count(Q(status__in=CLAIMABLE_STATUSES, execute_at__lte=Now())),
     )
 
 
