@@ -5,12 +5,16 @@ runs beside them; a limit lowered at run time applies from the next claim."""
 from __future__ import annotations
 
 import itertools
+import random
+import signal
+import time
+from collections import Counter
 from datetime import UTC, datetime, timedelta
 
 import pytest
 from django.db import connection
 
-from tasks.models import ConcurrencyKey, Run, Task
+from tasks.models import Attempt, ConcurrencyKey, Run, Task
 from tests.conftest import process_env, wait_for
 from tests.factories import RunFactory, TaskFactory, UserFactory
 
@@ -42,7 +46,7 @@ def keyed_runs(key: ConcurrencyKey | None, count: int, *, priority=lambda i: 5) 
 HANDOVER = timedelta(milliseconds=10)
 
 
-def most_at_once(runs: list[Run]) -> int:
+def most_at_once(runs: list[Run] | list[Attempt]) -> int:
     """The most runs whose [started_at, finished_at) intervals overlap at one instant."""
     edges = sorted(
         itertools.chain.from_iterable(
@@ -122,3 +126,52 @@ def test_a_limit_lowered_at_run_time_applies_from_the_next_claim(processes):
         assert all(b.finished_at - HANDOVER <= run.started_at for b in before), "beside older"
     assert most_at_once(after) == 1, sorted((r.started_at, r.finished_at, r.worker) for r in after)
     assert Task.objects.filter(concurrency_key=key).count() == 12
+
+
+@pytest.mark.chaos
+def test_killing_workers_never_lets_a_key_run_more_than_its_limit(processes, tmp_path):
+    """Four workers, one SIGKILLed every two seconds and started again, and a reviewer that
+    rescues the dead ones' runs: a killed worker's runs stay running (and hold their key's
+    slots) until rescued, so the attempts never overlap more than the limit; every run
+    succeeds once."""
+    records = tmp_path / "records"
+    records.mkdir()
+    env = process_env(
+        SCHEDULER_HANDLER_MODULES="tests.handlers",
+        TEST_RECORD_DIR=str(records),
+        TASKS_HEARTBEAT_SECONDS="0.5",
+        REVIEWERS_RESCUE_AFTER_SECONDS="2.0",
+        REVIEWERS_INTERVAL_SECONDS="0.5",
+        TASKS_START_SLA_SECONDS="600",
+    )
+    key = ConcurrencyKey.objects.create(owner=UserFactory(), name="db", max_running=2)
+    now = datetime.now(UTC)
+    ids = []
+    for i in range(40):
+        task = TaskFactory(
+            owner=key.owner,
+            payload={"name": "record", "args": {"sleep": 0.2}},
+            max_attempts=20,
+            concurrency_key=key,
+        )
+        at = now - timedelta(seconds=1) + timedelta(milliseconds=i)
+        ids.append(RunFactory(task=task, scheduled_at=at, max_attempts=20, **task.requests).pk)
+    processes.start("runreviewer", env=env)
+    workers = [processes.start("runworker", "--concurrency", "2", env=env) for _ in range(4)]
+    kills = 0
+    rng = random.Random(11)
+    deadline = time.monotonic() + 240
+    while not succeeded(ids):
+        assert time.monotonic() < deadline, "runs did not all finish:\n" + processes.logs()
+        time.sleep(2.0)
+        if Run.objects.filter(pk__in=ids).exclude(status="succeeded").count() > 4:
+            victim = rng.randrange(len(workers))
+            workers[victim].send_signal(signal.SIGKILL)
+            workers[victim].wait()
+            kills += 1
+            workers[victim] = processes.start("runworker", "--concurrency", "2", env=env)
+    assert kills >= 3
+    attempts = list(Attempt.objects.filter(run_id__in=ids))
+    assert most_at_once(attempts) <= 2
+    won = Counter(a.run_id for a in attempts if a.outcome == "succeeded")
+    assert set(won.values()) == {1} and set(won) == set(ids)
