@@ -79,6 +79,8 @@ def test_every_field_of_a_recurring_task() -> None:
         "expect": {},
         "status": "active",
         "health": "up",
+        "taskset": None,
+        "key": None,
         "last_run": {
             "id": str(done.pk),
             "scheduled_at": "2026-05-04T03:02:01Z",
