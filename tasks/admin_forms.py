@@ -27,6 +27,7 @@ TYPE_FIELDS = {
     "weekly": ("days", "at"),
     "monthly": ("day", "at"),
     "cron": ("expression",),
+    "rrule": ("rule",),
 }
 RECURRING_FIELDS = ("timezone", "start_at", "end_at", "max_runs", "jitter", "misfire", "overlap")
 SCHEDULE_FIELDS = (
@@ -37,6 +38,7 @@ SCHEDULE_FIELDS = (
     "days",
     "day",
     "expression",
+    "rule",
     *RECURRING_FIELDS,
 )
 TIMEZONES = sorted(zoneinfo.available_timezones())
@@ -72,6 +74,9 @@ class TaskAdminForm(forms.ModelForm):
     day = forms.IntegerField(required=False, help_text="monthly: 1..31, or -1 for the last day.")
     expression = forms.CharField(
         required=False, help_text="cron: 5 fields, or 6 with seconds first."
+    )
+    rule = forms.CharField(
+        required=False, help_text="rrule: RFC 5545, e.g. FREQ=MONTHLY;BYDAY=FR;BYSETPOS=-1."
     )
     timezone = forms.ChoiceField(choices=[(z, z) for z in TIMEZONES], initial="UTC")
     start_at = forms.CharField(required=False, help_text=DATETIME_HELP)

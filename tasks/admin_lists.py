@@ -13,7 +13,7 @@ from django.db import connection
 from django.db.models import QuerySet
 from django.utils.functional import cached_property
 
-from tasks import expectations
+from tasks import expectations, schedules
 from tasks.models import HEALTHS
 
 # A filtered list is counted exactly up to this many rows, then shown as "at least" this many.
@@ -87,7 +87,7 @@ class HealthFilter(admin.SimpleListFilter):
 class ScheduleTypeFilter(admin.SimpleListFilter):
     title = "schedule"
     parameter_name = "schedule_type"
-    TYPES = ("once", "interval", "daily", "weekly", "monthly", "cron")
+    TYPES = schedules.TYPES
 
     def lookups(self, request: Any, model_admin: Any) -> list[tuple[str, str]]:
         return [(t, t) for t in self.TYPES]

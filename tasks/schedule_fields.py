@@ -5,17 +5,20 @@ from __future__ import annotations
 
 import math
 import re
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from functools import cache
 from typing import Any
 from zoneinfo import ZoneInfo, available_timezones
 
+from tasks import schedule_rrule
 from tasks.schedule_cron import CronSyntaxError, first_instant_at_or_after, parse_cron
 
 WEEKDAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
 _FULL_DAY_NAMES = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 MIN_YEAR, MAX_YEAR = 1900, 9000
 MAX_EXPRESSION_LENGTH = 200
+MAX_EXDATES = 1000
+_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 _AT = re.compile(r"^(\d{1,2}):(\d{2})(?::(\d{2}))?$")
 _NUMBER = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$")
 
@@ -163,6 +166,42 @@ class FieldReader:
             )
             return None
         return text
+
+    def rule(self) -> str | None:
+        """An RFC 5545 rule, canonical; errors name the part (`rule.BYSETPOS`)."""
+        try:
+            return schedule_rrule.parse(self.raw.get("rule")).text
+        except schedule_rrule.RuleError as exc:
+            for field, messages in exc.errors.items():
+                for message in messages:
+                    self.error(field, message)
+            return None
+
+    def exdates(self, zone: ZoneInfo) -> list[str]:
+        """Excluded dates (`2026-12-24`: every occurrence that local day) and date-times (that
+        occurrence; without an offset, local), stored sorted as dates and UTC instants."""
+        value = self.raw.get("exdates")
+        if value is None:
+            return []
+        if not isinstance(value, list) or len(value) > MAX_EXDATES:
+            self.error("exdates", f"Must be a list of at most {MAX_EXDATES} dates or date-times.")
+            return []
+        found: set[str] = set()
+        for index, item in enumerate(value):
+            text = item.strip() if isinstance(item, str) else ""
+            if _DATE.match(text):
+                try:
+                    found.add(date.fromisoformat(text).isoformat())
+                except ValueError:
+                    self.error(f"exdates[{index}]", "Not a calendar date.")
+                continue
+            problems: dict[str, list[str]] = {}
+            instant = FieldReader({"at": item}, problems).instant("at", zone)
+            if instant is None:
+                self.errors[f"exdates[{index}]"] = problems.get("at", ["Must be a date."])
+                continue
+            found.add(instant.isoformat().replace("+00:00", "Z"))
+        return sorted(found)
 
     def flag(self, field: str) -> bool | None:
         """A true/false field; None when absent."""

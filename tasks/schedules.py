@@ -13,16 +13,17 @@ from __future__ import annotations
 import hashlib
 import math
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from functools import lru_cache
 from itertools import islice
 from typing import Any
 from zoneinfo import ZoneInfo
 
+from tasks import schedule_rrule
 from tasks.schedule_cron import CronSpec, cron_times, parse_cron
 from tasks.schedule_fields import WEEKDAYS, FieldReader
 
-TYPES = ("once", "interval", "daily", "weekly", "monthly", "cron")
+TYPES = ("once", "interval", "daily", "weekly", "monthly", "cron", "rrule")
 MISFIRE_POLICIES = ("run_once", "skip", "run_all")
 # run_all replays at most this many missed occurrences per catch-up; the rest are recorded skipped.
 RUN_ALL_CAP = 100
@@ -39,6 +40,7 @@ _TYPE_FIELDS: dict[str, tuple[str, ...]] = {
     "weekly": ("days", "at"),
     "monthly": ("day", "at"),
     "cron": ("expression", "allow_every_second"),
+    "rrule": ("rule", "exdates"),
 }
 _COMMON_FIELDS: tuple[str, ...] = ("timezone", "start_at", "end_at", "max_runs", "jitter")
 _COMMON_FIELDS += ("misfire", "misfire_grace", "overlap", "anchor")  # anchor: for round trips
@@ -91,6 +93,9 @@ def normalize(raw: dict | str | None, *, now: datetime) -> dict:
         raise ScheduleError({field: ["The schedule has no fire time within its bounds."]})
     if kind != "once" and next(fire_times(out, after=now - _TICK), None) is None:
         # A window that lies wholly in the past would make a task that never runs.
+        if out["end_at"] is None and kind == "rrule":
+            part = "rule.COUNT" if ";COUNT=" in out["rule"] else "rule.UNTIL"
+            raise ScheduleError({part: ["The rule has no fire time left: it ended in the past."]})
         raise ScheduleError({"end_at": ["The schedule has no fire time left: end_at has passed."]})
     return out
 
@@ -123,6 +128,9 @@ def _normalize_recurring(v: FieldReader, zone: ZoneInfo, now: datetime) -> dict:
         out["expression"] = v.expression()
         if v.raw.get("allow_every_second") is True:  # kept, so the schedule round-trips
             out["allow_every_second"] = True
+    if kind == "rrule":
+        out["rule"] = v.rule()
+        out["exdates"] = v.exdates(zone)
     start, end = v.instant("start_at", zone), v.instant("end_at", zone)
     if start is not None and end is not None and end <= start:
         v.error("end_at", "Must be later than start_at.")
@@ -171,7 +179,36 @@ def fire_times(schedule: dict, *, after: datetime | None) -> Iterator[datetime]:
         yield from _interval_times(schedule, start, anchor, lower, end)
         return
     zone = ZoneInfo(schedule.get("timezone") or "UTC")
+    if schedule["type"] == "rrule":
+        yield from _rrule_times(schedule, zone, start or anchor, lower, end)
+        return
     yield from cron_times(_spec(schedule), zone, after=lower, until=end)
+
+
+def _rrule_times(
+    schedule: dict, zone: ZoneInfo, begin: datetime | None, lower: datetime, end: datetime | None
+) -> Iterator[datetime]:
+    # The rule's DTSTART is start_at's wall reading, or the local midnight of the anchor's day,
+    # so the parts a rule leaves out (BYHOUR, BYMINUTE, BYSECOND) default to zero.
+    if begin is None:
+        raise ValueError("An rrule schedule needs start_at or anchor.")
+    wall = begin.astimezone(zone).replace(tzinfo=None)
+    if schedule.get("start_at") is None:
+        wall = wall.replace(hour=0, minute=0, second=0, microsecond=0)
+    rule = schedule_rrule.compiled(schedule["rule"])
+    excluded_days, excluded_instants = _exdates(tuple(schedule.get("exdates") or ()))
+    for at in schedule_rrule.rule_times(rule, zone, dtstart=wall, after=lower, until=end):
+        if at in excluded_instants or at.astimezone(zone).date() in excluded_days:
+            continue
+        yield at
+
+
+@lru_cache(maxsize=256)
+def _exdates(values: tuple[str, ...]) -> tuple[frozenset[date], frozenset[datetime]]:
+    """Canonical exdates: local dates (every occurrence that day) and UTC instants."""
+    days = frozenset(date.fromisoformat(v) for v in values if len(v) == 10)
+    instants = frozenset(_as_utc(datetime.fromisoformat(v)) for v in values if len(v) != 10)
+    return days, instants
 
 
 def _interval_times(

@@ -340,6 +340,32 @@ SCHEDULES: dict[str, Schema] = {
         ["expression"],
         {"expression": "0 9 * * mon-fri", "timezone": "Europe/Berlin"},
     ),
+    "rrule": _recurring(
+        "rrule",
+        "Rrule",
+        "An RFC 5545 recurrence rule, wall-clock in `timezone` (DST: docs/schedules.md). Parts "
+        "it leaves out come from `start_at`, or from midnight of the day the schedule was "
+        "defined.",
+        {
+            "rule": {
+                "type": "string",
+                "maxLength": 500,
+                "description": "`FREQ=...;BYDAY=...`: FREQ, INTERVAL, COUNT (up to 10,000), UNTIL, "
+                "WKST, BYMONTH, BYWEEKNO, BYYEARDAY, BYMONTHDAY, BYDAY, BYHOUR, BYMINUTE, "
+                "BYSECOND, BYSETPOS. A 400 names the part (`schedule.rule.BYSETPOS`).",
+            },
+            "exdates": {
+                "type": "array",
+                "maxItems": 1000,
+                "items": {"type": "string"},
+                "description": "Occurrences left out: a date (`2026-12-24`, every occurrence "
+                "that local day) or a date-time (that occurrence; no offset means local time). "
+                "Answers show dates and UTC instants.",
+            },
+        },
+        ["rule"],
+        {"rule": "FREQ=MONTHLY;BYDAY=FR;BYSETPOS=-1;BYHOUR=17", "timezone": "Europe/Berlin"},
+    ),
 }
 SCHEDULE_DESCRIPTION = (
     "When the task runs; the `type` says which fields apply. Absent or null: once, now. Answers "

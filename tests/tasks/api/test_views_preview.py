@@ -130,3 +130,15 @@ def test_missing_schedule_is_400(api: APIClient, db) -> None:
 
     assert response.status_code == 400
     assert "schedule" in response.json()
+
+
+def test_rrule_preview_and_a_bad_part_named(api: APIClient, db) -> None:
+    rule = "FREQ=MONTHLY;BYDAY=FR;BYSETPOS=-1;BYHOUR=17"
+    schedule = {"type": "rrule", "rule": rule, "timezone": "Europe/Berlin"}
+    response = preview(api, {**schedule, "start_at": "2030-01-01T00:00:00"}, count=2)
+
+    assert response.status_code == 200, response.content
+    assert response.json()["next_runs"] == ["2030-01-25T16:00:00Z", "2030-02-22T16:00:00Z"]
+    bad = preview(api, {**schedule, "rule": "FREQ=MONTHLY;BYDAY=FR;BYSETPOS=0"})
+    assert bad.status_code == 400
+    assert list(bad.json()["schedule"]) == ["rule.BYSETPOS"]
