@@ -18,6 +18,7 @@ _FULL_DAY_NAMES = ("monday", "tuesday", "wednesday", "thursday", "friday", "satu
 MIN_YEAR, MAX_YEAR = 1900, 9000
 MAX_EXPRESSION_LENGTH = 200
 MAX_EXDATES = 1000
+MAX_BUSINESS_DAY = 23  # the most weekdays a month has
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 _AT = re.compile(r"^(\d{1,2}):(\d{2})(?::(\d{2}))?$")
 _NUMBER = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$")
@@ -138,6 +139,44 @@ class FieldReader:
             self.error("day", message)
             return None
         return day
+
+    def month_days(self) -> dict[str, Any]:
+        """A monthly schedule's day: `day`, or `weekday` with `week` (the n-th, or -n-th from
+        the end, such weekday), or `business_day` (the n-th business day, -1 the last)."""
+        given = [key for key in ("day", "weekday", "business_day") if key in self.raw]
+        if len(given) > 1:
+            for key in given[1:]:
+                self.error(
+                    key,
+                    f"Give one of day, weekday (with week) or business_day, not {given[0]} too.",
+                )
+            return {}
+        if given == ["business_day"]:
+            message = f"Must be 1..{MAX_BUSINESS_DAY}, or -1..-{MAX_BUSINESS_DAY} from the end."
+            n = self.number(
+                "business_day",
+                minimum=-MAX_BUSINESS_DAY,
+                maximum=MAX_BUSINESS_DAY,
+                integer=True,
+                message=message,
+            )
+            if n == 0:
+                self.error("business_day", message)
+            return {"business_day": n or None}
+        if given == ["weekday"] or "week" in self.raw:
+            value = self.raw.get("weekday")
+            name = value.strip().lower() if isinstance(value, str) else None
+            day = name[:3] if name in WEEKDAYS or name in _FULL_DAY_NAMES else None
+            if day is None:
+                self.error("weekday", "Must be a weekday, mon..sun (with week).")
+            message = "Must be 1..5 (the n-th such weekday) or -1..-5 (from the month's end)."
+            week = self.number(
+                "week", minimum=-5, maximum=5, integer=True, need=True, message=message
+            )
+            if week == 0:
+                self.error("week", message)
+            return {"weekday": day, "week": week or None}
+        return {"day": self.month_day()}
 
     def expression(self) -> str | None:
         value = self.raw.get("expression")

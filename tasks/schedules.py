@@ -10,17 +10,18 @@ zone with the DST rules written in docs/schedules.md and returned as aware UTC d
 
 from __future__ import annotations
 
+import calendar
 import hashlib
 import math
-from collections.abc import Iterator
-from datetime import UTC, date, datetime, timedelta
+from collections.abc import Callable, Iterator
+from datetime import UTC, date, datetime, time, timedelta
 from functools import lru_cache
 from itertools import islice
 from typing import Any
 from zoneinfo import ZoneInfo
 
 from tasks import schedule_rrule
-from tasks.schedule_cron import CronSpec, cron_times, parse_cron
+from tasks.schedule_cron import CronSpec, cron_times, first_instant_at_or_after, parse_cron
 from tasks.schedule_fields import WEEKDAYS, FieldReader
 
 TYPES = ("once", "interval", "daily", "weekly", "monthly", "cron", "rrule")
@@ -36,9 +37,9 @@ _SECONDS_RANGE = f"Must be between {{}} and {MAX_SECONDS} seconds (ten years)."
 _TYPE_FIELDS: dict[str, tuple[str, ...]] = {
     "once": ("run_at", "delay", "timezone"),
     "interval": ("every",),
-    "daily": ("at",),
-    "weekly": ("days", "at"),
-    "monthly": ("day", "at"),
+    "daily": ("at", "business_days_only"),
+    "weekly": ("days", "at", "business_days_only"),
+    "monthly": ("day", "weekday", "week", "business_day", "at"),
     "cron": ("expression", "allow_every_second"),
     "rrule": ("rule", "exdates"),
 }
@@ -121,9 +122,11 @@ def _normalize_recurring(v: FieldReader, zone: ZoneInfo, now: datetime) -> dict:
     if kind == "weekly":
         out["days"] = v.days()
     if kind == "monthly":
-        out["day"] = v.month_day()
+        out |= v.month_days()
     if kind in ("daily", "weekly", "monthly"):
         out["at"] = v.time_of_day()
+    if kind in ("daily", "weekly") and v.flag("business_days_only") is True:
+        out["business_days_only"] = True  # kept only when set, like allow_every_second
     if kind == "cron":
         out["expression"] = v.expression()
         if v.raw.get("allow_every_second") is True:  # kept, so the schedule round-trips
@@ -156,11 +159,15 @@ def _normalize_recurring(v: FieldReader, zone: ZoneInfo, now: datetime) -> dict:
     return out
 
 
-def fire_times(schedule: dict, *, after: datetime | None) -> Iterator[datetime]:
+def fire_times(
+    schedule: dict, *, after: datetime | None, days_off: DaysOff | None = None
+) -> Iterator[datetime]:
     """Nominal UTC fire times strictly after `after`, strictly increasing, within the bounds.
 
     The schedule begins at start_at (inclusive) or, without it, just after its anchor. Neither
     max_runs nor jitter is applied here: the caller counts runs and adds jitter_offset.
+    `days_off` says which local dates are holidays (the calendars the schedule names) for the
+    business days; without it a business day is Monday to Friday.
     """
     after = _as_utc(after) if after is not None else None
     if schedule["type"] == "once":
@@ -182,7 +189,50 @@ def fire_times(schedule: dict, *, after: datetime | None) -> Iterator[datetime]:
     if schedule["type"] == "rrule":
         yield from _rrule_times(schedule, zone, start or anchor, lower, end)
         return
-    yield from cron_times(_spec(schedule), zone, after=lower, until=end)
+    if schedule["type"] == "monthly" and schedule.get("day") is None:
+        yield from _relative_month_times(schedule, zone, lower, end, days_off)
+        return
+    times = cron_times(_spec(schedule), zone, after=lower, until=end)
+    if schedule.get("business_days_only"):
+        times = (t for t in times if is_business_day(t.astimezone(zone).date(), days_off))
+    yield from times
+
+
+DaysOff = Callable[[date], bool]
+
+
+def is_business_day(day: date, days_off: DaysOff | None) -> bool:
+    """Monday to Friday, and not a day off of the schedule's calendars."""
+    return day.weekday() < 5 and not (days_off is not None and days_off(day))
+
+
+def _relative_month_times(
+    schedule: dict, zone: ZoneInfo, lower: datetime, end: datetime | None, days_off: DaysOff | None
+) -> Iterator[datetime]:
+    """Monthly on the n-th weekday (`weekday`, `week`) or the n-th business day, at `at`."""
+    h, m, s = (int(part) for part in schedule["at"].split(":"))
+    first = lower.astimezone(zone).date().replace(day=1)
+    year, month = first.year, first.month
+    if month == 1:  # the previous month: its last days may fall after `lower` in UTC
+        year, month = year - 1, 12
+    else:
+        month -= 1
+    while year <= 9998:
+        length = calendar.monthrange(year, month)[1]
+        days = [date(year, month, d) for d in range(1, length + 1)]
+        if schedule.get("business_day") is not None:
+            pool, n = [d for d in days if is_business_day(d, days_off)], schedule["business_day"]
+        else:
+            wanted = WEEKDAYS.index(schedule["weekday"])
+            pool, n = [d for d in days if d.weekday() == wanted], schedule["week"]
+        if len(pool) >= abs(n):
+            day = pool[n - 1 if n > 0 else n]
+            at = first_instant_at_or_after(datetime.combine(day, time(h, m, s)), zone)
+            if end is not None and at > end:
+                return
+            if at > lower:
+                yield at
+        year, month = (year + 1, 1) if month == 12 else (year, month + 1)
 
 
 def _rrule_times(
@@ -246,14 +296,16 @@ def jitter_offset(schedule: dict, *, key: str) -> float:
     return min(fraction * jitter, math.nextafter(float(jitter), 0.0))
 
 
-def preview(schedule: dict, *, now: datetime, count: int) -> list[datetime]:
+def preview(
+    schedule: dict, *, now: datetime, count: int, days_off: DaysOff | None = None
+) -> list[datetime]:
     """The next `count` fire times after `now` (or from a future start_at); a once schedule
     shows its single run_at even when it is past, since that means it runs right away."""
     if count <= 0:
         return []
     if schedule["type"] == "once":
         return [t for t in [_parse(schedule["run_at"])] if t is not None]
-    return list(islice(fire_times(schedule, after=now), count))
+    return list(islice(fire_times(schedule, after=now, days_off=days_off), count))
 
 
 def _spec(schedule: dict) -> CronSpec:

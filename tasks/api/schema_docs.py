@@ -227,6 +227,14 @@ RECURRING_FIELDS: Schema = {
 }
 
 
+BUSINESS_DAYS_ONLY: Schema = {
+    "type": "boolean",
+    "default": False,
+    "description": "Only on business days: Monday to Friday, and not a holiday or date of the "
+    "calendars in `exclude`. Shown only when true.",
+}
+
+
 def _type(kind: str, description: str) -> Schema:
     # The branch's description again: ReDoc shows a discriminated branch by its fields alone.
     return {"type": "string", "enum": [kind], "description": description}
@@ -288,7 +296,7 @@ SCHEDULES: dict[str, Schema] = {
         "daily",
         "Daily",
         "Every day at `at`, local time in `timezone` (DST: docs/schedules.md).",
-        {"at": _AT},
+        {"at": _AT, "business_days_only": BUSINESS_DAYS_ONLY},
         ["at"],
         {"at": "09:00:00", "timezone": "America/New_York"},
     ),
@@ -304,6 +312,7 @@ SCHEDULES: dict[str, Schema] = {
                 "description": 'Weekdays, e.g. `["mon", "fri"]` (full names are accepted).',
             },
             "at": _AT,
+            "business_days_only": BUSINESS_DAYS_ONLY,
         },
         ["days", "at"],
         {"days": ["mon", "wed", "fri"], "at": "07:30:00", "timezone": "Europe/Berlin"},
@@ -311,7 +320,9 @@ SCHEDULES: dict[str, Schema] = {
     "monthly": _recurring(
         "monthly",
         "Monthly",
-        "On day `day` of each month at `at`; a day past a month's end runs on its last day.",
+        "Each month at `at`, on day `day` (a day past a month's end runs on its last day), on "
+        "the `week`-th `weekday`, or on the `business_day`-th business day: give one of the "
+        "three.",
         {
             "day": {
                 "type": "integer",
@@ -319,9 +330,27 @@ SCHEDULES: dict[str, Schema] = {
                 "maximum": 31,
                 "description": "1 to 31, or -1 for the last day of the month (0 is refused).",
             },
+            "weekday": _ref(
+                "Weekday",
+                description='With `week`: `{"weekday": "fri", "week": -1}` is the last Friday.',
+            ),
+            "week": {
+                "type": "integer",
+                "minimum": -5,
+                "maximum": 5,
+                "description": "1..5: the n-th `weekday` of the month; -1..-5: counted from its "
+                "end. A month without a fifth one has no occurrence.",
+            },
+            "business_day": {
+                "type": "integer",
+                "minimum": -23,
+                "maximum": 23,
+                "description": "The n-th business day (Monday to Friday, not a holiday of the "
+                "calendars in `exclude`); -1 is the last.",
+            },
             "at": _AT,
         },
-        ["day", "at"],
+        ["at"],
         {"day": -1, "at": "23:00:00", "timezone": "Asia/Tokyo"},
     ),
     "cron": _recurring(
