@@ -549,3 +549,22 @@ class QueueSample(models.Model):
 
     def __str__(self) -> str:
         return self.minute.isoformat()
+
+
+class Calendar(models.Model):
+    """A user's days and windows off: holidays of a country (the `holidays` package), dates, and
+    freeze windows. Schedules name calendars in `exclude` (tasks/exclusions.py reads them)."""
+
+    id = models.UUIDField(primary_key=True, default=uuid7, editable=False)
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    name = models.CharField(max_length=200)
+    timezone = models.CharField(max_length=64, default="UTC")
+    # {"country": "DE", "subdivision": "BY"} or {} for none.
+    holidays = models.JSONField(default=dict, blank=True)
+    dates = models.JSONField(default=list, blank=True)  # ["2026-12-24", ...], sorted
+    windows = models.JSONField(default=list, blank=True)  # [{"start", "end"}] in UTC, sorted
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return self.name

@@ -4,16 +4,17 @@ them) and reading what is planned: a task's next runs, schedule previews."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
 from itertools import islice
 from uuid import UUID
 
 from django.conf import settings
 from django.db import connection
 
-from tasks import schedules
+from tasks import exclusions, schedules
+from tasks.exclusions import CalendarData, Exclusions
 from tasks.ids import idempotency_key
-from tasks.models import CLAIMABLE_STATUSES, Run, Task
+from tasks.models import CLAIMABLE_STATUSES, Calendar, Run, Task
 
 # Occurrences planned for one task in one pass; a longer catch-up continues on the next pass.
 MAX_OCCURRENCES_PER_PASS = 1000
@@ -31,8 +32,49 @@ def _paused_during(task: Task) -> Callable[[datetime], bool]:
     return lambda at: start <= at < end
 
 
-def advance(task: Task, *, now: datetime, horizon: datetime) -> list[Run]:
-    """The runs (unsaved) of the task's occurrences up to `horizon`, applying the misfire policy;
+def load_calendars(schedules_: list[dict]) -> dict[str, CalendarData]:
+    """The calendars these schedules name in `exclude`, by id: one query, none without any."""
+    ids = exclusions.calendar_ids(schedules_)
+    if not ids:
+        return {}
+    return {str(c.pk): calendar_data(c) for c in Calendar.objects.filter(pk__in=ids)}
+
+
+def calendar_data(calendar: Calendar) -> CalendarData:
+    return CalendarData(
+        id=str(calendar.pk),
+        name=calendar.name,
+        timezone=calendar.timezone,
+        country=(calendar.holidays or {}).get("country"),
+        subdivision=(calendar.holidays or {}).get("subdivision"),
+        dates=frozenset(date.fromisoformat(d) for d in calendar.dates),
+        windows=tuple(
+            (datetime.fromisoformat(w["start"]), datetime.fromisoformat(w["end"]))
+            for w in calendar.windows
+        ),
+    )
+
+
+def exclusions_of(schedule: dict, calendars: dict[str, CalendarData] | None) -> Exclusions:
+    if schedule.get("type") == "once":
+        return Exclusions()
+    return exclusions.for_schedule(schedule, calendars or {})
+
+
+def days_off(excluded: Exclusions) -> Callable[[date], bool] | None:
+    """The business days' holidays: None (Monday to Friday) for a schedule without calendars."""
+    return excluded.days_off if excluded.calendars else None
+
+
+def advance(
+    task: Task,
+    *,
+    now: datetime,
+    horizon: datetime,
+    calendars: dict[str, CalendarData] | None = None,
+) -> list[Run]:
+    """The runs (unsaved) of the task's occurrences up to `horizon`, applying the misfire policy
+    and the exclusions (`calendars`: the ones its schedule names, see load_calendars);
     advances `task.next_unplanned_at` and `task.runs_planned` in memory. Pure apart from reading
     settings, so bulk creation can plan many new tasks and insert them in bulk.
     """
@@ -42,10 +84,12 @@ def advance(task: Task, *, now: datetime, horizon: datetime) -> list[Run]:
     max_runs = schedule.get("max_runs")
     misfire = schedule.get("misfire", "run_once")
     grace = timedelta(seconds=grace_seconds(schedule))
+    excluded = exclusions_of(schedule, calendars)
+    off = days_off(excluded)
 
     times: list[datetime] = []
     upcoming = schedules.fire_times(
-        schedule, after=task.next_unplanned_at - timedelta(microseconds=1)
+        schedule, after=task.next_unplanned_at - timedelta(microseconds=1), days_off=off
     )
     following: datetime | None = None
     for at in upcoming:
@@ -59,7 +103,13 @@ def advance(task: Task, *, now: datetime, horizon: datetime) -> list[Run]:
     # A one-time task runs however late it is planned; recurring ones follow their misfire policy,
     # except for the occurrences that fell while the task was paused: those are skipped.
     recurring = schedule.get("type") != "once"
-    paused = _paused_during(task) if recurring else lambda at: False
+    paused_ = _paused_during(task) if recurring else lambda at: False
+    reasons = {at: excluded.reason(at) for at in times} if excluded else {}
+
+    def paused(at: datetime) -> bool:
+        # Paused or excluded: recorded skipped for that reason, never counted as missed.
+        return paused_(at) or (bool(excluded) and excluded.reason(at) is not None)
+
     missed = [at for at in times if recurring and at < now - grace and not paused(at)]
     room = None if max_runs is None else max_runs - task.runs_planned - len(times)
     runnable_missed = _missed_to_run(
@@ -70,20 +120,23 @@ def advance(task: Task, *, now: datetime, horizon: datetime) -> list[Run]:
         cutoff=now - grace,
         room=room,
         paused=paused,
+        days_off=off,
     )
     missed_set = set(missed)
     runs = []
     for at in times:
         status, reason = Run.Status.SCHEDULED, ""
-        if paused(at):
+        if paused_(at):
             status, reason = Run.Status.SKIPPED, PAUSED_REASON
+        elif reasons.get(at):
+            status, reason = Run.Status.SKIPPED, reasons[at] or ""
         elif at in missed_set and at not in runnable_missed:
             status, reason = Run.Status.SKIPPED, MISSED_REASON
         grace_ = grace if recurring else None
         runs.append(_new_run(task, at, status=status, reason=reason, now=now, grace=grace_))
 
     task.runs_planned += len(times)
-    task.next_unplanned_at = following if following is not None else _next_after(task, times)
+    task.next_unplanned_at = following if following is not None else _next_after(task, times, off)
     if max_runs is not None and task.runs_planned >= max_runs:
         task.next_unplanned_at = None
     return runs
@@ -98,6 +151,7 @@ def _missed_to_run(
     cutoff: datetime,
     room: int | None,
     paused: Callable[[datetime], bool],
+    days_off: Callable[[date], bool] | None,
 ) -> set[datetime]:
     """The missed occurrences of this pass that run: the latest of the whole catch-up.
 
@@ -111,7 +165,8 @@ def _missed_to_run(
     later = 0
     if following is not None and following < cutoff:
         limit = cap if room is None else min(cap, room)
-        for at in schedules.fire_times(schedule, after=following - timedelta(microseconds=1)):
+        after = following - timedelta(microseconds=1)
+        for at in schedules.fire_times(schedule, after=after, days_off=days_off):
             if at >= cutoff or later >= limit:
                 break
             later += 0 if paused(at) else 1
@@ -119,11 +174,13 @@ def _missed_to_run(
     return set(missed[-keep:]) if keep > 0 else set()
 
 
-def _next_after(task: Task, times: list[datetime]) -> datetime | None:
+def _next_after(
+    task: Task, times: list[datetime], off: Callable[[date], bool] | None
+) -> datetime | None:
     after = times[-1] if times else task.next_unplanned_at
     if after is None:
         return None
-    return next(iter(schedules.fire_times(task.schedule, after=after)), None)
+    return next(iter(schedules.fire_times(task.schedule, after=after, days_off=off)), None)
 
 
 def grace_seconds(schedule: dict) -> float:
@@ -236,6 +293,25 @@ def pending_times(task_ids: list[UUID], *, now: datetime, count: int = 5) -> dic
     return found
 
 
-def preview(schedule: dict, *, now: datetime, count: int) -> list[datetime]:
-    """The next fire times, computed by the same code the scheduler plans with."""
-    return list(islice(schedules.preview(schedule, now=now, count=count), count))
+def preview(
+    schedule: dict, *, now: datetime, count: int, calendars: dict[str, CalendarData] | None = None
+) -> tuple[list[datetime], list[tuple[datetime, str]]]:
+    """The next `count` fire times that will run, and the excluded ones among them (time,
+    reason), computed by the same code the scheduler plans with."""
+    excluded = exclusions_of(schedule, calendars)
+    if not excluded:
+        times = schedules.preview(schedule, now=now, count=count, days_off=days_off(excluded))
+        return list(islice(times, count)), []
+    runs: list[datetime] = []
+    skipped: list[tuple[datetime, str]] = []
+    after = now
+    # Excluded occurrences are listed beside the ones that run, up to `count` of each.
+    for at in schedules.fire_times(schedule, after=after, days_off=days_off(excluded)):
+        reason = excluded.reason(at)
+        if reason is None:
+            runs.append(at)
+        elif len(skipped) < count:
+            skipped.append((at, reason))
+        if len(runs) >= count or len(runs) + len(skipped) >= 10 * count + 100:
+            break
+    return runs, skipped

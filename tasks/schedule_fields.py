@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import re
+import uuid
 from datetime import UTC, date, datetime
 from functools import cache
 from typing import Any
@@ -19,6 +20,8 @@ MIN_YEAR, MAX_YEAR = 1900, 9000
 MAX_EXPRESSION_LENGTH = 200
 MAX_EXDATES = 1000
 MAX_BUSINESS_DAY = 23  # the most weekdays a month has
+MAX_CALENDARS = 20
+MAX_WINDOWS = 100
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 _AT = re.compile(r"^(\d{1,2}):(\d{2})(?::(\d{2}))?$")
 _NUMBER = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$")
@@ -242,6 +245,52 @@ class FieldReader:
             found.add(instant.isoformat().replace("+00:00", "Z"))
         return sorted(found)
 
+    def calendar_ids(self) -> list[str]:
+        """`exclude`: calendar ids (that they are the owner's is the API's check)."""
+        value = self.raw.get("exclude")
+        if value is None:
+            return []
+        if not isinstance(value, list) or len(value) > MAX_CALENDARS:
+            self.error("exclude", f"Must be a list of at most {MAX_CALENDARS} calendar ids.")
+            return []
+        found: list[str] = []
+        for index, item in enumerate(value):
+            try:
+                text = str(uuid.UUID(item)) if isinstance(item, str) else None
+            except ValueError:
+                text = None
+            if text is None:
+                self.error(f"exclude[{index}]", "Must be a calendar id.")
+            elif text not in found:
+                found.append(text)
+        return found
+
+    def windows(self, zone: ZoneInfo) -> list[dict[str, str]]:
+        """`exclude_windows`: [{"start", "end"}], date-times (without an offset, local)."""
+        value = self.raw.get("exclude_windows")
+        if value is None:
+            return []
+        if not isinstance(value, list) or len(value) > MAX_WINDOWS:
+            self.error("exclude_windows", f"Must be a list of at most {MAX_WINDOWS} windows.")
+            return []
+        found = []
+        for index, item in enumerate(value):
+            field = f"exclude_windows[{index}]"
+            if not isinstance(item, dict) or set(item) != {"start", "end"}:
+                self.error(field, 'Must be {"start": date-time, "end": date-time}.')
+                continue
+            problems: dict[str, list[str]] = {}
+            reader = FieldReader(item, problems)
+            start, end = reader.instant("start", zone), reader.instant("end", zone)
+            for key, messages in problems.items():
+                self.errors.setdefault(f"{field}.{key}", []).extend(messages)
+            if start is not None and end is not None:
+                if end <= start:
+                    self.error(f"{field}.end", "Must be later than start.")
+                else:
+                    found.append({"start": _utc_iso(start), "end": _utc_iso(end)})
+        return sorted(found, key=lambda w: (w["start"], w["end"]))
+
     def flag(self, field: str) -> bool | None:
         """A true/false field; None when absent."""
         value = self.raw.get(field)
@@ -249,6 +298,10 @@ class FieldReader:
             self.error(field, "Must be true or false.")
             return None
         return value
+
+
+def _utc_iso(value: datetime) -> str:
+    return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
 
 @cache

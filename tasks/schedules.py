@@ -45,6 +45,7 @@ _TYPE_FIELDS: dict[str, tuple[str, ...]] = {
 }
 _COMMON_FIELDS: tuple[str, ...] = ("timezone", "start_at", "end_at", "max_runs", "jitter")
 _COMMON_FIELDS += ("misfire", "misfire_grace", "overlap", "anchor")  # anchor: for round trips
+_COMMON_FIELDS += ("exclude", "exclude_windows")
 _TICK = timedelta(microseconds=1)
 
 
@@ -156,6 +157,12 @@ def _normalize_recurring(v: FieldReader, zone: ZoneInfo, now: datetime) -> dict:
         # Without start_at the schedule begins after the moment it was defined.
         "anchor": None if start else _iso(anchor),
     }
+    # Kept only when given, like allow_every_second: most schedules have none.
+    exclude, windows = v.calendar_ids(), v.windows(zone)
+    if exclude:
+        out["exclude"] = exclude
+    if windows:
+        out["exclude_windows"] = windows
     return out
 
 

@@ -475,6 +475,10 @@ _CHANGE = (
     "running. " + UPLOAD_NOTE
 )
 # operation id -> (summary, description); scheduler_project/schema.py's AutoSchema reads it.
+_CALENDAR_CHANGE = (
+    "Every task naming it is re-planned in the same transaction: its runs not started yet, and "
+    "its future occurrences recorded as excluded, are planned again under the new calendar."
+)
 OPERATIONS: dict[str, tuple[str, str]] = {
     "auth_token": (
         "Get an access and a refresh token",
@@ -548,8 +552,27 @@ OPERATIONS: dict[str, tuple[str, str]] = {
     ),
     "schedules_preview": (
         "Preview a schedule",
-        "The next `count` fire times of a schedule, and the schedule as the service normalizes "
-        "it, without creating anything. 400 names what is wrong with the schedule.",
+        "The next `count` fire times of a schedule that will run, the occurrences among them "
+        "its exclusions leave out (`excluded`: time and reason, up to `count`), and the "
+        "schedule as the service normalizes it, without creating anything. 400 names what is "
+        "wrong with the schedule.",
+    ),
+    "calendars_list": ("List your calendars", "By name. " + _PAGED),
+    "calendars_create": (
+        "Create a calendar",
+        "Holidays of a country (and subdivision) from the `holidays` package, dates and freeze "
+        "windows; schedules name it in `exclude`. Times without an offset are in its "
+        "`timezone`.",
+    ),
+    "calendars_retrieve": ("Get a calendar", _OWN),
+    "calendars_update": ("Replace a calendar", _CALENDAR_CHANGE),
+    "calendars_partial_update": (
+        "Change a calendar",
+        "Only the fields sent change. " + _CALENDAR_CHANGE,
+    ),
+    "calendars_destroy": (
+        "Delete a calendar",
+        "409 while tasks that are not cancelled name it in `exclude`; `detail` names them.",
     ),
     "concurrency_keys_list": (
         "List your concurrency keys",

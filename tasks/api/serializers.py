@@ -4,18 +4,20 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from typing import Any
 
 from django.conf import settings
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from tasks import events, outbox, schedules
+from tasks import events, exclusions, outbox, schedules
 from tasks.api.payloads import validate_payload
 from tasks.api.resource_fields import ResourcesField
 from tasks.api.run_serializers import LastRunSerializer, NextRunSerializer, RunSummarySerializer
 from tasks.api.strict import ChoiceField, StrictSerializer
-from tasks.models import Task, TaskHealth
+from tasks.models import Calendar, Task, TaskHealth
+from tasks.schedule_fields import FieldReader
 from tasks.transitions import concurrency
 
 PRIORITY_NAMES = {"low": 1, "medium": 5, "high": 9}
@@ -278,9 +280,10 @@ class TaskInputSerializer(StrictSerializer):
 
     def validate_schedule(self, value: Any) -> dict:
         try:
-            return schedules.normalize(value, now=self.context["now"])
+            schedule = schedules.normalize(value, now=self.context["now"])
         except schedules.ScheduleError as exc:
             raise serializers.ValidationError(exc.errors) from None
+        return check_calendars(schedule, self.context)
 
     def validate(self, attrs: dict) -> dict:
         instance: Task | None = self.instance
@@ -397,6 +400,104 @@ class PreviewSerializer(StrictSerializer):
 
     def validate_schedule(self, value: Any) -> dict:
         try:
-            return schedules.normalize(value, now=self.context["now"])
+            schedule = schedules.normalize(value, now=self.context["now"])
         except schedules.ScheduleError as exc:
             raise serializers.ValidationError(exc.errors) from None
+        return check_calendars(schedule, self.context)
+
+
+def check_calendars(schedule: dict, context: Mapping[str, Any]) -> dict:
+    """The calendars a schedule names in `exclude` must be the owner's: another user's id is
+    refused like an unknown one (a 400 naming `exclude[i]`)."""
+    ids = schedule.get("exclude") or []
+    if not ids:
+        return schedule
+    request = context.get("request")
+    owner = getattr(request, "user", None)
+    owned = {
+        str(pk)
+        for pk in Calendar.objects.filter(
+            owner_id=getattr(owner, "pk", None), pk__in=ids
+        ).values_list("pk", flat=True)
+    }
+    errors = {f"exclude[{i}]": ["Unknown calendar."] for i, c in enumerate(ids) if c not in owned}
+    if errors:
+        raise serializers.ValidationError(errors)
+    return schedule
+
+
+class HolidaysSerializer(StrictSerializer):
+    country = serializers.CharField(max_length=8)
+    subdivision = serializers.CharField(max_length=64, required=False, allow_null=True)
+
+    def validate(self, attrs: dict) -> dict:
+        known = exclusions.supported()
+        country = attrs["country"].strip().upper()
+        if country not in known:
+            raise serializers.ValidationError(
+                {"country": ["Unknown country; use an ISO 3166 code the holidays package has."]}
+            )
+        subdivisions = {s.upper(): s for s in known[country]}
+        subdivision = (attrs.get("subdivision") or "").strip().upper() or None
+        if subdivision is not None and subdivision not in subdivisions:
+            choices = ", ".join(sorted(known[country])[:60])
+            raise serializers.ValidationError(
+                {"subdivision": [f"Unknown subdivision of {country}; use one of {choices}."]}
+            )
+        return {"country": country, "subdivision": subdivisions.get(subdivision or "")}
+
+
+class WindowSerializer(StrictSerializer):
+    start = serializers.CharField(max_length=64)
+    end = serializers.CharField(max_length=64)
+
+
+class CalendarSerializer(StrictSerializer):
+    """A calendar as clients send it; times without an offset are in its `timezone`."""
+
+    name = serializers.CharField(max_length=200)
+    timezone = serializers.CharField(max_length=64, default="UTC")
+    holidays = HolidaysSerializer(required=False, allow_null=True)
+    dates = serializers.ListField(
+        child=serializers.DateField(), max_length=exclusions.MAX_DATES, required=False
+    )
+    windows = serializers.ListField(
+        child=WindowSerializer(), max_length=exclusions.MAX_WINDOWS, required=False
+    )
+
+    def validate(self, attrs: dict) -> dict:
+        # The zone and the windows are read as a schedule reads them, with the same messages.
+        raw = {"timezone": attrs.get("timezone"), "exclude_windows": attrs.get("windows")}
+        errors: dict[str, list[str]] = {}
+        reader = FieldReader(raw, errors)
+        zone = reader.zone()
+        windows = reader.windows(zone) if "windows" in attrs else None
+        if errors:
+            raise serializers.ValidationError(
+                {k.replace("exclude_windows", "windows"): v for k, v in errors.items()}
+            )
+        out = dict(attrs)
+        if "timezone" in attrs or self.instance is None:
+            out["timezone"] = zone.key
+        if windows is not None:
+            out["windows"] = windows
+        if "dates" in attrs:
+            out["dates"] = sorted({d.isoformat() for d in attrs["dates"]})
+        if "holidays" in attrs:
+            out["holidays"] = attrs["holidays"] or {}
+        return out
+
+
+class CalendarOutputSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Calendar
+        fields = [
+            "id",
+            "name",
+            "timezone",
+            "holidays",
+            "dates",
+            "windows",
+            "created_at",
+            "updated_at",
+        ]

@@ -3,7 +3,7 @@ from __future__ import annotations
 from django.urls import path
 from rest_framework_simplejwt.views import TokenObtainPairView, TokenRefreshView
 
-from tasks.api import views
+from tasks.api import calendars, views
 from tasks.api.batch import TaskBatchCreateView
 from tasks.api.concurrency_views import ConcurrencyKeyDetailView, ConcurrencyKeyListCreateView
 from tasks.api.taskset_schema import TaskSetSchemaView
@@ -34,6 +34,8 @@ urlpatterns = [
     path("tasksets/<str:name>", TaskSetView.as_view(), name="taskset"),
     path("tasksets/<str:name>/drift", TaskSetDriftView.as_view(), name="taskset-drift"),
     path("schedules/preview", views.SchedulePreviewView.as_view(), name="schedule-preview"),
+    path("calendars", calendars.CalendarListCreateView.as_view(), name="calendar-list"),
+    path("calendars/<uuid:pk>", calendars.CalendarDetailView.as_view(), name="calendar-detail"),
 ]
 TASK_ACTIONS = {
     "pause": views.TaskActionView,

@@ -368,6 +368,13 @@ PREVIEW_OUTPUT = inline_serializer(
     "SchedulePreviewOutput",
     {
         "next_runs": serializers.ListField(child=serializers.DateTimeField()),
+        # Occurrences among them that will not run: recorded skipped with this reason.
+        "excluded": serializers.ListField(
+            child=inline_serializer(
+                "ExcludedOccurrence",
+                {"at": serializers.DateTimeField(), "reason": serializers.CharField()},
+            )
+        ),
         # The normalized schedule, with the misfire grace that applies (a recurring one).
         "schedule": ScheduleField(read_only=True),
     },
@@ -378,14 +385,20 @@ class SchedulePreviewView(APIView):
     @extend_schema(request=PreviewSerializer, responses={200: PREVIEW_OUTPUT, **ERRORS})
     def post(self, request: Request) -> Response:
         now = db_now()
-        serializer = PreviewSerializer(data=request.data, context={"now": now})
+        serializer = PreviewSerializer(data=request.data, context={"now": now, "request": request})
         serializer.is_valid(raise_exception=True)
         schedule = serializer.validated_data["schedule"]
-        times = occurrences.preview(schedule, now=now, count=serializer.validated_data["count"])
+        count = serializer.validated_data["count"]
+        calendars = occurrences.load_calendars([schedule])
+        times, skipped = occurrences.preview(schedule, now=now, count=count, calendars=calendars)
         # The normalized schedule, with the misfire grace that applies (a recurring one).
         return Response(
             {
                 "next_runs": RawJSON(iso_json(times)),
+                "excluded": [
+                    {"at": at.isoformat().replace("+00:00", "Z"), "reason": reason}
+                    for at, reason in skipped
+                ],
                 "schedule": occurrences.shown_schedule(schedule),
             }
         )

@@ -12,6 +12,7 @@ from django.db.models import QuerySet
 
 from tasks import expectations, occurrences, schedules
 from tasks.db import RUN_DUE_CHANNEL, TASK_CHANGED_CHANNEL, notify
+from tasks.exclusions import CalendarData
 from tasks.models import Run, Task
 from tasks.transitions import concurrency
 from tasks.transitions.plan import plan_task
@@ -58,10 +59,16 @@ def _set_concurrency(task: Task, data: dict, known: dict | None = None) -> None:
         task.concurrency_key_id = seen[value]
 
 
-def first_fire_at(schedule: dict, *, now: datetime) -> datetime | None:
-    """The first occurrence to plan: a one-time task's run_at even if past; otherwise >= now."""
+def first_fire_at(
+    schedule: dict, *, now: datetime, calendars: dict[str, CalendarData] | None = None
+) -> datetime | None:
+    """The first occurrence to plan: a one-time task's run_at even if past; otherwise >= now.
+    Business days follow the schedule's calendars (loaded here unless given)."""
     after = None if schedule["type"] == "once" else now - timedelta(microseconds=1)
-    return next(iter(schedules.fire_times(schedule, after=after)), None)
+    if calendars is None:
+        calendars = occurrences.load_calendars([schedule])
+    off = occurrences.days_off(occurrences.exclusions_of(schedule, calendars))
+    return next(iter(schedules.fire_times(schedule, after=after, days_off=off)), None)
 
 
 def plan_now(task: Task, *, now: datetime) -> None:
@@ -119,6 +126,7 @@ def create_tasks(*, owner: Any, items: list[dict], now: datetime) -> list[Task]:
         task.dedup_key: task for task in holding_dedup_key(owner).filter(dedup_key__in=keys)
     }
     horizon = now + timedelta(seconds=settings.TASKS_LOOKAHEAD_SECONDS)
+    calendars = occurrences.load_calendars([item["schedule"] for item in items])
     result: list[Task] = []
     new_tasks: list[Task] = []
     runs: list[Run] = []
@@ -136,8 +144,8 @@ def create_tasks(*, owner: Any, items: list[dict], now: datetime) -> list[Task]:
                 setattr(task, field, item[field])
         _set_concurrency(task, item, keys_known)
         task.set_requests()
-        task.next_unplanned_at = first_fire_at(task.schedule, now=now)
-        runs.extend(occurrences.advance(task, now=now, horizon=horizon))
+        task.next_unplanned_at = first_fire_at(task.schedule, now=now, calendars=calendars)
+        runs.extend(occurrences.advance(task, now=now, horizon=horizon, calendars=calendars))
         if key:
             seen[key] = task
         new_tasks.append(task)

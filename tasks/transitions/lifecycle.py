@@ -8,13 +8,17 @@ during. Runs withdrawn or skipped are locked too; workers claim with SKIP LOCKED
 from __future__ import annotations
 
 import os
-from datetime import datetime, timedelta
+from collections.abc import Callable
+from datetime import date, datetime, timedelta
 
 from django.db import connection, transaction
+from django.db.models import Q
 
 from tasks import counters, events, expectations, outbox, schedules
+from tasks import occurrences as planning
 from tasks.db import RUN_DUE_CHANNEL, TASK_CHANGED_CHANNEL, notify
 from tasks.exceptions import Conflict
+from tasks.exclusions import REASON_PREFIX as EXCLUDED_PREFIX
 from tasks.models import CLAIMABLE_STATUSES, ENDED, Run, Task
 from tasks.transitions.completion import complete_finished_tasks
 from tasks.transitions.creation import apply_fields, first_fire_at, plan_now
@@ -32,18 +36,32 @@ def _unstarted_runs(task: Task):
     return Run.objects.filter(task=task, status__in=CLAIMABLE_STATUSES, attempt=0)
 
 
-def _unplan(task: Task) -> None:
-    """Withdraw occurrences planned but not started, so they can be planned again later.
+def _unplan(task: Task, *, excluded_from: datetime | None = None) -> None:
+    """Withdraw occurrences planned but not started, so they can be planned again later; with
+    `excluded_from`, also the ones recorded skipped by an exclusion from then on (a calendar
+    changed: they may run now, or be excluded for another reason).
 
     An extra run-now run is withdrawn too, but it is no occurrence of the schedule: it never
     counted against runs_planned (max_runs) and must not become next_unplanned_at.
     """
+    runs = _unstarted_runs(task)
+    if excluded_from is not None:
+        runs = Run.objects.filter(
+            Q(pk__in=runs.values("pk"))
+            | Q(
+                task=task,
+                status=Run.Status.SKIPPED,
+                error__startswith=EXCLUDED_PREFIX,
+                scheduled_at__gte=excluded_from,
+            )
+        )
     # Locked first (workers claim with SKIP LOCKED), so what is counted is what is deleted.
-    withdrawn = list(_unstarted_runs(task).select_for_update().values_list("pk", "scheduled_at"))
+    withdrawn = list(runs.select_for_update().values_list("pk", "scheduled_at"))
     if not withdrawn:
         return
     Run.objects.filter(pk__in=[pk for pk, _ in withdrawn]).delete()
-    occurrences = [at for _, at in withdrawn if _is_occurrence(task.schedule, at)]
+    off = _days_off(task)
+    occurrences = [at for _, at in withdrawn if _is_occurrence(task.schedule, at, off)]
     task.runs_planned = max(0, task.runs_planned - len(occurrences))
     earliest = min(occurrences, default=None)
     if earliest is not None and (
@@ -52,8 +70,14 @@ def _unplan(task: Task) -> None:
         task.next_unplanned_at = earliest
 
 
-def _is_occurrence(schedule: dict, at: datetime) -> bool:
-    following = schedules.fire_times(schedule, after=at - timedelta(microseconds=1))
+def _days_off(task: Task) -> Callable[[date], bool] | None:
+    """The holidays of the task's calendars, which its business days skip (no query without)."""
+    calendars = planning.load_calendars([task.schedule])
+    return planning.days_off(planning.exclusions_of(task.schedule, calendars))
+
+
+def _is_occurrence(schedule: dict, at: datetime, off: Callable[[date], bool] | None) -> bool:
+    following = schedules.fire_times(schedule, after=at - timedelta(microseconds=1), days_off=off)
     return next(iter(following), None) == at
 
 
@@ -90,6 +114,16 @@ def update_task(*, task: Task, data: dict, now: datetime) -> Task:
         if task.status == Task.Status.ACTIVE:
             plan_now(task, now=now)
     return task
+
+
+def replan_exclusions(*, task: Task, now: datetime) -> None:
+    """Plan again what has not started of a task whose calendars changed: unstarted runs and
+    future excluded ones are withdrawn and planned anew under the calendars as they are now.
+    Call inside the calendar change's transaction, with the task locked."""
+    _unplan(task, excluded_from=now)
+    task.save(update_fields=["next_unplanned_at", "runs_planned", "updated_at"])
+    if task.status == Task.Status.ACTIVE:
+        plan_now(task, now=now)
 
 
 def pause_task(*, task: Task, now: datetime) -> Task:
@@ -171,7 +205,7 @@ def skip_next(*, task: Task, now: datetime) -> Run:
     with transaction.atomic():
         task = _lock(task)
         for run in _unstarted_runs(task).order_by("scheduled_at"):
-            if not _is_occurrence(task.schedule, run.scheduled_at):
+            if not _is_occurrence(task.schedule, run.scheduled_at, _days_off(task)):
                 continue
             skipped = _unstarted_runs(task).filter(pk=run.pk)
             if skipped.update(status=Run.Status.SKIPPED, finished_at=now, error=SKIPPED_ON_REQUEST):
@@ -195,7 +229,9 @@ def skip_next(*, task: Task, now: datetime) -> Run:
         )
         _skipped(run)
         task.runs_planned += 1
-        following = schedules.fire_times(task.schedule, after=task.next_unplanned_at)
+        following = schedules.fire_times(
+            task.schedule, after=task.next_unplanned_at, days_off=_days_off(task)
+        )
         task.next_unplanned_at = next(iter(following), None)
         max_runs = task.schedule.get("max_runs")
         if max_runs is not None and task.runs_planned >= max_runs:

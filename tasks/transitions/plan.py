@@ -43,7 +43,8 @@ def plan_task(task: Task, *, now: datetime, horizon: datetime) -> PlanResult:
     """
     if task.next_unplanned_at is None or task.next_unplanned_at > horizon:
         return PlanResult()
-    runs = occurrences.advance(task, now=now, horizon=horizon)
+    calendars = occurrences.load_calendars([task.schedule])
+    runs = occurrences.advance(task, now=now, horizon=horizon, calendars=calendars)
     Run.objects.bulk_create(runs, ignore_conflicts=True)
     _record_skips(runs)
     task.save(update_fields=["next_unplanned_at", "runs_planned", "updated_at"])
@@ -94,10 +95,13 @@ def plan_due_tasks(*, now: datetime, batch: int = 500) -> PlanResult:
         )
         planned: list[tuple[Task, list[Run]]] = []
         failed: list[Task] = []
+        # No query unless a task of the batch names calendars.
+        calendars = occurrences.load_calendars([task.schedule for task in due])
         for task in due:
             try:
                 # Pure computation: nothing is written until every task of the batch is planned.
-                planned.append((task, occurrences.advance(task, now=now, horizon=horizon)))
+                runs = occurrences.advance(task, now=now, horizon=horizon, calendars=calendars)
+                planned.append((task, runs))
             except Exception:
                 # A schedule this code cannot evaluate would fail every pass and, first in
                 # next_unplanned_at order, hold up every task behind it. It is pushed back instead

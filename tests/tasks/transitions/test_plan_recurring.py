@@ -161,11 +161,11 @@ def test_skip_next_leaves_a_run_a_worker_claimed_meanwhile(owner, monkeypatch) -
     # The worker's claim lands between skip_next's read and its write: the CAS sees it.
     original = lifecycle._is_occurrence
 
-    def claim_then_check(schedule: dict, at: datetime) -> bool:
+    def claim_then_check(schedule: dict, at: datetime, *rest: object) -> bool:
         Run.objects.filter(pk=first.pk).update(
             status="running", attempt=1, worker="w", started_at=T0, heartbeat_at=T0
         )
-        return original(schedule, at)
+        return original(schedule, at, *rest)
 
     monkeypatch.setattr(lifecycle, "_is_occurrence", claim_then_check)
     skipped = lifecycle.skip_next(task=task, now=T0)
