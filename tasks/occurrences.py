@@ -250,15 +250,30 @@ def next_runs(task: Task, *, now: datetime, count: int = 5) -> list[datetime]:
 
 
 def upcoming_times(
-    schedule: dict, next_unplanned_at: datetime, runs_planned: int, count: int
+    schedule: dict,
+    next_unplanned_at: datetime,
+    runs_planned: int,
+    count: int,
+    calendars: dict[str, CalendarData] | None = None,
 ) -> tuple[datetime, ...]:
     """The schedule's first `count` fire times from `next_unplanned_at` (the first occurrence not
-    planned yet), by the same `fire_times` the scheduler plans with, within what max_runs
-    leaves. They depend on nothing else, not even the clock."""
+    planned yet) that will run, by the same `fire_times` the scheduler plans with, within what
+    max_runs leaves. They depend on nothing else (not even the clock) but the calendars the
+    schedule names. An excluded occurrence is left out but counts against max_runs."""
     max_runs = schedule.get("max_runs")
-    left = count if max_runs is None else max(0, min(count, max_runs - runs_planned))
+    left = None if max_runs is None else max(0, max_runs - runs_planned)
     after = next_unplanned_at - timedelta(microseconds=1)
-    return tuple(islice(schedules.fire_times(schedule, after=after), left))
+    excluded = exclusions_of(schedule, calendars)
+    found: list[datetime] = []
+    # Excluded occurrences are skipped over, a bounded number of them (a long freeze window).
+    for seen, at in enumerate(
+        schedules.fire_times(schedule, after=after, days_off=days_off(excluded))
+    ):
+        if len(found) >= count or (left is not None and seen >= left) or seen >= 10 * count + 1000:
+            break
+        if not excluded or excluded.reason(at) is None:
+            found.append(at)
+    return tuple(found)
 
 
 def merge_next_runs(

@@ -34,6 +34,7 @@ from tasks import history, occurrences
 from tasks.db import prepared_cursor
 from tasks.ids import idempotency_key_sql
 from tasks.models import CLAIMABLE_STATUSES, Run, Task
+from tasks.schedule_describe import describe
 
 Ids = Sequence[UUID] | QuerySet
 RECENT_RUNS = history.RECENT_RUNS  # a task's `runs`: its latest 20 begun runs
@@ -189,6 +190,19 @@ def _upcoming(schedule: str, cursor: str, runs_planned: int) -> tuple[tuple[date
     return times, _next_json(times, {})
 
 
+def _upcoming_with_calendars(schedule: str, cursor: str, runs_planned: int) -> tuple[datetime, ...]:
+    parsed = orjson.loads(schedule)
+    calendars = occurrences.load_calendars([parsed])
+    start = datetime.fromisoformat(cursor)
+    return occurrences.upcoming_times(parsed, start, runs_planned, NEXT_RUNS, calendars)
+
+
+@functools.lru_cache(maxsize=8192)
+def _described(schedule: str) -> str:
+    """The task's `describe` as JSON text, by its schedule as PostgreSQL writes it."""
+    return orjson.dumps(describe(orjson.loads(schedule))).decode()
+
+
 def _named(sql: str, values: Sequence[Any], prefix: str, params: dict[str, Any]) -> str:
     """Django's `%s` placeholders of `sql` as named ones (`prefix`_0, ...) beside the
     statement's, their values put in `params`."""
@@ -306,12 +320,21 @@ def _tasks(rows: list[tuple], now: datetime) -> tuple[list[RawJSON], int | None]
         upcoming: tuple[datetime, ...] = ()
         shown = _NOTHING_NEXT
         if status == Task.Status.ACTIVE and cursor is not None:
-            upcoming, shown = _upcoming(schedule, cursor, runs_planned)
+            if '"exclude"' in schedule:  # its calendars may change: read them, not the cache
+                upcoming = _upcoming_with_calendars(schedule, cursor, runs_planned)
+                shown = _next_json(upcoming, {})
+            else:
+                upcoming, shown = _upcoming(schedule, cursor, runs_planned)
         if status == Task.Status.ACTIVE and times:  # planned, not begun: first
             merged = occurrences.merge_next_runs(times, upcoming, now=now, count=NEXT_RUNS)
             shown = _next_json(merged, dict(zip(times, ids, strict=True)))
         last = last_run or "null"
-        found.append(RawJSON(f'{head[:-1]}, "last_run": {last}, {shown}, {tail[1:]}'))
+        describing = _described(schedule)
+        found.append(
+            RawJSON(
+                f'{head[:-1]}, "describe": {describing}, "last_run": {last}, {shown}, {tail[1:]}'
+            )
+        )
     return found, (rows[0][-1] if rows else None)
 
 

@@ -331,6 +331,11 @@ class TaskOutputSerializer(serializers.ModelSerializer):
         read_only=True, allow_null=True, help_text="The next fire time: `next_runs[0]`, or null."
     )
     next_runs = serializers.ListField(child=serializers.DateTimeField(), read_only=True)
+    describe = serializers.CharField(
+        read_only=True,
+        help_text='The schedule in words, e.g. "At 17:00 on the last Friday of every month '
+        '(Europe/Berlin)".',
+    )
     next_runs_detail = NextRunSerializer(many=True, read_only=True)
     runs = RunSummarySerializer(many=True, read_only=True)
     executable = serializers.CharField(read_only=True, allow_null=True)
@@ -369,6 +374,7 @@ class TaskOutputSerializer(serializers.ModelSerializer):
             "health",
             "taskset",
             "key",
+            "describe",
             "last_run",
             "next_run_at",
             "next_runs",

@@ -47,6 +47,7 @@ from tasks.api.serializers import (
 )
 from tasks.db import db_now
 from tasks.models import Run, Task
+from tasks.schedule_describe import describe
 from tasks.transitions import creation, lifecycle, run_actions
 
 ERRORS = {
@@ -368,6 +369,7 @@ PREVIEW_OUTPUT = inline_serializer(
     "SchedulePreviewOutput",
     {
         "next_runs": serializers.ListField(child=serializers.DateTimeField()),
+        "describe": serializers.CharField(help_text="The schedule in words."),
         # Occurrences among them that will not run: recorded skipped with this reason.
         "excluded": serializers.ListField(
             child=inline_serializer(
@@ -395,6 +397,7 @@ class SchedulePreviewView(APIView):
         return Response(
             {
                 "next_runs": RawJSON(iso_json(times)),
+                "describe": describe(schedule),
                 "excluded": [
                     {"at": at.isoformat().replace("+00:00", "Z"), "reason": reason}
                     for at, reason in skipped

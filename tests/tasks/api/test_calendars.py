@@ -106,3 +106,31 @@ def test_patching_a_calendar_answers_the_change(api: APIClient, db) -> None:
     response = api.patch(f"{URL}/{calendar['id']}", {"dates": []}, format="json")
     assert response.status_code == 200
     assert response.json()["dates"] == [] and response.json()["name"] == "ops"
+
+
+def test_the_task_and_the_preview_describe_the_schedule(
+    api: APIClient, db, create: Callable[..., dict]
+) -> None:
+    rule = {
+        "type": "rrule",
+        "rule": "FREQ=MONTHLY;BYDAY=FR;BYSETPOS=-1;BYHOUR=17",
+        "timezone": "Europe/Berlin",
+    }
+    text = "At 17:00 on the last Friday of every month (Europe/Berlin)"
+    task = create(schedule=rule)
+    assert task["describe"] == text
+    assert api.get(f"/api/v1/tasks/{task['id']}").json()["describe"] == text
+    assert api.get("/api/v1/tasks").json()["results"][0]["describe"] == text
+    preview = api.post("/api/v1/schedules/preview", {"schedule": rule}, format="json").json()
+    assert preview["describe"] == text and preview["excluded"] == []
+
+
+def test_next_runs_leave_out_what_a_calendar_excludes(
+    api: APIClient, db, create: Callable[..., dict]
+) -> None:
+    calendar = make(api, holidays={"country": "DE", "subdivision": "BY"}, dates=["2030-12-24"])
+    task = create(schedule={**CHRISTMAS_START, "exclude": [calendar["id"]]})
+    assert task["next_runs"][:2] == ["2030-12-27T08:00:00Z", "2030-12-28T08:00:00Z"]
+    api.patch(f"{URL}/{calendar['id']}", {"dates": [], "holidays": None}, format="json")
+    shown = api.get(f"/api/v1/tasks/{task['id']}").json()["next_runs"]
+    assert shown[:2] == ["2030-12-24T08:00:00Z", "2030-12-25T08:00:00Z"]

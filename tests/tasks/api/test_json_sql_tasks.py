@@ -81,6 +81,7 @@ def test_every_field_of_a_recurring_task() -> None:
         "health": "up",
         "taskset": None,
         "key": None,
+        "describe": "Every minute",
         "last_run": {
             "id": str(done.pk),
             "scheduled_at": "2026-05-04T03:02:01Z",
