@@ -94,6 +94,7 @@ def test_operation_ids_and_tags_read_by_resource(schema: dict) -> None:
     assert ids[("/api/v1/tasks/{id}/runs", "get")] == "tasks_runs_list"
     assert ids[("/api/v1/runs/{id}/cancel", "post")] == "runs_cancel"
     assert ids[("/api/v1/schedules/preview", "post")] == "schedules_preview"
+    assert ids[("/api/v1/calendars/{id}", "delete")] == "calendars_destroy"
     assert ids[("/api/v1/auth/token", "post")] == "auth_token"
     assert ids[("/task/{id}", "put")] == "seed_task_by_id_update"
     assert len(set(ids.values())) == len(ids), "operation ids are unique"
@@ -106,6 +107,7 @@ def test_operation_ids_and_tags_read_by_resource(schema: dict) -> None:
         "notifications",
         "auth",
         "seed",
+        "calendars",
         "health",
     }
     assert operations[("/tasks", "get")]["tags"] == ["seed"]
