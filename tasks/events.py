@@ -92,6 +92,7 @@ SKIP_REASONS = {
     "skipped: the previous run": "overlap",
     "paused:": "pause",
     "skipped on request": "request",
+    "excluded:": "exclusion",  # a calendar's holiday or date, or a freeze window
 }
 
 
