@@ -224,6 +224,29 @@ RECURRING_FIELDS: Schema = {
         "description": "Set by the service: when a schedule without `start_at` was defined (its "
         "occurrences begin after it). Send it back unchanged to keep the phase.",
     },
+    "exclude": {
+        "type": "array",
+        "maxItems": 20,
+        "items": {"type": "string", "format": "uuid"},
+        "description": "Ids of the caller's calendars: an occurrence on one of their holidays or "
+        "dates, or inside one of their windows, is recorded `skipped` with the reason; business "
+        "days skip their holidays and dates. Shown only when given.",
+    },
+    "exclude_windows": {
+        "type": "array",
+        "maxItems": 100,
+        "items": {
+            "type": "object",
+            "properties": {
+                "start": {"type": "string", "description": "Date-time; without an offset, local."},
+                "end": {"type": "string", "description": "Date-time, later than `start`."},
+            },
+            "required": ["start", "end"],
+            "additionalProperties": False,
+        },
+        "description": "Freeze windows: an occurrence inside one (start inclusive, end "
+        "exclusive) is recorded `skipped` with the reason. Shown only when given, in UTC.",
+    },
 }
 
 
