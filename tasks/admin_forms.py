@@ -186,6 +186,8 @@ class TaskAdminForm(forms.ModelForm):
                 for key, inner in messages.items():
                     if key in SCHEDULE_FIELDS:
                         self._add(key, inner)
+                    elif key.startswith("rule."):  # a part of an rrule: on the rule's field
+                        self._add("rule", inner, label=key.removeprefix("rule."))
                     elif key in ("type", "non_field_errors"):
                         self._add("schedule_type", inner)
                     else:

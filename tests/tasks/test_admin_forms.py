@@ -76,6 +76,11 @@ def test_add_a_cron_task_through_the_services(staff, admin_user) -> None:
         ({"schedule_type": "interval", "every": ""}, "every", "required"),
         ({"backoff_base": "900"}, "backoff_cap", "at least base"),
         ({"resources": '{"cpu": "lots"}'}, "resources", ""),
+        (
+            {"schedule_type": "rrule", "rule": "FREQ=MONTHLY;BYDAY=FR;BYSETPOS=0"},
+            "rule",
+            "BYSETPOS: ",
+        ),
     ],
 )
 def test_bad_fields_are_named_like_the_api_names_them(
@@ -150,3 +155,16 @@ def test_the_task_page_shows_and_changes_resources_and_on_zombie(staff, admin_us
     assert response.status_code == 302, response.content.decode()[-3000:]
     task.refresh_from_db()
     assert (task.resources, task.cpu_millis, task.on_zombie) == ({"cpu": "4"}, 4000, "cancel")
+
+
+def test_add_an_rrule_task(staff, admin_user) -> None:
+    rule = "FREQ=MONTHLY;BYDAY=FR;BYSETPOS=-1;BYHOUR=17"
+    body = form(owner=admin_user.pk, schedule_type="rrule", rule=rule, expression="")
+    response = staff.post(reverse("admin:tasks_task_add"), body)
+
+    assert response.status_code == 302, response.content.decode()[-3000:]
+    schedule = Task.objects.get().schedule
+    assert (schedule["type"], schedule["rule"]) == (
+        "rrule",
+        "FREQ=MONTHLY;BYDAY=FR;BYHOUR=17;BYSETPOS=-1",
+    )
