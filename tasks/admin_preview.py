@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import zoneinfo
 from datetime import UTC
+from types import SimpleNamespace
 from typing import Any
 
 from django.contrib import admin
@@ -40,15 +41,19 @@ class SchedulePreview(admin.ModelAdmin):
         form.is_valid()  # the schedule's own fields are cleaned whatever else is still missing
         schedule = form.schedule()
         now = db_now()
+        # The calendars a schedule excludes must be its owner's, as through the API.
+        owner = getattr(form, "cleaned_data", {}).get("owner") or request.user
         serializer = PreviewSerializer(
-            data={"schedule": schedule, "count": COUNT}, context={"now": now}
+            data={"schedule": schedule, "count": COUNT},
+            context={"now": now, "request": SimpleNamespace(user=owner)},
         )
         if not serializer.is_valid():
             errors = serializer.errors.get("schedule", serializer.errors)
             return JsonResponse({"errors": _lines(errors)}, status=400)
         normalized = serializer.validated_data["schedule"]
         zone = zoneinfo.ZoneInfo(normalized.get("timezone") or "UTC")
-        times = occurrences.preview(normalized, now=now, count=COUNT)
+        calendars = occurrences.load_calendars([normalized])
+        times, _ = occurrences.preview(normalized, now=now, count=COUNT, calendars=calendars)
         return JsonResponse(
             {
                 "next_runs": [
