@@ -108,6 +108,8 @@ def test_operation_ids_and_tags_read_by_resource(schema: dict) -> None:
         "auth",
         "seed",
         "calendars",
+        "tasksets",
+        "concurrency-keys",
         "health",
     }
     assert operations[("/tasks", "get")]["tags"] == ["seed"]
