@@ -24,6 +24,13 @@ from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
 from tasks import expectations, history, occurrences
+from tasks.admin_bulk import (
+    CANCEL_UNFINISHED,
+    PAUSE_ACTIVE,
+    RESUME_PAUSED,
+    RETRY_FAILED,
+    BulkMatching,
+)
 from tasks.admin_forms import SCHEDULE_FIELDS, TaskAdminForm, schedule_help
 from tasks.admin_lists import (
     EstimatedCountPaginator,
@@ -35,7 +42,6 @@ from tasks.admin_lists import (
 )
 from tasks.admin_notify import NotifyPicker
 from tasks.admin_preview import SchedulePreview
-from tasks.admin_run_bulk import RunBulkRetry
 from tasks.admin_run_page import RunPageButtons
 from tasks.admin_scope import OwnedAdmin, OwnedInline, is_operator
 from tasks.db import db_now
@@ -111,7 +117,7 @@ class RunInline(OwnedInline, admin.TabularInline):
 
 
 @admin.register(Task)
-class TaskAdmin(NotifyPicker, SchedulePreview, OwnedAdmin):
+class TaskAdmin(BulkMatching, NotifyPicker, SchedulePreview, OwnedAdmin):
     list_display = ["__str__", "owner", "kind", "schedule_type", "priority", "status"]
     list_display += ["health", "next_run", "last_run", "runs_link"]
     list_filter = ["status", "kind", HealthFilter, OwnerFilter, PriorityFilter]
@@ -122,6 +128,7 @@ class TaskAdmin(NotifyPicker, SchedulePreview, OwnedAdmin):
     show_full_result_count = False
     paginator = EstimatedCountPaginator
     actions = ["pause", "resume", "run_now", "skip_next", "cancel"]
+    bulk_actions = (PAUSE_ACTIVE, RESUME_PAUSED)
     form = TaskAdminForm
     raw_id_fields = ["owner"]
     readonly_fields = ["status", "next_fire_times", "next_run", "last_run", "created_at"]
@@ -341,7 +348,7 @@ class AttemptInline(OwnedInline, admin.TabularInline):
 
 
 @admin.register(Run)
-class RunAdmin(RunBulkRetry, RunPageButtons, OwnedAdmin):
+class RunAdmin(BulkMatching, RunPageButtons, OwnedAdmin):
     list_display = ["id", "task", "scheduled_at", "status", "attempt", "priority", "worker"]
     list_display += ["started_at", "finished_at", "wait_reason", "zombie_since"]
     # Date: Today / Past 7 days / This month / This year, as ranges; no date_hierarchy, whose
@@ -378,6 +385,7 @@ class RunAdmin(RunBulkRetry, RunPageButtons, OwnedAdmin):
     paginator = EstimatedCountPaginator
     inlines = [AttemptInline]
     actions = ["retry", "cancel"]
+    bulk_actions = (RETRY_FAILED, CANCEL_UNFINISHED)
 
     class Media:
         js = ["tasks/admin_live.js"]  # the list's rows refresh themselves
