@@ -33,8 +33,10 @@ from tasks.admin_bulk import (
 )
 from tasks.admin_forms import SCHEDULE_FIELDS, TaskAdminForm, schedule_help
 from tasks.admin_lists import (
+    DateRangeFilter,
     EstimatedCountPaginator,
     HealthFilter,
+    LastRunFilter,
     OwnerFilter,
     PriorityFilter,
     ScheduleTypeFilter,
@@ -120,7 +122,7 @@ class RunInline(OwnedInline, admin.TabularInline):
 class TaskAdmin(BulkMatching, NotifyPicker, SchedulePreview, OwnedAdmin):
     list_display = ["__str__", "owner", "kind", "schedule_type", "priority", "status"]
     list_display += ["health", "next_run", "last_run", "runs_link"]
-    list_filter = ["status", "kind", HealthFilter, OwnerFilter, PriorityFilter]
+    list_filter = ["status", "kind", HealthFilter, LastRunFilter, OwnerFilter, PriorityFilter]
     list_filter += [ScheduleTypeFilter]
     list_select_related = ["owner", "health_state"]
     search_fields = ["name", "dedup_key", "=owner__username"]
@@ -351,9 +353,9 @@ class AttemptInline(OwnedInline, admin.TabularInline):
 class RunAdmin(BulkMatching, RunPageButtons, OwnedAdmin):
     list_display = ["id", "task", "scheduled_at", "status", "attempt", "priority", "worker"]
     list_display += ["started_at", "finished_at", "wait_reason", "zombie_since"]
-    # Date: Today / Past 7 days / This month / This year, as ranges; no date_hierarchy, whose
-    # drill-down runs SELECT DISTINCT over the whole table.
-    list_filter = ["status", ("scheduled_at", admin.DateFieldListFilter), OwnerFilter]
+    # Date: Today / Past 7 days / This month / This year, or a range typed in; no
+    # date_hierarchy, whose drill-down runs SELECT DISTINCT over the whole table.
+    list_filter = ["status", ("scheduled_at", DateRangeFilter), OwnerFilter]
     list_select_related = ["task"]
     search_fields = ["task__name"]
     raw_id_fields = ["task", "owner"]
@@ -398,7 +400,7 @@ class RunAdmin(BulkMatching, RunPageButtons, OwnedAdmin):
         # run_scheduled_at_idx; otherwise the time-ordered uuid7 primary key, newest first.
         if request.GET.get("status__exact") in TERMINAL_STATUSES:
             return ("-finished_at",)
-        if "task__id__exact" in request.GET or "scheduled_at__gte" in request.GET:
+        if {"task__id__exact", "scheduled_at__gte", "scheduled_at__lt"} & request.GET.keys():
             return ("-scheduled_at",)
         return ("-id",)
 

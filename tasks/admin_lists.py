@@ -4,16 +4,21 @@ filters (no SELECT DISTINCT over the table), uuid search through the primary key
 from __future__ import annotations
 
 import uuid
+from datetime import datetime, time
 from typing import Any
 
 from django.contrib import admin
+from django.contrib.admin.options import IncorrectLookupParameters
 from django.contrib.auth import get_user_model
 from django.core.paginator import Paginator
 from django.db import connection
 from django.db.models import QuerySet
+from django.utils import timezone
+from django.utils.dateparse import parse_date, parse_datetime
 from django.utils.functional import cached_property
 
-from tasks import expectations, schedules
+from tasks import expectations, history, schedules
+from tasks.admin_scope import is_operator
 from tasks.models import HEALTHS
 
 # A filtered list is counted exactly up to this many rows, then shown as "at least" this many.
@@ -84,6 +89,34 @@ class HealthFilter(admin.SimpleListFilter):
         return expectations.with_health(queryset, value) if value in HEALTHS else queryset
 
 
+class LastRunFilter(admin.SimpleListFilter):
+    """Tasks by their last run's status (tasks/history.py last_run): one probe of the (task,
+    scheduled_at) index per task of one owner. Offered on one owner's tasks only (a user's own,
+    or an operator's list filtered by owner): across every owner it would probe every task."""
+
+    title = "last run"
+    parameter_name = "last_run"
+    STATUSES = ("failed", "succeeded", "running")
+
+    def _one_owner(self, request: Any) -> bool:
+        return not is_operator(request.user) or bool(request.GET.get("owner"))
+
+    def lookups(self, request: Any, model_admin: Any) -> list[tuple[str, str]]:
+        return [(s, s) for s in self.STATUSES] if self._one_owner(request) else []
+
+    def has_output(self) -> bool:
+        # Applied when given, so that a link without an owner is refused, not ignored.
+        return super().has_output() or self.value() is not None
+
+    def queryset(self, request: Any, queryset: QuerySet) -> QuerySet:
+        value = self.value()
+        if value is None:
+            return queryset
+        if value not in self.STATUSES or not self._one_owner(request):
+            raise IncorrectLookupParameters(f"last_run={value!r} (one owner's tasks only)")
+        return queryset.alias(last_run_is=history.last_run("status")).filter(last_run_is=value)
+
+
 class ScheduleTypeFilter(admin.SimpleListFilter):
     title = "schedule"
     parameter_name = "schedule_type"
@@ -117,3 +150,47 @@ class OwnerFilter(admin.SimpleListFilter):
         if value and value.isdigit():
             return queryset.filter(owner_id=int(value))
         return queryset
+
+
+def parse_instant(text: str) -> datetime | None:
+    """`2026-12-01`, `2026-12-01 08:30[:00]` or ISO 8601 with a zone; without one, the admin's
+    time zone (the one it shows times in). None when it is none of these."""
+    text = text.strip()
+    try:
+        at = parse_datetime(text)
+        if at is None:
+            day = parse_date(text)
+            at = datetime.combine(day, time()) if day else None
+    except ValueError:  # well formed, but no such date or time
+        return None
+    if at is not None and timezone.is_naive(at):
+        at = timezone.make_aware(at)
+    return at
+
+
+class DateRangeFilter(admin.DateFieldListFilter):
+    """The date links (today, past 7 days, ...) and a range typed in: from (inclusive) and
+    before (exclusive), the same two parameters, so one index range scan serves both."""
+
+    template = "admin/tasks/date_range_filter.html"
+
+    def __init__(self, field: Any, request: Any, params: Any, *args: Any, **kwargs: Any) -> None:
+        super().__init__(field, request, params, *args, **kwargs)
+        ours = {self.lookup_kwarg_since, self.lookup_kwarg_until, "p"}
+        # The form sends the list's other filters and search along with the range.
+        self.kept = [(k, v) for k, values in request.GET.lists() if k not in ours for v in values]
+        self.since = request.GET.get(self.lookup_kwarg_since, "")
+        self.until = request.GET.get(self.lookup_kwarg_until, "")
+
+    def queryset(self, request: Any, queryset: QuerySet) -> QuerySet:
+        bounds = {}
+        for key in (self.lookup_kwarg_since, self.lookup_kwarg_until):
+            values = self.used_parameters.get(key) or []
+            text = str(values[-1]) if isinstance(values, list) and values else str(values or "")
+            if not text.strip():
+                continue  # the form's other field left empty
+            at = parse_instant(text)
+            if at is None:
+                raise IncorrectLookupParameters(f"{key}: not a date or time: {text!r}")
+            bounds[key] = at
+        return queryset.filter(**bounds)
