@@ -12,6 +12,7 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
+from tasks import admin_bulk
 from tasks.models import Run, Task
 from tests.factories import RunFactory, TaskFactory, UserFactory
 
@@ -213,3 +214,21 @@ def test_the_task_list_links_pause_and_resume_with_its_filter(tasks) -> None:
 
     for name in ("pause", "resume"):
         assert f'href="{reverse(f"admin:tasks_task_{name}_matching")}?q=report"' in page
+
+
+def test_more_than_a_batch_is_done_one_batch_per_confirmation(tasks, monkeypatch) -> None:
+    client, mine, _ = tasks
+    owner = mine["paused"][0].owner
+    paused = mine["paused"] + [TaskFactory(owner=owner, status="paused") for _ in range(2)]
+    monkeypatch.setattr(admin_bulk, "BATCH", 2)
+    url = reverse("admin:tasks_task_resume_matching")
+
+    asked = client.get(url).content.decode()
+    assert "Resume 2 paused tasks matching this filter (the first 2; more match)" in asked
+    first = client.post(url, follow=True).content.decode()
+    assert "Resumed 2 paused tasks. More match: resume again for the next batch." in first
+    assert [s == "paused" for s in task_statuses(paused)] == [False, False, True], "oldest first"
+
+    second = client.post(url, follow=True).content.decode()
+    assert "Resumed 1 paused task." in second and "More match" not in second
+    assert "paused" not in task_statuses(paused)
