@@ -7,7 +7,13 @@ import pytest
 from rest_framework.test import APIClient
 
 WRITES = {"post", "put", "patch", "delete"}
-PUBLIC = {"/health", "/health/live", "/api/v1/auth/token", "/api/v1/auth/token/refresh"}
+PUBLIC = {
+    "/health",
+    "/health/live",
+    "/api/v1/auth/token",
+    "/api/v1/auth/token/refresh",
+    "/api/v1/tasksets/schema",
+}
 
 
 @pytest.fixture
