@@ -36,15 +36,15 @@ TASK_FIELDS = (
 )
 
 
-def apply_fields(task: Task, data: dict) -> None:
+def apply_fields(task: Task, data: dict, known: dict | None = None) -> None:
     """The validated fields `data` names, the executable when given, and the requests as
-    numbers: what creating a task and changing one both write."""
+    numbers: what creating a task and changing one both write. `known`: as _set_concurrency."""
     for field in TASK_FIELDS:
         if field in data:
             setattr(task, field, data[field])
     if data.get("executable") is not None:
         task.executable = data["executable"]
-    _set_concurrency(task, data)
+    _set_concurrency(task, data, known)
     task.set_requests()
 
 

@@ -13,6 +13,7 @@ from datetime import date, datetime, timedelta
 
 from django.db import connection, transaction
 from django.db.models import Q
+from django.utils import timezone
 
 from tasks import counters, events, expectations, outbox, schedules
 from tasks import occurrences as planning
@@ -21,7 +22,7 @@ from tasks.exceptions import Conflict
 from tasks.exclusions import REASON_PREFIX as EXCLUDED_PREFIX
 from tasks.models import CLAIMABLE_STATUSES, ENDED, Run, Task
 from tasks.transitions.completion import complete_finished_tasks
-from tasks.transitions.creation import apply_fields, first_fire_at, plan_now
+from tasks.transitions.creation import TASK_FIELDS, apply_fields, first_fire_at, plan_now
 from tasks.transitions.run_actions import cancel_running
 
 SKIPPED_ON_REQUEST = "skipped on request"
@@ -29,6 +30,17 @@ SKIPPED_ON_REQUEST = "skipped on request"
 
 def _lock(task: Task) -> Task:
     return Task.objects.select_for_update().get(pk=task.pk)
+
+
+def _lock_all(tasks: list[Task]) -> list[Task]:
+    """The tasks' rows locked (FOR UPDATE, in id order so two batches cannot deadlock), fresh,
+    in the order given."""
+    ids = [task.pk for task in tasks]
+    locked = {t.pk: t for t in Task.objects.select_for_update().filter(pk__in=ids).order_by("pk")}
+    missing = [pk for pk in ids if pk not in locked]
+    if missing:
+        raise Task.DoesNotExist(f"no task {missing[0]}")
+    return [locked[pk] for pk in ids]
 
 
 def _unstarted_runs(task: Task):
@@ -39,35 +51,50 @@ def _unstarted_runs(task: Task):
 def _unplan(task: Task, *, excluded_from: datetime | None = None) -> None:
     """Withdraw occurrences planned but not started, so they can be planned again later; with
     `excluded_from`, also the ones recorded skipped by an exclusion from then on (a calendar
-    changed: they may run now, or be excluded for another reason).
+    changed: they may run now, or be excluded for another reason)."""
+    _unplan_all([task], excluded_from=excluded_from)
+
+
+def _unplan_all(tasks: list[Task], *, excluded_from: datetime | None = None) -> None:
+    """_unplan for each of the tasks, with one read and one delete of their runs.
 
     An extra run-now run is withdrawn too, but it is no occurrence of the schedule: it never
     counted against runs_planned (max_runs) and must not become next_unplanned_at.
     """
-    runs = _unstarted_runs(task)
+    if not tasks:
+        return
+    runs = Run.objects.filter(task__in=tasks, status__in=CLAIMABLE_STATUSES, attempt=0)
     if excluded_from is not None:
         runs = Run.objects.filter(
             Q(pk__in=runs.values("pk"))
             | Q(
-                task=task,
+                task__in=tasks,
                 status=Run.Status.SKIPPED,
                 error__startswith=EXCLUDED_PREFIX,
                 scheduled_at__gte=excluded_from,
             )
         )
     # Locked first (workers claim with SKIP LOCKED), so what is counted is what is deleted.
-    withdrawn = list(runs.select_for_update().values_list("pk", "scheduled_at"))
+    withdrawn = list(
+        runs.select_for_update().order_by("pk").values_list("pk", "task_id", "scheduled_at")
+    )
     if not withdrawn:
         return
-    Run.objects.filter(pk__in=[pk for pk, _ in withdrawn]).delete()
-    off = _days_off(task)
-    occurrences = [at for _, at in withdrawn if _is_occurrence(task.schedule, at, off)]
-    task.runs_planned = max(0, task.runs_planned - len(occurrences))
-    earliest = min(occurrences, default=None)
-    if earliest is not None and (
-        task.next_unplanned_at is None or earliest < task.next_unplanned_at
-    ):
-        task.next_unplanned_at = earliest
+    Run.objects.filter(pk__in=[pk for pk, _, _ in withdrawn]).delete()
+    by_task: dict = {}
+    for _, task_id, at in withdrawn:
+        by_task.setdefault(task_id, []).append(at)
+    withdrawing = [task for task in tasks if task.pk in by_task]
+    calendars = planning.load_calendars([task.schedule for task in withdrawing])
+    for task in withdrawing:
+        off = planning.days_off(planning.exclusions_of(task.schedule, calendars))
+        occurrences = [at for at in by_task[task.pk] if _is_occurrence(task.schedule, at, off)]
+        task.runs_planned = max(0, task.runs_planned - len(occurrences))
+        earliest = min(occurrences, default=None)
+        if earliest is not None and (
+            task.next_unplanned_at is None or earliest < task.next_unplanned_at
+        ):
+            task.next_unplanned_at = earliest
 
 
 def _days_off(task: Task) -> Callable[[date], bool] | None:
@@ -81,39 +108,100 @@ def _is_occurrence(schedule: dict, at: datetime, off: Callable[[date], bool] | N
     return next(iter(following), None) == at
 
 
+# What an update may change on a task's row (apply_fields, a new schedule, the replanning).
+UPDATED_FIELDS = (
+    *TASK_FIELDS,
+    "executable",
+    "concurrency",
+    "concurrency_key",
+    "cpu_millis",
+    "memory_bytes",
+    "schedule",
+    "schedule_type",
+    "next_unplanned_at",
+    "runs_planned",
+    "status",
+    "updated_at",
+)
+
+
 def update_task(*, task: Task, data: dict, now: datetime) -> Task:
     """Apply a change to every run not yet started, atomically.
 
     Raises Conflict when a one-time task's run is in flight: the change would alter it.
     """
+    return update_tasks(changes=[(task, data)], now=now)[0]
+
+
+def update_tasks(*, changes: list[tuple[Task, dict]], now: datetime) -> list[Task]:
+    """update_task for many tasks at once (each with its own data), in one transaction and a
+    fixed handful of statements however many tasks: the rows locked together, their unstarted
+    runs withdrawn together, the tasks written and replanned in one pass. All or nothing: a
+    Conflict of any task changes none."""
+    if not changes:
+        return []
     with transaction.atomic():
-        task = _lock(task)
-        running = Run.objects.filter(task=task, status=Run.Status.RUNNING).exists()
-        if running and task.schedule_type == "once":
-            raise Conflict("the task's run is running; wait for it or cancel it first")
-        if task.status == Task.Status.CANCELLED:
-            raise Conflict("the task is cancelled")
-        apply_fields(task, data)
-        if "schedule" in data:
-            _unplan(task)
+        tasks = _lock_all([task for task, _ in changes])
+        datas = [data for _, data in changes]
+        ids = [task.pk for task in tasks]
+        running = set(
+            Run.objects.filter(task_id__in=ids, status=Run.Status.RUNNING).values_list(
+                "task_id", flat=True
+            )
+        )
+        for task in tasks:
+            if task.pk in running and task.schedule_type == "once":
+                raise Conflict("the task's run is running; wait for it or cancel it first")
+            if task.status == Task.Status.CANCELLED:
+                raise Conflict("the task is cancelled")
+        keys_known: dict = {}  # concurrency keys resolved, per owner
+        for task, data in zip(tasks, datas, strict=True):
+            apply_fields(task, data, known=keys_known.setdefault(task.owner_id, {}))
+        rescheduled = [(t, d) for t, d in zip(tasks, datas, strict=True) if "schedule" in d]
+        _unplan_all([task for task, _ in rescheduled])
+        calendars = planning.load_calendars([data["schedule"] for _, data in rescheduled])
+        for task, data in rescheduled:
             task.schedule = data["schedule"]
             task.schedule_type = task.schedule["type"]
-            task.next_unplanned_at = first_fire_at(task.schedule, now=now)
+            task.next_unplanned_at = first_fire_at(task.schedule, now=now, calendars=calendars)
             if task.status in ENDED:
                 task.status = Task.Status.ACTIVE
-        task.save()
-        if "expect" in data:
-            expectations.sync([task], now=now)
-        _unstarted_runs(task).update(priority=task.priority, max_attempts=task.max_attempts)
-        if "resources" in data or "concurrency" in data:  # retries too: every run unclaimed
-            claimable = Run.objects.filter(task=task, status__in=CLAIMABLE_STATUSES)
-            claimable.update(**task.requests)
-            # A reason about the old requests no longer holds; workers and the reviewer say
-            # again within a second whether the new ones wait.
-            claimable.exclude(wait_reason="").update(status=Run.Status.SCHEDULED, wait_reason="")
-        if task.status == Task.Status.ACTIVE:
-            plan_now(task, now=now)
-    return task
+        written = timezone.now()
+        for task in tasks:
+            task.updated_at = written
+        Task.objects.bulk_update(tasks, UPDATED_FIELDS, batch_size=500)
+        expectations.sync([t for t, d in zip(tasks, datas, strict=True) if "expect" in d], now=now)
+        _update_runs(tasks, lambda t: {"priority": t.priority, "max_attempts": t.max_attempts})
+        requested = [t for t, d in zip(tasks, datas, strict=True) if _requests_changed(d)]
+        _update_runs(requested, lambda t: t.requests, claimable=True)
+        # Planned one by one as a single update plans (a few cheap statements each; the
+        # withdrawal and the writes above were the cost).
+        for task in tasks:
+            if task.status == Task.Status.ACTIVE:
+                plan_now(task, now=now)
+    return tasks
+
+
+def _requests_changed(data: dict) -> bool:
+    return "resources" in data or "concurrency" in data
+
+
+def _update_runs(tasks: list[Task], values, *, claimable: bool = False) -> None:
+    """Write `values(task)` on each task's runs not yet started (every unclaimed run, retries
+    too, when `claimable`): one UPDATE per distinct value, few in a batch."""
+    groups: dict[tuple, list] = {}
+    for task in tasks:
+        groups.setdefault(tuple(sorted(values(task).items())), []).append(task.pk)
+    for value, ids in groups.items():
+        if not claimable:
+            runs = Run.objects.filter(task_id__in=ids, status__in=CLAIMABLE_STATUSES, attempt=0)
+            runs.update(**dict(value))
+            continue
+        runs = Run.objects.filter(task_id__in=ids, status__in=CLAIMABLE_STATUSES)
+        runs.update(**dict(value))
+        # A reason about the old requests no longer holds; workers and the reviewer say
+        # again within a second whether the new ones wait.
+        runs.exclude(wait_reason="").update(status=Run.Status.SCHEDULED, wait_reason="")
 
 
 def replan_exclusions(*, task: Task, now: datetime) -> None:
@@ -160,20 +248,38 @@ def resume_task(*, task: Task, now: datetime) -> Task:
 
 def cancel_task(*, task: Task, force: bool, now: datetime) -> Task:
     """No further runs. Raises Conflict while a run is running, unless `force` cancels it too."""
+    return cancel_tasks(tasks=[task], force=force, now=now)[0]
+
+
+def cancel_tasks(*, tasks: list[Task], force: bool, now: datetime) -> list[Task]:
+    """cancel_task for many tasks at once, in one transaction and a few statements; a Conflict
+    (a run running, without `force`) cancels none."""
+    if not tasks:
+        return []
     with transaction.atomic():
-        task = _lock(task)
-        running = list(Run.objects.filter(task=task, status=Run.Status.RUNNING))
+        locked = _lock_all(tasks)
+        ids = [task.pk for task in locked]
+        running = list(
+            Run.objects.filter(task_id__in=ids, status=Run.Status.RUNNING).order_by("pk")
+        )
         if running and not force:
             raise Conflict("a run of this task is running; pass ?force=true to cancel it too")
-        Run.objects.filter(task=task, status__in=CLAIMABLE_STATUSES).update(
+        Run.objects.filter(task_id__in=ids, status__in=CLAIMABLE_STATUSES).update(
             status=Run.Status.CANCELLED, finished_at=now, error="task cancelled"
         )
         for run in running:
             cancel_running(run=run, now=now, reason="task cancelled")
-        task.status = Task.Status.CANCELLED
-        task.next_unplanned_at = None
-        task.save(update_fields=["status", "next_unplanned_at", "updated_at"])
-    return task
+        written = timezone.now()
+        Task.objects.filter(pk__in=ids).update(
+            status=Task.Status.CANCELLED, next_unplanned_at=None, updated_at=written
+        )
+        for task in locked:
+            task.status, task.next_unplanned_at, task.updated_at = (
+                Task.Status.CANCELLED,
+                None,
+                written,
+            )
+    return locked
 
 
 def run_now(*, task: Task, now: datetime) -> Run:
