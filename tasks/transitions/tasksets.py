@@ -56,20 +56,24 @@ def _entry(declared: Declared, applied: dict[str, Any]) -> dict[str, Any]:
     return {"entry": declared.entry, "applied": applied, "ignore_changes": declared.ignore_changes}
 
 
-def _remember(task: Task, taskset: TaskSet, declared: Declared) -> None:
-    """Record on the task what this apply declared and what it left."""
-    task.refresh_from_db()
-    Task.objects.filter(pk=task.pk).update(
-        taskset=taskset,
-        taskset_key=declared.key,
-        taskset_entry=_entry(declared, compared_fields(task)),
+def _remember(tasks: list[tuple[Task, Declared]], taskset: TaskSet) -> None:
+    """Record on each task what this apply declared and what it left."""
+    fresh = Task.objects.in_bulk([task.pk for task, _ in tasks])
+    remembered = []
+    for task, declared in tasks:
+        row = fresh[task.pk]
+        row.taskset, row.taskset_key = taskset, declared.key
+        row.taskset_entry = _entry(declared, compared_fields(row))
+        remembered.append(row)
+    Task.objects.bulk_update(
+        remembered, ["taskset", "taskset_key", "taskset_entry"], batch_size=500
     )
 
 
-def _remove(task: Task, *, force: bool, now: datetime) -> None:
-    """Cancel a task the set no longer declares; it leaves the set (so it is no drift)."""
-    lifecycle.cancel_task(task=task, force=force, now=now)
-    Task.objects.filter(pk=task.pk).update(taskset=None)
+def _remove(tasks: list[Task], *, force: bool, now: datetime) -> None:
+    """Cancel the tasks the set no longer declares; they leave the set (so they are no drift)."""
+    lifecycle.cancel_tasks(tasks=tasks, force=force, now=now)
+    Task.objects.filter(pk__in=[task.pk for task in tasks]).update(taskset=None)
 
 
 def apply_taskset(
@@ -94,18 +98,21 @@ def apply_taskset(
             task.taskset_entry = _entry(item, compared_fields(task))
             created[item.key] = str(task.pk)
         Task.objects.bulk_update(new, ["taskset", "taskset_key", "taskset_entry"])
-        for item, task, changes in carried_out.update:
-            data = _update_data(changes, item)
-            if data:
-                task = lifecycle.update_task(task=task, data=data, now=now)
+        # Every changed task in one batch update, then the resumes the file asks for.
+        updates = [
+            (task, _update_data(changes, item)) for item, task, changes in carried_out.update
+        ]
+        lifecycle.update_tasks(changes=[(task, data) for task, data in updates if data], now=now)
+        for _, task, changes in carried_out.update:
             if "status" in changes:
-                task = lifecycle.resume_task(task=task, now=now)
-            _remember(task, taskset, item)
+                lifecycle.resume_task(task=task, now=now)
+        _remember([(task, item) for item, task, _ in carried_out.update], taskset)
         for item, task in carried_out.unchanged:  # the entry as now written, same values
             applied = (task.taskset_entry or {}).get("applied") or compared_fields(task)
-            Task.objects.filter(pk=task.pk).update(taskset_entry=_entry(item, applied))
-        for task in carried_out.delete:
-            _remove(task, force=force, now=now)
+            task.taskset_entry = _entry(item, applied)
+        unchanged = [task for _, task in carried_out.unchanged]
+        Task.objects.bulk_update(unchanged, ["taskset_entry"], batch_size=500)
+        _remove(carried_out.delete, force=force, now=now)
         TaskSet.objects.filter(pk=taskset.pk).update(version=F("version") + 1, updated_at=now)
         taskset.refresh_from_db()
     return taskset, {"name": name, "version": taskset.version, **carried_out.as_json(created)}
@@ -123,8 +130,7 @@ def delete_taskset(
             return None
         removal = plan(taskset, [])
         if not dry_run:
-            for task in removal.delete:
-                _remove(task, force=force, now=now)
+            _remove(removal.delete, force=force, now=now)
             Task.objects.filter(taskset=taskset).update(taskset=None)
             taskset.delete()
     return {"name": name, "version": taskset.version, **removal.as_json()}

@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import threading
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from django.db import connection, transaction
 
 from tasks import schedules
 from tasks.exceptions import Conflict
-from tasks.models import Task
+from tasks.models import Run, Task
 from tasks.transitions import lifecycle, tasksets
-from tasks.transitions.taskset_plan import Declared
+from tasks.transitions.taskset_plan import Declared, plan
 from tests.factories import UserFactory
 
 T0 = datetime(2030, 1, 1, tzinfo=UTC)
@@ -135,3 +135,81 @@ def test_a_pause_outside_the_set_is_resumed_unless_ignored() -> None:
     assert plan["update"][0]["changes"] == {"status": {"from": "paused", "to": "active"}}
     task.refresh_from_db()
     assert task.status == "active"
+
+
+def _entry(key: str, expression: str, priority: int) -> Declared:
+    item = declared(key, expression)
+    item.entry["priority"] = item.data["priority"] = priority
+    return item
+
+
+def _state(owner) -> dict[str, tuple]:
+    """Each task of the owner by key: its row (ids aside) and its runs, ordered."""
+    columns = ("status", "schedule", "priority", "max_attempts", "next_unplanned_at")
+    found: dict[str, tuple] = {}
+    for task in Task.objects.filter(owner=owner).order_by("taskset_key", "id"):
+        runs = (
+            Run.objects.filter(task=task)
+            .order_by("scheduled_at", "attempt", "status")
+            .values_list(
+                "scheduled_at",
+                "execute_at",
+                "status",
+                "attempt",
+                "priority",
+                "max_attempts",
+                "error",
+            )
+        )
+        row = tuple(getattr(task, name) for name in columns)
+        extra = (task.runs_planned, task.taskset_id is not None, task.taskset_entry)
+        found[task.taskset_key or ""] = (row, extra, list(runs))
+    return found
+
+
+@pytest.mark.django_db
+def test_a_batch_apply_leaves_what_the_single_task_transitions_leave() -> None:
+    """200 changed entries (schedules, priorities, a paused task resumed, a task with a run in
+    flight) and 20 removed, applied at once, end exactly as the same changes made one task at
+    a time through update_task, resume_task and cancel_task."""
+    began, later = T0 + timedelta(seconds=45), T0 + timedelta(seconds=50)
+    first = [_entry(f"k{i:03}", "* * * * *", 5) for i in range(220)]
+    changed = [
+        _entry(f"k{i:03}", "*/2 * * * *" if i % 2 else "* * * * *", 6 if i % 3 else 7)
+        for i in range(200)
+    ]
+    batched, single = UserFactory(), UserFactory()
+    for owner in (batched, single):
+        tasksets.apply_taskset(owner=owner, name="s", declared=first, force=True, now=began)
+        for task in Task.objects.filter(owner=owner, taskset_key__endswith="5"):
+            lifecycle.pause_task(task=task, now=began)
+        for task in Task.objects.filter(owner=owner, taskset_key__endswith="0"):
+            run = lifecycle.run_now(task=task, now=began)
+            type(run).objects.filter(pk=run.pk).update(
+                status="running", attempt=1, worker="w", started_at=began, heartbeat_at=began
+            )
+    # The next minute's occurrence is planned (the look-ahead): the changes have runs to move.
+    assert Run.objects.filter(task__owner=batched, status="scheduled").count() == 198
+
+    carried = tasksets.apply_taskset(
+        owner=batched, name="s", declared=changed, force=True, now=later
+    )[1]
+    assert (len(carried["update"]), len(carried["delete"])) == (200, 20)
+
+    taskset = tasksets.find_taskset(owner=single, name="s")
+    planned = plan(taskset, changed)
+    for item, task, changes in planned.update:
+        data = tasksets._update_data(changes, item)
+        if data:
+            lifecycle.update_task(task=task, data=data, now=later)
+        if "status" in changes:
+            lifecycle.resume_task(task=task, now=later)
+        tasksets._remember([(task, item)], taskset)
+    for task in planned.delete:
+        lifecycle.cancel_task(task=task, force=True, now=later)
+        Task.objects.filter(pk=task.pk).update(taskset=None)
+
+    assert _state(batched) == _state(single)
+    assert Task.objects.filter(owner=batched, status="paused").count() == 0
+    resumed = Task.objects.get(owner=batched, taskset_key="k015")
+    assert resumed.status == "active" and resumed.priority == 7
