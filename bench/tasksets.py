@@ -1,7 +1,9 @@
 """`python -m bench tasksets`: one task set of N entries through PUT /api/v1/tasksets/{name}
 in-process (the view, its validation and the transitions), on a scratch database: a dry run and
 an apply of N creates, a dry run and an apply with nothing changed, an apply of N updates, and
-the set's delete. One line per step: seconds and the plan's counts."""
+the set's delete. One line per step: seconds and the plan's counts; then the floor: the N
+entries' validation alone (what every PUT step pays before planning or writing anything), in
+the same run, so a step's figure can be read against this machine's load at the time."""
 
 from __future__ import annotations
 
@@ -11,7 +13,12 @@ from typing import Any
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.test import override_settings
-from rest_framework.test import APIClient
+from rest_framework.parsers import JSONParser
+from rest_framework.request import Request
+from rest_framework.test import APIClient, APIRequestFactory
+
+from tasks.api.tasksets import declared_tasks
+from tasks.db import db_now
 
 URL = "/api/v1/tasksets/bench"
 
@@ -58,3 +65,10 @@ def _measure(n: int) -> None:
     response = api.delete(URL)
     assert response.status_code == 200, response.content[:300]
     print(f"{f'delete, {n} tasks':26} {time.perf_counter() - started:8.2f}")
+    request = Request(
+        APIRequestFactory().put(URL, body(n, 3), format="json"), parsers=[JSONParser()]
+    )
+    request.user = user
+    started = time.perf_counter()
+    declared_tasks(request, db_now())
+    print(f"{f'floor: validation of {n}':26} {time.perf_counter() - started:8.2f}")
