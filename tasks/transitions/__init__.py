@@ -6,7 +6,8 @@ what it guarantees when other processes do the same thing at the same moment. Th
 they run live in tasks/sql/*.sql.
 
     creation     create_task, create_tasks (batch)
-    lifecycle    update_task, pause_task, resume_task, cancel_task, run_now, skip_next
+    lifecycle    update_task, update_tasks (batch), pause_task, resume_task, cancel_task,
+                 cancel_tasks (batch), run_now, skip_next
     run_actions  cancel_run, retry_run, cancel_running (a user's or an overlap's cancel)
     plan         plan_task, plan_due_tasks (the scheduler, and the API inline)
     claim        claim_runs, record_outcomes, record_and_claim, renew_heartbeats (the worker)

@@ -56,18 +56,16 @@ def _entry(declared: Declared, applied: dict[str, Any]) -> dict[str, Any]:
     return {"entry": declared.entry, "applied": applied, "ignore_changes": declared.ignore_changes}
 
 
-def _remember(tasks: list[tuple[Task, Declared]], taskset: TaskSet) -> None:
+def _remember(tasks: list[tuple[Task, Declared]]) -> None:
     """Record on each task what this apply declared and what it left."""
+    # Tasks of the set under their keys already: the entry is what changes.
     fresh = Task.objects.in_bulk([task.pk for task, _ in tasks])
     remembered = []
     for task, declared in tasks:
         row = fresh[task.pk]
-        row.taskset, row.taskset_key = taskset, declared.key
         row.taskset_entry = _entry(declared, compared_fields(row))
         remembered.append(row)
-    Task.objects.bulk_update(
-        remembered, ["taskset", "taskset_key", "taskset_entry"], batch_size=500
-    )
+    Task.objects.bulk_update(remembered, ["taskset_entry"], batch_size=500)
 
 
 def _remove(tasks: list[Task], *, force: bool, now: datetime) -> None:
@@ -106,7 +104,7 @@ def apply_taskset(
         for _, task, changes in carried_out.update:
             if "status" in changes:
                 lifecycle.resume_task(task=task, now=now)
-        _remember([(task, item) for item, task, _ in carried_out.update], taskset)
+        _remember([(task, item) for item, task, _ in carried_out.update])
         for item, task in carried_out.unchanged:  # the entry as now written, same values
             applied = (task.taskset_entry or {}).get("applied") or compared_fields(task)
             task.taskset_entry = _entry(item, applied)

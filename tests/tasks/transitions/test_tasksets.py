@@ -204,7 +204,7 @@ def test_a_batch_apply_leaves_what_the_single_task_transitions_leave() -> None:
             lifecycle.update_task(task=task, data=data, now=later)
         if "status" in changes:
             lifecycle.resume_task(task=task, now=later)
-        tasksets._remember([(task, item)], taskset)
+        tasksets._remember([(task, item)])
     for task in planned.delete:
         lifecycle.cancel_task(task=task, force=True, now=later)
         Task.objects.filter(pk=task.pk).update(taskset=None)
