@@ -180,8 +180,11 @@ def test_api_against_its_floor_with_a_scheduler_and_a_worker() -> None:
 
 def test_plans_times_the_apis_reads_under_each_mode() -> None:
     lines = bench("plans", "--repeat", "8", scratch="plans")
-    by_mode = {r["plan_cache_mode"]: r for r in lines if r["workload"] == "api prepared reads"}
+    reads = [r for r in lines if r["workload"] == "api prepared reads"]
+    by_mode = {r["plan_cache_mode"]: r for r in reads if r["prepared_statements"]}
     assert set(by_mode) == {"auto", "force_generic_plan"}
+    [unprepared] = [r for r in reads if not r["prepared_statements"]]
+    assert (unprepared["generic_plans"], unprepared["custom_plans"]) == (None, None)
     for r in by_mode.values():
         assert set(r["median_ms"]) == {"task", "list page", "a task's runs", "a run"}
         assert all(ms > 0 for ms in r["median_ms"].values())
