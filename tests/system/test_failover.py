@@ -23,6 +23,7 @@ import pytest
 import requests
 
 from tests.conftest import ROOT, Processes, free_port, process_env, wait_for, wait_for_api
+from tests.system.api_process import sign_in_with_every_second_task
 from tests.tasks.pg_pair import PrimaryStandby, can_run
 
 pytestmark = [
@@ -156,22 +157,7 @@ def test_failover_under_load_loses_nothing_and_records_nothing_twice(tmp_path):
         roles += [procs.start("runworker", "--concurrency", "4", env=env) for _ in range(WORKERS)]
         roles += [procs.start("runreviewer", env=env) for _ in range(REVIEWERS)]
         roles.append(procs.start("runnotifier", env=env))
-        token = requests.post(
-            f"{base}/api/v1/auth/token",
-            json={"username": "ops", "password": PASSWORD},
-            timeout=10,
-        ).json()["access"]
-        recurring = requests.post(
-            f"{base}/api/v1/tasks",
-            headers={"Authorization": f"Bearer {token}"},
-            timeout=10,
-            json={
-                "name": "every-second",
-                "kind": "handler",
-                "payload": {"name": "record"},
-                "schedule": {"type": "interval", "every": 1},
-            },
-        ).json()["id"]
+        token, recurring = sign_in_with_every_second_task(base, "ops", PASSWORD)
         load, health = Load(base, token), HealthProbe(base)
         load.start()
         health.start()

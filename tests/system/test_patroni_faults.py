@@ -28,7 +28,8 @@ import psycopg
 import pytest
 import requests
 
-from tests.conftest import ROOT, Processes, process_env, wait_for, wait_for_api
+from tests.conftest import ROOT, Processes, process_env, wait_for
+from tests.system.api_process import sign_in_with_every_second_task, start_gunicorn
 from tests.system.patroni_cluster import PatroniCluster, can_run, low_free_port, signal_pid
 
 pytestmark = [
@@ -146,27 +147,7 @@ def stack(tmp_path_factory, django_db_blocker):
             )
         port = low_free_port()
         api_env = {**env, "DATABASE_REPLICA_URL": cluster.replica_url(DATABASE)}
-        procs.started.append(
-            subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "gunicorn",
-                    "-c",
-                    "scheduler_project/gunicorn_conf.py",
-                    "scheduler_project.wsgi",
-                    "--workers",
-                    "2",
-                    "--bind",
-                    f"127.0.0.1:{port}",
-                ],
-                cwd=ROOT,
-                env=api_env,
-                stdout=(tmp / "gunicorn.log").open("wb"),
-                stderr=subprocess.STDOUT,
-            )
-        )
-        base = wait_for_api(f"http://127.0.0.1:{port}", details=procs.logs)
+        _, base = start_gunicorn(procs, api_env, tmp / "gunicorn.log", port)
         for _ in range(SCHEDULERS):
             procs.start("runscheduler", env=env)
         for _ in range(WORKERS):
@@ -174,22 +155,7 @@ def stack(tmp_path_factory, django_db_blocker):
         for _ in range(REVIEWERS):
             procs.start("runreviewer", env=env)
         procs.start("runnotifier", env=env)
-        token = requests.post(
-            f"{base}/api/v1/auth/token",
-            json={"username": "ops", "password": PASSWORD},
-            timeout=10,
-        ).json()["access"]
-        recurring = requests.post(
-            f"{base}/api/v1/tasks",
-            headers={"Authorization": f"Bearer {token}"},
-            timeout=10,
-            json={
-                "name": "every-second",
-                "kind": "handler",
-                "payload": {"name": "record"},
-                "schedule": {"type": "interval", "every": 1},
-            },
-        ).json()["id"]
+        token, recurring = sign_in_with_every_second_task(base, "ops", PASSWORD)
         yield Stack(cluster, procs, records, base, token, recurring, url, [], [])
     finally:
         try:

@@ -20,9 +20,9 @@ from pathlib import Path
 
 import psycopg
 import pytest
-import requests
 
-from tests.conftest import ROOT, database_url, process_env, wait_for, wait_for_api
+from tests.conftest import ROOT, database_url, process_env, wait_for
+from tests.system.api_process import sign_in_with_every_second_task, start_gunicorn
 from tests.system.patroni_cluster import low_free_port
 from tests.system.test_patroni_faults import CREATE_EVERY, Traffic
 
@@ -44,26 +44,7 @@ def test_every_role_replaced_one_by_one_under_load(processes, tmp_path):
         [sys.executable, "manage.py", "ensureadmin"], env=env, cwd=ROOT, check=True, timeout=120
     )
     port = low_free_port()
-    api = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "gunicorn",
-            "-c",
-            "scheduler_project/gunicorn_conf.py",
-            "scheduler_project.wsgi",
-            "--workers",
-            "2",
-            "--bind",
-            f"127.0.0.1:{port}",
-        ],
-        cwd=ROOT,
-        env=env,
-        stdout=(tmp_path / "gunicorn.log").open("wb"),
-        stderr=subprocess.STDOUT,
-    )
-    processes.started.append(api)
-    base = wait_for_api(f"http://127.0.0.1:{port}", details=processes.logs)
+    api, base = start_gunicorn(processes, env, tmp_path / "gunicorn.log", port)
     roles = {
         "runscheduler": [processes.start("runscheduler", env=env) for _ in range(2)],
         "runworker": [
@@ -71,21 +52,7 @@ def test_every_role_replaced_one_by_one_under_load(processes, tmp_path):
         ],
         "runreviewer": [processes.start("runreviewer", env=env)],
     }
-    token = requests.post(
-        f"{base}/api/v1/auth/token", json={"username": "ops", "password": PASSWORD}, timeout=10
-    ).json()["access"]
-    headers = {"Authorization": f"Bearer {token}"}
-    recurring = requests.post(
-        f"{base}/api/v1/tasks",
-        headers=headers,
-        timeout=10,
-        json={
-            "name": "every-second",
-            "kind": "handler",
-            "payload": {"name": "record"},
-            "schedule": {"type": "interval", "every": 1},
-        },
-    ).json()["id"]
+    token, recurring = sign_in_with_every_second_task(base, "ops", PASSWORD)
 
     class SlowCreates(Traffic):
         def request(self, session, n):  # type: ignore[no-untyped-def]
