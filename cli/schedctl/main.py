@@ -273,15 +273,14 @@ def preview(
 def tasks_ls(
     status: Annotated[str | None, typer.Option(help="active, paused, completed, ...")] = None,
     health: Annotated[
-        str | None, typer.Option(help="failing (last run failed) or ok (last run succeeded)")
+        str | None, typer.Option(help="up, late, failing or overdue (the task's expectations)")
     ] = None,
     taskset: Annotated[str | None, typer.Option(help="One task set's tasks.")] = None,
     limit: Annotated[int, typer.Option(help="At most this many.")] = 50,
     as_json: JsonOption = False,
 ) -> None:
     """The tasks, newest first."""
-    last = {"failing": "failed", "ok": "succeeded", None: None}.get(health, health)
-    query = {"status": status, "last_run_status": last, "taskset": taskset, "page_size": limit}
+    query = {"status": status, "health": health, "taskset": taskset, "page_size": limit}
     try:
         page = client().get("/api/v1/tasks", **query)
     except ApiError as exc:

@@ -16,7 +16,7 @@ import requests
 import yaml
 from django.utils import timezone
 
-from tasks.models import Run, Task
+from tasks.models import Run, Task, TaskHealth
 from tests.conftest import ROOT, free_port
 from tests.factories import RunFactory, UserFactory
 from tests.gunicorn_server import gunicorn  # noqa: F401  (a fixture, used by name)
@@ -216,6 +216,31 @@ def test_runs_and_tasks_for_people_and_scripts(served, tmp_path) -> None:
     assert len(times["next_runs"]) == 5
     refused = schedctl("preview", "0 9 * *")
     assert refused.returncode == 1 and "schedule" in refused.stderr
+
+
+def test_tasks_ls_filters_by_the_tasks_health(served, tmp_path) -> None:
+    base, schedctl = served
+    path = write(tmp_path / "s.yaml", [task("a", "0 3 * * *"), task("b", "0 4 * * *")])
+    schedctl("apply", "-f", str(path), "--yes")
+    failing = Task.objects.get(taskset_key="b")
+    expects = requests.patch(
+        f"{base}/api/v1/tasks/{failing.pk}",
+        json={"expect": {"failure_streak": 1}},
+        headers={"Authorization": f"Bearer {access_token(base)}"},
+        timeout=10,
+    )
+    assert expects.status_code == 200, expects.content
+    TaskHealth.objects.filter(task=failing).update(health=TaskHealth.Health.FAILING)
+
+    def keys(health: str) -> list[str]:
+        listed = schedctl("tasks", "ls", "--health", health, "--json")
+        assert listed.returncode == 0, listed.stderr
+        return sorted(t["key"] for t in json.loads(listed.stdout))
+
+    assert keys("failing") == ["b"]
+    assert keys("up") == ["a"]
+    refused = schedctl("tasks", "ls", "--health", "sick")
+    assert refused.returncode == 1 and "health" in refused.stderr
 
 
 def test_validate_refuses_a_misspelt_field_offline(tmp_path) -> None:
