@@ -130,7 +130,14 @@ MEDIA_ROOT = Path(os.environ.get("MEDIA_ROOT", data_dir / "media"))
 STORAGES = storages(os.environ.get("SCHEDULER_STORAGE") or "local", env_secret)  # uploads
 
 # --- Database ---------------------------------------------------------------------------------
-database_url = fallbacks.database_url(configured_database_url, data_dir=data_dir)
+# mypy's Django plugin imports these settings and never connects; mypy ends with os._exit, which
+# skips the exit handler that stops the embedded server, so it gets a URL and no server.
+type_checking = "mypy" in sys.modules and not configured_database_url
+database_url = (
+    "postgres://127.0.0.1/scheduler"
+    if type_checking
+    else fallbacks.database_url(configured_database_url, data_dir=data_dir)
+)
 # Several hosts (`h1:5432,h2:5432/db?target_session_attrs=read-write`) fail over by libpq.
 # A read replica for the API's GETs (scheduler_project/routers.py); all else uses the primary.
 replica_url = env_secret("DATABASE_REPLICA_URL")
