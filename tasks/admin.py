@@ -23,7 +23,12 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
-from tasks import expectations, history, occurrences
+from tasks import (
+    admin_calendars,  # noqa: F401  (registers the calendars' admin)
+    expectations,
+    history,
+    occurrences,
+)
 from tasks.admin_bulk import (
     CANCEL_UNFINISHED,
     PAUSE_ACTIVE,
