@@ -87,6 +87,31 @@ def children(pid: int) -> list[int]:
     return [int(line) for line in out.split()]
 
 
+def dcs_settings() -> dict:
+    """The cluster-wide settings (bootstrap.dcs) the rig runs with: deploy/ha/patroni/patroni.yml
+    ships the same (tests/deploy/test_compose.py holds them equal)."""
+    return {
+        "ttl": TTL,
+        "loop_wait": LOOP_WAIT,
+        "retry_timeout": RETRY_TIMEOUT,
+        "maximum_lag_on_failover": 1048576,
+        "synchronous_mode": True,
+        "postgresql": {
+            "use_pg_rewind": True,
+            "use_slots": True,
+            "parameters": {
+                "wal_level": "replica",
+                "hot_standby": "on",
+                "wal_log_hints": "on",
+                "max_wal_senders": 10,
+                "max_replication_slots": 10,
+                "max_connections": 100,
+                "synchronous_commit": "on",
+            },
+        },
+    }
+
+
 @dataclass
 class Member:
     name: str
@@ -203,26 +228,7 @@ class PatroniCluster:
             return False
 
     def _write_config(self, member: Member) -> None:
-        dcs: dict = {
-            "ttl": TTL,
-            "loop_wait": LOOP_WAIT,
-            "retry_timeout": RETRY_TIMEOUT,
-            "maximum_lag_on_failover": 1048576,
-            "synchronous_mode": True,
-            "postgresql": {
-                "use_pg_rewind": True,
-                "use_slots": True,
-                "parameters": {
-                    "wal_level": "replica",
-                    "hot_standby": "on",
-                    "wal_log_hints": "on",
-                    "max_wal_senders": 10,
-                    "max_replication_slots": 10,
-                    "max_connections": 100,
-                    "synchronous_commit": "on",
-                },
-            },
-        }
+        dcs = dcs_settings()
         if self.primary_start_timeout is not None:
             dcs["primary_start_timeout"] = self.primary_start_timeout
         config = {
