@@ -70,7 +70,7 @@ class TaskBackfill(admin.ModelAdmin):
         task = self.get_object(request, object_id)  # scoped: another user's task is None
         if task is None or not self.has_change_permission(request, task):
             raise Http404("No such task.")
-        form = BackfillForm(request.POST or None)
+        form = BackfillForm(request.POST if request.method == "POST" else None)
         if request.method == "POST" and form.is_valid() and self._backfill(request, task, form):
             return HttpResponseRedirect(reverse("admin:tasks_task_change", args=[task.pk]))
         context = {

@@ -9,7 +9,7 @@ import pytest
 from rest_framework.test import APIClient
 
 from tasks.db import db_now
-from tasks.models import Run
+from tasks.models import Run, RunCounter, Task
 from tests.tasks.recurring_support import iso
 
 pytestmark = pytest.mark.django_db
@@ -116,6 +116,9 @@ def test_excluded_occurrences_are_recorded_skipped_with_the_planners_reason(
     assert reasons[0].startswith("excluded: ") and str(holiday) in " ".join(reasons)
     assert any("freeze window" in reason for reason in reasons)
     assert all(r.finished_at is not None for r in skipped)
+    # Counted as the planner counts an excluded occurrence (scheduler_runs_skipped_total).
+    counted = RunCounter.objects.filter(metric="skipped", outcome="exclusion")
+    assert sum(counted.values_list("value", flat=True)) == 2
 
 
 def error(response) -> dict:
@@ -211,6 +214,22 @@ def test_another_users_task_is_not_found(
     assert not backfilled(task)
 
 
+def test_a_cancelled_task_is_a_conflict(api: APIClient, create: Callable) -> None:
+    task = daily(create)
+    api.delete(f"/api/v1/tasks/{task['id']}")
+    start, end = last_days(2)
+    answer = backfill(api, task, start=iso(start), end=iso(end))
+    assert answer.status_code == 409 and answer.json()["code"] == "conflict"
+    assert not backfilled(task)
+
+
+def test_a_completed_task_can_be_backfilled(api: APIClient, create: Callable) -> None:
+    task = daily(create)
+    Task.objects.filter(pk=task["id"]).update(status="completed", next_unplanned_at=None)
+    start, end = last_days(2)
+    assert backfill(api, task, start=iso(start), end=iso(end)).json()["created"] == 2
+
+
 def test_a_paused_task_is_a_conflict(api: APIClient, create: Callable) -> None:
     task = daily(create)
     api.post(f"/api/v1/tasks/{task['id']}/pause")
@@ -221,8 +240,6 @@ def test_a_paused_task_is_a_conflict(api: APIClient, create: Callable) -> None:
 def test_a_pause_withdraws_unstarted_backfilled_runs_without_moving_the_cursor(
     api: APIClient, create: Callable
 ) -> None:
-    from tasks.models import Task
-
     task = daily(create)
     before = Task.objects.get(pk=task["id"])
     start, end = last_days(3)
