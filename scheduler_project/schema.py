@@ -42,6 +42,7 @@ ACTIONS = frozenset(
         "resume",
         "run-now",
         "skip-next",
+        "backfill",
         "cancel",
         "retry",
         "preview",

@@ -29,6 +29,7 @@ from tasks import (
     history,
     occurrences,
 )
+from tasks.admin_backfill import TaskBackfill
 from tasks.admin_bulk import (
     CANCEL_UNFINISHED,
     PAUSE_ACTIVE,
@@ -124,7 +125,7 @@ class RunInline(OwnedInline, admin.TabularInline):
 
 
 @admin.register(Task)
-class TaskAdmin(BulkMatching, NotifyPicker, SchedulePreview, OwnedAdmin):
+class TaskAdmin(TaskBackfill, BulkMatching, NotifyPicker, SchedulePreview, OwnedAdmin):
     list_display = ["__str__", "owner", "kind", "schedule_type", "priority", "status"]
     list_display += ["health", "next_run", "last_run", "runs_link"]
     list_filter = ["status", "kind", HealthFilter, LastRunFilter, OwnerFilter, PriorityFilter]
@@ -134,7 +135,7 @@ class TaskAdmin(BulkMatching, NotifyPicker, SchedulePreview, OwnedAdmin):
     inlines = [RunInline]
     show_full_result_count = False
     paginator = EstimatedCountPaginator
-    actions = ["pause", "resume", "run_now", "skip_next", "cancel"]
+    actions = ["pause", "resume", "run_now", "skip_next", "backfill", "cancel"]
     bulk_actions = (PAUSE_ACTIVE, RESUME_PAUSED)
     form = TaskAdminForm
     raw_id_fields = ["owner"]
@@ -323,6 +324,14 @@ class TaskAdmin(BulkMatching, NotifyPicker, SchedulePreview, OwnedAdmin):
         _apply(
             self, request, queryset, "skipped", lambda t, now: lifecycle.skip_next(task=t, now=now)
         )
+
+    @admin.action(description="Backfill the selected task (a form)", permissions=["change"])
+    def backfill(self, request: HttpRequest, queryset: QuerySet[Task]) -> HttpResponse | None:
+        chosen = list(queryset.values_list("pk", flat=True)[:2])
+        if len(chosen) != 1:
+            self.message_user(request, "Backfill one task at a time.", messages.WARNING)
+            return None
+        return HttpResponseRedirect(reverse("admin:tasks_task_backfill", args=[chosen[0]]))
 
     @admin.action(
         description="Cancel the selected tasks (stops running runs too)", permissions=["change"]

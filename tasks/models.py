@@ -359,6 +359,9 @@ class Run(models.Model):
     concurrency_key_id = models.BigIntegerField(null=True, blank=True)
     # Why a `waiting_for_resource` run waits (capacity, no worker big enough, start SLA, key).
     wait_reason = models.TextField(blank=True, default="", db_default="")
+    # Made by a backfill (POST /tasks/{id}/backfill): an occurrence from before planning began,
+    # run on request. Never missed (missed_after NULL), never the planner's to withdraw or count.
+    backfill = models.BooleanField(default=False, db_default=False)
     # A finished run as a task's `runs` shows it (JSON text), written by the database when the
     # run finishes (tasks/sql/run_summary.sql); NULL until then. Read by the task list page.
     summary = models.TextField(null=True, blank=True, editable=False)  # noqa: DJ001 (NULL: none)

@@ -216,6 +216,27 @@ def _new_run(
     )
 
 
+def occurrences_between(
+    schedule: dict,
+    *,
+    start: datetime,
+    end: datetime,
+    limit: int,
+    calendars: dict[str, CalendarData] | None = None,
+) -> list[tuple[datetime, str | None]]:
+    """The schedule's occurrences in [start, end), each with the reason its exclusions leave
+    it out (None: it runs), by the same `fire_times` the scheduler plans with; at most
+    `limit + 1` of them, so a caller can tell that the range holds more than `limit`."""
+    excluded = exclusions_of(schedule, calendars)
+    found: list[tuple[datetime, str | None]] = []
+    after = start - timedelta(microseconds=1)
+    for at in schedules.fire_times(schedule, after=after, days_off=days_off(excluded)):
+        if at >= end or len(found) > limit:
+            break
+        found.append((at, excluded.reason(at) if excluded else None))
+    return found
+
+
 def next_planning_at() -> datetime | None:
     """When the earliest active task's next occurrence enters the look-ahead window."""
     first = (

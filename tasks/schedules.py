@@ -166,6 +166,12 @@ def _normalize_recurring(v: FieldReader, zone: ZoneInfo, now: datetime) -> dict:
     return out
 
 
+def beginning(schedule: dict) -> datetime | None:
+    """Where a recurring schedule begins: its start_at (a fire time from there on), else its
+    anchor (fire times strictly after it); fire_times never reaches back before it."""
+    return _parse(schedule.get("start_at")) or _parse(schedule.get("anchor"))
+
+
 def fire_times(
     schedule: dict, *, after: datetime | None, days_off: DaysOff | None = None
 ) -> Iterator[datetime]:

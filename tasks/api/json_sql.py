@@ -367,7 +367,8 @@ SELECT json_build_object(
            'attempts', ({_ATTEMPTS_SQL}), 'exit_code', r.exit_code,
            'http_status', r.http_status, 'output', r.output, 'error', r.error,
            'zombie', r.zombie_since IS NOT NULL, 'zombie_since', {iso_sql("r.zombie_since")},
-           'idempotency_key', {idempotency_key_sql("r.task_id", "r.scheduled_at")}
+           'idempotency_key', {idempotency_key_sql("r.task_id", "r.scheduled_at")},
+           'backfill', r.backfill
        )::text,
        {{total}}
   FROM {{page}}

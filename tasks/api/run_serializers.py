@@ -66,6 +66,11 @@ class RunSerializer(serializers.ModelSerializer):
         'cpu=64"); empty otherwise.',
     )
 
+    backfill = serializers.BooleanField(
+        read_only=True,
+        help_text="Made by a backfill (POST /api/v1/tasks/{id}/backfill): never missed.",
+    )
+
     class Meta:
         model = Run
         fields = [
@@ -89,4 +94,5 @@ class RunSerializer(serializers.ModelSerializer):
             "zombie",
             "zombie_since",
             "idempotency_key",
+            "backfill",
         ]

@@ -556,6 +556,18 @@ OPERATIONS: dict[str, tuple[str, str]] = {
         "Skip a task's next occurrence",
         "The next planned run becomes `skipped`; answers it. 409 when there is none.",
     ),
+    "tasks_backfill": (
+        "Backfill a task's past occurrences",
+        "A run for every occurrence of the task's schedule in [`start`, `end`) that has none "
+        "yet, all in one transaction: `backfill: true`, never skipped as missed, claimed in "
+        "`scheduled_at` order at the task's priority (or the lower `priority` given). An "
+        "occurrence the schedule's exclusions leave out is recorded `skipped`. A repeat "
+        "creates nothing twice. 201 when it made runs, 200 when every occurrence already had "
+        "one. 400 names the field: `end` not after `start` or in the future, `start` before "
+        "the schedule begins, more occurrences than `max_runs` (nothing is created), a "
+        "`priority` above the task's, a one-time task (`schedule`). 409 for a paused, failed "
+        "or cancelled task.",
+    ),
     "tasks_runs_list": (
         "List a task's runs",
         "The task's runs, newest first; filter by `status`. " + _PAGED,

@@ -4,6 +4,7 @@ from django.urls import path
 from rest_framework_simplejwt.views import TokenObtainPairView, TokenRefreshView
 
 from tasks.api import calendars, views
+from tasks.api.backfill import TaskBackfillView
 from tasks.api.batch import TaskBatchCreateView
 from tasks.api.concurrency_views import ConcurrencyKeyDetailView, ConcurrencyKeyListCreateView
 from tasks.api.taskset_schema import TaskSetSchemaView
@@ -26,6 +27,7 @@ urlpatterns = [
     path("tasks/upload", views.TaskUploadView.as_view(), name="task-upload"),
     path("tasks/<uuid:pk>", views.TaskDetailView.as_view(), name="task-detail"),
     path("tasks/<uuid:pk>/runs", views.TaskRunListView.as_view(), name="task-runs"),
+    path("tasks/<uuid:pk>/backfill", TaskBackfillView.as_view(), name="task-backfill"),
     path("runs", views.RunListView.as_view(), name="run-list"),
     path("runs/<uuid:pk>", views.RunDetailView.as_view(), name="run-detail"),
     path("concurrency-keys", ConcurrencyKeyListCreateView.as_view(), name="concurrency-keys"),

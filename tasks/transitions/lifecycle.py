@@ -12,7 +12,8 @@ from collections.abc import Callable
 from datetime import date, datetime, timedelta
 
 from django.db import connection, transaction
-from django.db.models import Q
+from django.db.models import Q, Value
+from django.db.models.functions import Least
 from django.utils import timezone
 
 from tasks import counters, events, expectations, outbox, schedules
@@ -76,14 +77,19 @@ def _unplan_all(tasks: list[Task], *, excluded_from: datetime | None = None) -> 
         )
     # Locked first (workers claim with SKIP LOCKED), so what is counted is what is deleted.
     withdrawn = list(
-        runs.select_for_update().order_by("pk").values_list("pk", "task_id", "scheduled_at")
+        runs.select_for_update()
+        .order_by("pk")
+        .values_list("pk", "task_id", "scheduled_at", "backfill")
     )
     if not withdrawn:
         return
-    Run.objects.filter(pk__in=[pk for pk, _, _ in withdrawn]).delete()
+    Run.objects.filter(pk__in=[pk for pk, _, _, _ in withdrawn]).delete()
     by_task: dict = {}
-    for _, task_id, at in withdrawn:
-        by_task.setdefault(task_id, []).append(at)
+    for _, task_id, at, backfilled in withdrawn:
+        # A backfilled run is withdrawn too (a pause stops it), but it is no planned occurrence:
+        # it never counted against runs_planned and lies before the planner's cursor.
+        if not backfilled:
+            by_task.setdefault(task_id, []).append(at)
     withdrawing = [task for task in tasks if task.pk in by_task]
     calendars = planning.load_calendars([task.schedule for task in withdrawing])
     for task in withdrawing:
@@ -196,7 +202,13 @@ def _update_runs(tasks: list[Task], values, *, claimable: bool = False) -> None:
     for value, ids in groups.items():
         if not claimable:
             runs = Run.objects.filter(task_id__in=ids, status__in=CLAIMABLE_STATUSES, attempt=0)
-            runs.update(**dict(value))
+            fields = dict(value)
+            if "priority" in fields:
+                # A backfill may run below its task (the priority it was given), never above.
+                capped = Least("priority", Value(fields["priority"]))
+                runs.filter(backfill=True).update(**{**fields, "priority": capped})
+                runs = runs.filter(backfill=False)
+            runs.update(**fields)
             continue
         runs = Run.objects.filter(task_id__in=ids, status__in=CLAIMABLE_STATUSES)
         runs.update(**dict(value))
@@ -311,7 +323,8 @@ def skip_next(*, task: Task, now: datetime) -> Run:
     """
     with transaction.atomic():
         task = _lock(task)
-        for run in _unstarted_runs(task).order_by("scheduled_at"):
+        # A backfilled run is history replayed, not the next occurrence.
+        for run in _unstarted_runs(task).filter(backfill=False).order_by("scheduled_at"):
             if not _is_occurrence(task.schedule, run.scheduled_at, _days_off(task)):
                 continue
             skipped = _unstarted_runs(task).filter(pk=run.pk)
