@@ -10,6 +10,8 @@ from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from icalendar import Calendar
 from rest_framework.test import APIClient
@@ -205,3 +207,15 @@ def test_a_calendar_app_asking_for_icalendar_gets_it(
         assert events(fetch(anon, task["calendar_url"], HTTP_ACCEPT=accept))
     parts = urlsplit(task["calendar_url"])
     assert anon.head(f"{parts.path}?{parts.query}").status_code == 200
+
+
+def test_a_list_page_reads_the_token_in_its_own_statement(
+    api: APIClient, create: Callable[..., dict]
+) -> None:
+    for i in range(3):
+        create(name=f"t{i}", schedule=DAILY)
+    with CaptureQueriesContext(connection) as queries:
+        page = api.get("/api/v1/tasks").json()["results"]
+    assert len({t["calendar_url"].split("token=")[1] for t in page}) == 1  # one token per user
+    reading = [q["sql"] for q in queries.captured_queries if "tasks_calendarfeed" in q["sql"]]
+    assert len(reading) == 1 and "json_build_object" in reading[0]  # the page's statement
