@@ -11,7 +11,8 @@ shape in the OpenAPI schema; tests hold every served response to that schema
 
 Only a task's next fire times (`next_run_at`, `next_runs`, `next_runs_detail`) are computed in
 Python: the schedule's fire times come from the same code the scheduler plans with
-(tasks/schedules.py), and are written into the task's JSON text.
+(tasks/schedules.py), and are written into the task's JSON text. So is `calendar_url`, from the
+owner's feed token the statement reads once per page and the route Django reverses.
 """
 
 from __future__ import annotations
