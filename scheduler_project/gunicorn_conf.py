@@ -8,6 +8,10 @@ import shutil
 import tempfile
 from typing import Any
 
+from gunicorn.glogging import Logger
+
+from scheduler_project.logging import RedactFilter
+
 bind = os.environ.get("GUNICORN_BIND", "0.0.0.0:8000")
 # gthread: one worker process per core plus one, 2 threads each (WEB_CONCURRENCY and
 # GUNICORN_THREADS override). Chosen by measurement on 2 cores (`python -m bench api --rate 300`,
@@ -27,6 +31,21 @@ graceful_timeout = 20
 max_requests = 10000
 max_requests_jitter = 1000
 accesslog = "-"
+
+
+class RedactingLogger(Logger):
+    """gunicorn's own log lines through the redaction filter every other log has: an access
+    line carries the request's query string, and a calendar feed's holds its token
+    (`?token=`, tasks/feed_tokens.py)."""
+
+    def setup(self, cfg: Any) -> None:
+        super().setup(cfg)  # (re)makes the handlers: on start and on each reload
+        for log in (self.access_log, self.error_log):
+            for handler in log.handlers:
+                handler.addFilter(RedactFilter())
+
+
+logger_class = RedactingLogger
 
 # Request metrics are counted per worker process; /metrics sums them only in prometheus_client's
 # multiprocess mode. Without a directory set (`manage.py runall`, a bare `gunicorn -c` of this

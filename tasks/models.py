@@ -571,3 +571,19 @@ class Calendar(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+
+class CalendarFeed(models.Model):
+    """A user's calendar feed token: what `?token=` of the `.ics` feeds must carry (calendar
+    apps send no Authorization header). One per user, made on first use, replaced by a
+    rotation. Kept as it is, not hashed: the task view shows the feed's URL with it
+    (docs/security.md, "Calendar feeds")."""
+
+    owner = models.OneToOneField(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, primary_key=True, related_name="+"
+    )
+    token = models.CharField(max_length=64, unique=True)
+    created_at = models.DateTimeField()  # when this token was made: the last rotation
+
+    def __str__(self) -> str:
+        return f"calendar feed of {self.owner_id}"

@@ -270,6 +270,28 @@ def next_runs(task: Task, *, now: datetime, count: int = 5) -> list[datetime]:
     return merge_next_runs(prefetched, upcoming, now=now, count=count)
 
 
+def feed_times(
+    tasks: list[Task], *, now: datetime, until: datetime, count: int
+) -> dict[UUID, list[datetime]]:
+    """Each task's fire times from `now` to `until`, at most `count`, as `next_runs` lists them:
+    the occurrences planned but not started, then the schedule's fire times that will run (its
+    calendars' exclusions applied). A task that is not active has none. Two queries for any
+    number of tasks (a user's calendar feed): the planned runs, and the calendars if any."""
+    active = [task for task in tasks if task.status == Task.Status.ACTIVE]
+    planned = pending_times([task.pk for task in active], now=now, count=count)
+    calendars = load_calendars([task.schedule for task in active])
+    found: dict[UUID, list[datetime]] = {task.pk: [] for task in tasks}
+    for task in active:
+        upcoming: tuple[datetime, ...] = ()
+        if task.next_unplanned_at is not None and task.next_unplanned_at <= until:
+            upcoming = upcoming_times(
+                task.schedule, task.next_unplanned_at, task.runs_planned, count, calendars
+            )
+        merged = merge_next_runs(planned[task.pk], upcoming, now=now, count=count)
+        found[task.pk] = [at for at in merged if at <= until]
+    return found
+
+
 def upcoming_times(
     schedule: dict,
     next_unplanned_at: datetime,

@@ -11,7 +11,8 @@ shape in the OpenAPI schema; tests hold every served response to that schema
 
 Only a task's next fire times (`next_run_at`, `next_runs`, `next_runs_detail`) are computed in
 Python: the schedule's fire times come from the same code the scheduler plans with
-(tasks/schedules.py), and are written into the task's JSON text.
+(tasks/schedules.py), and are written into the task's JSON text. So is `calendar_url`, from the
+owner's feed token the statement reads once per page and the route Django reverses.
 """
 
 from __future__ import annotations
@@ -30,7 +31,8 @@ from django.db.models import F, Model, QuerySet, Window
 from django.db.models.functions import RowNumber
 
 from scheduler_project.web.renderers import RawJSON
-from tasks import history, occurrences
+from tasks import feed_tokens, history, occurrences
+from tasks.api.calendar_feed import task_feed_url
 from tasks.db import prepared_cursor
 from tasks.ids import idempotency_key_sql
 from tasks.models import CLAIMABLE_STATUSES, Run, Task
@@ -123,8 +125,8 @@ SELECT array_agg(p.scheduled_at ORDER BY p.scheduled_at) AS times,
          ORDER BY task_id, scheduled_at LIMIT {NEXT_RUNS}) AS p"""
 
 # TaskOutputSerializer's fields in its order, in two parts: what is computed in Python
-# (`last_run` from the runs read here, `next_run_at`, `next_runs`, `next_runs_detail`) goes
-# between them. The last columns are what those need.
+# (`last_run` from the runs read here, `next_run_at`, `next_runs`, `next_runs_detail`,
+# `calendar_url`) goes between them. The last columns are what those need.
 _TASKS_SQL = f"""
 SELECT json_build_object(
            'id', t.id, 'owner', %(owner_name)s::text, 'name', t.name, 'dedup_key', t.dedup_key,
@@ -156,6 +158,9 @@ SELECT json_build_object(
        CASE WHEN recent.sees_ahead THEN recent.ahead_times ELSE ahead.times END,
        CASE WHEN recent.sees_ahead THEN recent.ahead_ids ELSE ahead.ids END,
        {_LAST_RUN_SQL},
+       t.id,
+       -- The owner's calendar feed token (`calendar_url`): read once for the whole page.
+       (SELECT f.token FROM tasks_calendarfeed f WHERE f.owner_id = %(owner)s),
        {{total}}
   FROM {{page}}
   JOIN tasks_task t ON t.id = page.id
@@ -293,7 +298,7 @@ def tasks_json(task_ids: Ids, *, owner: Any, now: datetime) -> list[RawJSON]:
         "now": now,
         "grace": float(settings.TASKS_MISFIRE_GRACE_SECONDS),
     }
-    return _tasks(_page_rows(_TASKS_SQL, task_ids, params, Task), now)[0]
+    return _tasks(_page_rows(_TASKS_SQL, task_ids, params, Task), now, owner.pk)[0]
 
 
 def tasks_page_json(
@@ -308,15 +313,19 @@ def tasks_page_json(
         "now": now,
         "grace": float(settings.TASKS_MISFIRE_GRACE_SECONDS),
     }
-    return _tasks(_page_rows(_TASKS_SQL, page, params, Task, counted), now)
+    return _tasks(_page_rows(_TASKS_SQL, page, params, Task, counted), now, owner.pk)
 
 
 _NOTHING_NEXT = _next_json((), {})
 
 
-def _tasks(rows: list[tuple], now: datetime) -> tuple[list[RawJSON], int | None]:
+def _tasks(rows: list[tuple], now: datetime, owner_id: int) -> tuple[list[RawJSON], int | None]:
+    if not rows:
+        return [], None
     found = []
-    for head, tail, status, schedule, cursor, runs_planned, times, ids, last_run, _ in rows:
+    # The owner's feed token, made on their first read that shows one (tasks/feed_tokens.py).
+    url = task_feed_url(rows[0][-2] or feed_tokens.create_token(owner_id))
+    for head, tail, status, schedule, cursor, runs_planned, times, ids, last_run, pk, *_ in rows:
         upcoming: tuple[datetime, ...] = ()
         shown = _NOTHING_NEXT
         if status == Task.Status.ACTIVE and cursor is not None:
@@ -330,12 +339,14 @@ def _tasks(rows: list[tuple], now: datetime) -> tuple[list[RawJSON], int | None]
             shown = _next_json(merged, dict(zip(times, ids, strict=True)))
         last = last_run or "null"
         describing = _described(schedule)
+        calendar = orjson.dumps(url(pk)).decode()
         found.append(
             RawJSON(
-                f'{head[:-1]}, "describe": {describing}, "last_run": {last}, {shown}, {tail[1:]}'
+                f'{head[:-1]}, "describe": {describing}, "last_run": {last}, {shown}, '
+                f'"calendar_url": {calendar}, {tail[1:]}'
             )
         )
-    return found, (rows[0][-1] if rows else None)
+    return found, rows[0][-1]
 
 
 def task_json(task_id: UUID, *, owner: Any, now: datetime) -> RawJSON | None:

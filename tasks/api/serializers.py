@@ -337,6 +337,11 @@ class TaskOutputSerializer(serializers.ModelSerializer):
         '(Europe/Berlin)".',
     )
     next_runs_detail = NextRunSerializer(many=True, read_only=True)
+    calendar_url = serializers.URLField(
+        read_only=True,
+        help_text="The task's calendar feed (iCalendar, its upcoming fire times), the owner's "
+        "feed token included: for a calendar app to subscribe to (docs/api.md, Calendar feeds).",
+    )
     runs = RunSummarySerializer(many=True, read_only=True)
     executable = serializers.CharField(read_only=True, allow_null=True)
     resources = ResourcesField(read_only=True)
@@ -379,6 +384,7 @@ class TaskOutputSerializer(serializers.ModelSerializer):
             "next_run_at",
             "next_runs",
             "next_runs_detail",
+            "calendar_url",
             "runs",
             "created_at",
             "updated_at",

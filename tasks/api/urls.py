@@ -3,7 +3,7 @@ from __future__ import annotations
 from django.urls import path
 from rest_framework_simplejwt.views import TokenObtainPairView, TokenRefreshView
 
-from tasks.api import calendars, views
+from tasks.api import calendar_feed, calendars, views
 from tasks.api.backfill import TaskBackfillView
 from tasks.api.batch import TaskBatchCreateView
 from tasks.api.concurrency_views import ConcurrencyKeyDetailView, ConcurrencyKeyListCreateView
@@ -28,6 +28,18 @@ urlpatterns = [
     path("tasks/<uuid:pk>", views.TaskDetailView.as_view(), name="task-detail"),
     path("tasks/<uuid:pk>/runs", views.TaskRunListView.as_view(), name="task-runs"),
     path("tasks/<uuid:pk>/backfill", TaskBackfillView.as_view(), name="task-backfill"),
+    path(
+        "tasks/<uuid:pk>/calendar.ics",
+        calendar_feed.TaskCalendarView.as_view(),
+        name="task-calendar",
+    ),
+    path("calendar.ics", calendar_feed.UserCalendarView.as_view(), name="calendar-ics"),
+    path("calendar-feed", calendar_feed.CalendarFeedView.as_view(), name="calendar-feed"),
+    path(
+        "calendar-feed/rotate",
+        calendar_feed.CalendarFeedRotateView.as_view(),
+        name="calendar-feed-rotate",
+    ),
     path("runs", views.RunListView.as_view(), name="run-list"),
     path("runs/<uuid:pk>", views.RunDetailView.as_view(), name="run-detail"),
     path("concurrency-keys", ConcurrencyKeyListCreateView.as_view(), name="concurrency-keys"),

@@ -96,6 +96,8 @@ def test_operation_ids_and_tags_read_by_resource(schema: dict) -> None:
     assert ids[("/api/v1/schedules/preview", "post")] == "schedules_preview"
     assert ids[("/api/v1/calendars/{id}", "delete")] == "calendars_destroy"
     assert ids[("/api/v1/auth/token", "post")] == "auth_token"
+    assert ids[("/api/v1/tasks/{id}/calendar.ics", "get")] == "tasks_calendar_ics"
+    assert ids[("/api/v1/calendar-feed/rotate", "post")] == "calendar_feed_rotate"
     assert ids[("/task/{id}", "put")] == "seed_task_by_id_update"
     assert len(set(ids.values())) == len(ids), "operation ids are unique"
     tags = {operation["tags"][0] for operation in operations.values()}
@@ -108,6 +110,7 @@ def test_operation_ids_and_tags_read_by_resource(schema: dict) -> None:
         "auth",
         "seed",
         "calendars",
+        "calendar-feed",
         "tasksets",
         "concurrency-keys",
         "health",

@@ -181,3 +181,28 @@ def test_writes_that_return_a_task_or_a_run_match_the_schema(schema, user, rows)
         200,
         path_parameters={"id": str(pending.pk)},
     )
+
+
+def test_the_calendar_feeds_match_the_schema(schema, user, rows) -> None:
+    recurring = rows["tasks"][0]
+    url = _check(schema, user, "GET", "/api/v1/calendar-feed", 200)["url"]
+    token = url.split("token=")[1]
+    _feed(schema, "/api/v1/calendar.ics", 200, query={"token": token})
+    task = {"id": str(recurring.pk)}
+    _feed(
+        schema, "/api/v1/tasks/{id}/calendar.ics", 200, path_parameters=task, query={"token": token}
+    )
+    rotated = _check(schema, user, "POST", "/api/v1/calendar-feed/rotate", 200)["url"]
+    assert rotated != url
+    _feed(
+        schema, "/api/v1/tasks/{id}/calendar.ics", 404, path_parameters=task, query={"token": token}
+    )
+    _feed(schema, "/api/v1/calendar.ics", 404, query={"token": token})
+
+
+def _feed(schema, path: str, expect: int, **case) -> None:
+    """An `.ics` route as a calendar app calls it: no Authorization header."""
+    operation = schema[path]["GET"]
+    response = operation.Case(**case).call(headers={"Accept": "text/calendar"})
+    assert response.status_code == expect, response.content[:500]
+    operation.Case(**case).validate_response(response, checks=CHECKS)

@@ -10,6 +10,7 @@ from django.core.files.base import ContentFile
 
 from tasks.api.json_sql import task_json, tasks_json
 from tasks.api.serializers import TaskOutputSerializer
+from tasks.models import CalendarFeed
 from tests.factories import RunFactory, TaskFactory, UserFactory
 
 pytestmark = pytest.mark.django_db
@@ -25,7 +26,8 @@ def _read(task, now=AT) -> dict:
     return data
 
 
-def test_every_field_of_a_recurring_task() -> None:
+def test_every_field_of_a_recurring_task(settings) -> None:
+    settings.SCHEDULER_PUBLIC_URL = "http://feeds.example/"
     owner = UserFactory(username="ada")
     task = TaskFactory(
         owner=owner,
@@ -107,6 +109,9 @@ def test_every_field_of_a_recurring_task() -> None:
             {"scheduled_at": "2026-05-04T03:06:01Z", "run_id": None},
             {"scheduled_at": "2026-05-04T03:07:01Z", "run_id": None},
         ],
+        # The owner's feed token was made by this first read.
+        "calendar_url": "http://feeds.example/api/v1/tasks/"
+        f"{task.pk}/calendar.ics?token={CalendarFeed.objects.get(owner=owner).token}",
         # Begun runs only: the planned one is among next_runs.
         "runs": [
             {

@@ -210,6 +210,12 @@ PUBLIC = {
 }
 
 
+# Calendar feeds: calendar apps send no Authorization header, so these take the owner's feed
+# token in `?token=` instead (tests/tasks/api/test_calendar_feed.py holds one user's token to
+# their own tasks); without it they answer 404, never data.
+FEED_TOKEN = {f"api/v1/tasks/{UNKNOWN}/calendar.ics", "api/v1/calendar.ics"}
+
+
 def routes() -> list[str]:
     """Every route outside the admin, as a concrete path (ids filled in)."""
     found: list[str] = []
@@ -234,13 +240,24 @@ def test_the_public_routes_are_exactly_the_deliberate_ones() -> None:
 def test_anonymous_gets_401_on_every_other_route(anon: APIClient, db, method: str) -> None:
     checked = 0
     for route in routes():
-        if route in PUBLIC or route.startswith("static/"):
+        if route in PUBLIC or route in FEED_TOKEN or route.startswith("static/"):
             continue
         response = getattr(anon, method)("/" + route, {}, format="json")
         assert response.status_code == 401, (method, route, response.status_code)
         assert response.json()["code"] == "not_authenticated"
         checked += 1
     assert checked >= 20
+
+
+@pytest.mark.parametrize("method", ["get", "post", "put", "patch", "delete"])
+def test_the_feed_routes_answer_nothing_without_a_feed_token(
+    anon: APIClient, a_objects, method: str
+) -> None:
+    assert FEED_TOKEN <= set(routes())
+    for route in FEED_TOKEN:
+        response = getattr(anon, method)("/" + route, format="json")
+        assert response.status_code == (404 if method == "get" else 405), (method, route)
+        assert "a-secret-task" not in response.content.decode()
 
 
 def test_public_probes_reveal_no_user_data(anon: APIClient, a_objects) -> None:
