@@ -3,7 +3,7 @@
 `tests/<package>/test_<module>.py` holds the tests of `<package>/<module>.py` (or of the SQL file
 `<module>.sql`, or of the subpackage `<module>/`), and `test_<module>_<aspect>.py` those of one
 aspect of it. The tests of the whole live in tests/system, the browser's in tests/browser, the
-docs' own in tests/docs.
+docs' own in tests/docs, the deployment files' (compose, Kubernetes, Patroni) in tests/deploy.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 
 from tests.conftest import ROOT
 
-OUTSIDE_THE_MIRROR = {"system", "browser", "docs"}
+OUTSIDE_THE_MIRROR = {"system", "browser", "docs", "deploy"}
 
 
 def mirrors_a_module(test: Path) -> bool:
