@@ -5,8 +5,8 @@ from __future__ import annotations
 from datetime import datetime
 
 from django.conf import settings
-from django.db import models
 from django.contrib.postgres.fields import ArrayField
+from django.db import models
 from django.db.models import Q
 
 from tasks import resources as quantities

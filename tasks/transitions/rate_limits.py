@@ -8,11 +8,19 @@ and window) or, with scope "global", a key an operator declared. A limit set on 
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any
 
 from django.db import connection, transaction
-from django.db.models import Count, IntegerField, OuterRef, Q, QuerySet, Subquery
+from django.db.models import (
+    Count,
+    DateTimeField,
+    IntegerField,
+    OuterRef,
+    Q,
+    QuerySet,
+    Subquery,
+)
+from django.db.models.expressions import RawSQL
 from django.db.models.functions import Coalesce, Now
 
 from scheduler_project.sql import queries
@@ -54,7 +62,9 @@ def visible_keys(owner: Any) -> QuerySet[RateKey]:
 
 
 def with_counts(keys: QuerySet[RateKey]) -> QuerySet[RateKey]:
-    """`waiting`: the key's claimable runs due."""
+    """`waiting`: the key's claimable runs due; `used`: its starts in the last `per_seconds`
+    (at most its limit); `next_start_at`: while its window is full, when the next run may
+    start (database clock, as the claim reads it)."""
     runs = (
         Run.objects.filter(
             status__in=CLAIMABLE_STATUSES, execute_at__lte=Now(), rate_key_id=OuterRef("pk")
@@ -64,16 +74,18 @@ def with_counts(keys: QuerySet[RateKey]) -> QuerySet[RateKey]:
         .annotate(n=Count("*"))
         .values("n")
     )
-    return keys.annotate(waiting=Coalesce(Subquery(runs, output_field=IntegerField()), 0))
+    return keys.annotate(
+        waiting=Coalesce(Subquery(runs, output_field=IntegerField()), 0),
+        used=RawSQL(_USED, [], output_field=IntegerField()),
+        next_start_at=RawSQL(_NEXT_START, [], output_field=DateTimeField()),
+    )
 
 
-def window_use(key: RateKey, now: datetime) -> dict[str, Any]:
-    """The window as of `now` (database clock): starts in the last `per_seconds`, and when the
-    next run may start (None: now)."""
-    cutoff = now.timestamp() - key.per_seconds
-    used = sum(1 for at in key.starts if at.timestamp() > cutoff)
-    full = key.held_until is not None and key.held_until > now and used >= key.rate_limit
-    return {"used": min(used, key.rate_limit), "next_start_at": key.held_until if full else None}
+_USED = """least(tasks_ratekey.rate_limit, (
+    SELECT count(*) FROM unnest(tasks_ratekey.starts) AS s(at)
+     WHERE s.at > statement_timestamp() - make_interval(secs => tasks_ratekey.per_seconds)))"""
+_NEXT_START = """CASE WHEN tasks_ratekey.held_until > statement_timestamp()
+                      THEN tasks_ratekey.held_until END"""
 
 
 def declare(*, owner: Any, name: str, limit: int, per: int, scope: str) -> tuple[RateKey, bool]:

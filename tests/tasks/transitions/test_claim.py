@@ -40,7 +40,12 @@ def test_the_claims_columns_are_the_claimed_runs_fields() -> None:
         run_id=run.id, attempt=0, status="succeeded", attempt_outcome="succeeded", started_at=None
     )
     finish = claim._finish_params("columns-test", [outcome])
-    assert columns(claim.cycle_sql(4), {**PARAMS, **finish}) == ["row", *RECORDED, *fields, "rate_wait"]
+    assert columns(claim.cycle_sql(4), {**PARAMS, **finish}) == [
+        "row",
+        *RECORDED,
+        *fields,
+        "rate_wait",
+    ]
     assert columns(claim.SQL["record"], finish) == RECORDED
 
 
