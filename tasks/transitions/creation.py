@@ -155,6 +155,7 @@ def create_tasks(*, owner: Any, items: list[dict], now: datetime) -> list[Task]:
             if field in item:
                 setattr(task, field, item[field])
         _set_concurrency(task, item, keys_known)
+        _set_rate_key(task, item, keys_known)
         task.set_requests()
         task.next_unplanned_at = first_fire_at(task.schedule, now=now, calendars=calendars)
         runs.extend(occurrences.advance(task, now=now, horizon=horizon, calendars=calendars))

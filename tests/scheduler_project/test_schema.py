@@ -110,6 +110,7 @@ def test_operation_ids_and_tags_read_by_resource(schema: dict) -> None:
         "calendars",
         "tasksets",
         "concurrency-keys",
+        "rate-limits",
         "health",
     }
     assert operations[("/tasks", "get")]["tags"] == ["seed"]
