@@ -379,7 +379,8 @@ rate_log AS (
 ), rate_wait AS (
     -- When this worker should claim again for runs rate limits hold (its `rate` row): the
     -- earliest next start of a full key with due runs (held here, or skipped by the scan), or
-    -- a rate-limited candidate's due time (they are not claimed ahead of it). NULL: none.
+    -- a rate-limited candidate's due time (they are not claimed ahead of it). NULL: none,
+    -- and not asked when the batch is full (the worker claims again when a slot frees).
     SELECT extract(epoch FROM min(at) - clock_timestamp())::float8 AS seconds
       FROM (SELECT l.held_until AS at FROM rate_short h
               JOIN rate_admission a ON a.id = h.id JOIN rate_log l ON l.id = a.rkey
@@ -392,6 +393,7 @@ rate_log AS (
                               AND r.status IN ('scheduled', 'waiting_for_resource')
                               AND r.execute_at <= statement_timestamp()
                                                   + make_interval(secs => %(prefetch)s))) AS a
+     WHERE (SELECT count(*) FROM picked) < %(limit)s
 )
 
 -- `row` says what each row is: a claimed run, (once) that capacity held due runs back (the
