@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from django.conf import settings
+from django.contrib.postgres.fields import ArrayField
 from django.db import models
 from django.db.models import Q
 
@@ -86,6 +87,57 @@ class ConcurrencyKey(models.Model):
         return self.name if self.owner_id is None else f"{self.owner_id}:{self.name}"
 
 
+class RateKey(models.Model):
+    """A rate limit: at most `rate_limit` runs of the tasks naming it start in any `per_seconds`.
+
+    Per owner, or global (owner NULL, declared by an operator), as concurrency keys are. The
+    claim locks the rows of the rate keys among its candidates and keeps on each a sliding log:
+    `starts`, the last `rate_limit` start times (ascending), and `held_until`, the earliest
+    instant another run may start while the log is full (tasks/sql/claim.sql, `rate_ctes`).
+    """
+
+    id = models.BigAutoField(primary_key=True)
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, null=True, blank=True, related_name="+"
+    )
+    name = models.CharField(max_length=200)
+    rate_limit = models.PositiveIntegerField()
+    per_seconds = models.PositiveIntegerField()
+    # As ConcurrencyKey.declared: set on the key itself, its limit wins over the tasks'.
+    declared = models.BooleanField(default=False)
+    # Only claims write these two, under the row's lock (and a change of limit or window,
+    # which recomputes held_until from the log).
+    starts = ArrayField(models.DateTimeField(), default=list, blank=True)
+    held_until = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["owner", "name"],
+                condition=Q(owner__isnull=False),
+                name="rate_key_unique_owner_name",
+            ),
+            models.UniqueConstraint(
+                fields=["name"], condition=Q(owner__isnull=True), name="rate_key_unique_global"
+            ),
+            models.CheckConstraint(condition=Q(rate_limit__gte=1), name="rate_key_limit_min"),
+            models.CheckConstraint(condition=Q(per_seconds__gte=1), name="rate_key_per_min"),
+        ]
+        indexes = [
+            # The claim's keys whose window is full now: one probe of an empty range when none is.
+            models.Index(
+                fields=["held_until"],
+                condition=Q(held_until__isnull=False),
+                name="rate_key_held_idx",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.name if self.owner_id is None else f"{self.owner_id}:{self.name}"
+
+
 class Task(models.Model):
     class Kind(models.TextChoices):
         HTTP = "http"
@@ -141,6 +193,12 @@ class Task(models.Model):
     concurrency = models.JSONField(default=dict, db_default={}, blank=True)
     concurrency_key = models.ForeignKey(
         ConcurrencyKey, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
+    # {"key": "crm-api", "limit": 10, "per": 60, "scope": "owner"} as written, {} for none;
+    # `rate_key` is the key row it names, copied onto each run as `concurrency_key` is.
+    rate_limit = models.JSONField(default=dict, db_default={}, blank=True)
+    rate_key = models.ForeignKey(
+        RateKey, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
     )
     # What a worker does with a run flagged zombie (no CPU, no output): always notify; cancel too?
     on_zombie = models.CharField(
@@ -223,6 +281,7 @@ class Task(models.Model):
             "cpu_millis": self.cpu_millis,
             "memory_bytes": self.memory_bytes,
             "concurrency_key_id": self.concurrency_key_id,
+            "rate_key_id": self.rate_key_id,
         }
 
 
@@ -357,6 +416,8 @@ class Run(models.Model):
     memory_bytes = models.BigIntegerField(default=0, db_default=0)
     # The task's concurrency key (its id; no foreign key, so that a run's writes check nothing).
     concurrency_key_id = models.BigIntegerField(null=True, blank=True)
+    # The task's rate key (its id, no foreign key either).
+    rate_key_id = models.BigIntegerField(null=True, blank=True)
     # Why a `waiting_for_resource` run waits (capacity, no worker big enough, start SLA, key).
     wait_reason = models.TextField(blank=True, default="", db_default="")
     # Made by a backfill (POST /tasks/{id}/backfill): an occurrence from before planning began,
@@ -426,6 +487,16 @@ class Run(models.Model):
                 "id",
                 condition=Q(status__in=CLAIMABLE_STATUSES, concurrency_key_id__isnull=False),
                 name="run_key_claimable_idx",
+            ),
+            # Rate-keyed runs only: a candidate's rank among its rate key's claimable runs, and
+            # whether a full key has due runs waiting (the worker's wake-up).
+            models.Index(
+                "rate_key_id",
+                models.F("priority").desc(),
+                "execute_at",
+                "id",
+                condition=Q(status__in=CLAIMABLE_STATUSES, rate_key_id__isnull=False),
+                name="run_rate_claimable_idx",
             ),
         ]
 

@@ -73,6 +73,22 @@ SELECT k.name, CASE WHEN k.owner_id IS NULL THEN 'global' ELSE k.owner_id::text 
  ORDER BY r.running + w.waiting DESC, k.id
  LIMIT %(top)s
 """
+# The busiest rate keys (starts in the window plus due), bounded as the concurrency keys are.
+_RATE_KEYS_SQL = """
+SELECT k.name, CASE WHEN k.owner_id IS NULL THEN 'global' ELSE k.owner_id::text END,
+       k.rate_limit, k.per_seconds, u.used, w.waiting
+  FROM tasks_ratekey k
+ CROSS JOIN LATERAL (SELECT least(k.rate_limit, count(*)) AS used FROM unnest(k.starts) AS s(at)
+                      WHERE s.at > now() - make_interval(secs => k.per_seconds)) u
+ CROSS JOIN LATERAL (SELECT count(*) AS waiting FROM (
+                         SELECT FROM tasks_run
+                          WHERE rate_key_id = k.id
+                            AND status IN ('scheduled', 'waiting_for_resource')
+                            AND execute_at <= now()
+                          LIMIT %(cap)s) due) w
+ ORDER BY u.used + w.waiting DESC, k.id
+ LIMIT %(top)s
+"""
 # run_running_idx, then the flag: only running runs are read.
 _ZOMBIE_SQL = "SELECT count(*) FROM tasks_run WHERE status = 'running' AND zombie_since IS NOT NULL"
 _COUNTERS_SQL = """
@@ -164,6 +180,31 @@ def key_metrics(cursor: Any) -> Iterator[Metric]:
         running.add_metric([name, owner], now_running)
         waiting.add_metric([name, owner], due)
     yield from (limit, running, waiting)
+
+
+def rate_key_metrics(cursor: Any) -> Iterator[Metric]:
+    labels = ["key", "owner"]
+    limit = GaugeMetricFamily(
+        "scheduler_rate_limit_limit", "A rate key's limit: starts per window.", labels=labels
+    )
+    window = GaugeMetricFamily(
+        "scheduler_rate_limit_window_seconds", "A rate key's window.", labels=labels
+    )
+    used = GaugeMetricFamily(
+        "scheduler_rate_limit_used", "Runs of a rate key started in its window now.", labels=labels
+    )
+    waiting = GaugeMetricFamily(
+        "scheduler_rate_limit_waiting",
+        "Runs of a rate key due and not started (held by the key or queued).",
+        labels=labels,
+    )
+    params = {"cap": KEY_WAITING_CAP, "top": KEY_METRICS_TOP}
+    for name, owner, most, per, now_used, due in _label_rows(cursor, _RATE_KEYS_SQL, params):
+        limit.add_metric([name, owner], most)
+        window.add_metric([name, owner], per)
+        used.add_metric([name, owner], now_used)
+        waiting.add_metric([name, owner], due)
+    yield from (limit, window, used, waiting)
 
 
 def counter_metrics(cursor: Any) -> Iterator[Metric]:
@@ -343,6 +384,7 @@ class DatabaseCollector(Collector):
                 for source in (
                     queue_metrics,
                     key_metrics,
+                    rate_key_metrics,
                     counter_metrics,
                     health_metrics,
                     lateness_metrics,

@@ -144,6 +144,7 @@ SELECT json_build_object(
                                               'cap', t.retry_backoff_cap),
            'timeout', t.timeout, 'notify', t.notify, 'resources', t.resources,
            'concurrency', CASE WHEN t.concurrency = '{{}}' THEN NULL ELSE t.concurrency END,
+           'rate_limit', CASE WHEN t.rate_limit = '{{}}' THEN NULL ELSE t.rate_limit END,
            'on_zombie', t.on_zombie, 'expect', t.expect, 'status', t.status,
            'health', coalesce((SELECT h.health FROM tasks_taskhealth h WHERE h.task_id = t.id),
                               'up'),

@@ -625,6 +625,23 @@ OPERATIONS: dict[str, tuple[str, str]] = {
         "Change a concurrency key's limit",
         "The next claim applies it to every task of the key; runs already running go on.",
     ),
+    "rate_limits_list": (
+        "List your rate limits",
+        "Your rate keys and the global ones, each with its limit and window, the starts in "
+        "the window now (`used`), when the next run may start while it is full, and its runs "
+        "due and waiting. " + _PAGED,
+    ),
+    "rate_limits_create": (
+        "Declare a rate limit",
+        "Creates the key, or sets its limit and window: set here they win over the tasks'. "
+        "Scope `global` (a key any user's task may name) is for operators (staff users) "
+        "only; 200 when the key existed.",
+    ),
+    "rate_limits_retrieve": ("Get a rate limit", _OWN),
+    "rate_limits_partial_update": (
+        "Change a rate limit",
+        "`limit`, `per` or both; the next claim applies them to every task of the key.",
+    ),
     "channels_list": ("List your notification channels", _PAGED),
     "channels_create": (
         "Create a notification channel",

@@ -18,7 +18,7 @@ from tasks.api.run_serializers import LastRunSerializer, NextRunSerializer, RunS
 from tasks.api.strict import ChoiceField, StrictSerializer
 from tasks.models import Calendar, Task, TaskHealth
 from tasks.schedule_fields import FieldReader
-from tasks.transitions import concurrency
+from tasks.transitions import concurrency, rate_limits
 
 PRIORITY_NAMES = {"low": 1, "medium": 5, "high": 9}
 MAX_TIMEOUT_SECONDS = 7 * 24 * 3600
@@ -219,6 +219,40 @@ class ConcurrencySerializer(StrictSerializer):
         return attrs
 
 
+MAX_RATE_PER_SECONDS = 7 * 24 * 3600
+
+
+class RateLimitSerializer(StrictSerializer):
+    """{"key": "crm-api", "limit": 10, "per": 60, "scope": "owner"}: at most `limit` runs of
+    the tasks naming the key start in any `per` seconds. Scope "global" names a key an operator
+    declared (its limit and window apply)."""
+
+    key = serializers.RegexField(KEY_NAME, max_length=200)
+    limit = serializers.IntegerField(min_value=1, max_value=MAX_KEY_LIMIT, required=False)
+    per = serializers.IntegerField(
+        min_value=1, max_value=MAX_RATE_PER_SECONDS, required=False, help_text="Seconds."
+    )
+    scope = ChoiceField(choices=["owner", "global"], required=False)
+
+    def validate(self, attrs: dict) -> dict:
+        # A PATCH validates nested fields partially; the key is still given whole.
+        if "key" not in attrs:
+            raise serializers.ValidationError({"key": ["This field is required."]})
+        attrs.setdefault("scope", "owner")
+        if attrs["scope"] == "global":
+            if rate_limits.global_key(attrs["key"]) is None:
+                raise serializers.ValidationError(
+                    {"key": [f"No global rate key {attrs['key']!r} is declared."]}
+                )
+        else:
+            missing = {
+                name: ["This field is required."] for name in ("limit", "per") if name not in attrs
+            }
+            if missing:
+                raise serializers.ValidationError(missing)
+        return attrs
+
+
 class TaskInputSerializer(StrictSerializer):
     """What a client sends to create or change a task; `partial=True` for PATCH."""
 
@@ -237,6 +271,7 @@ class TaskInputSerializer(StrictSerializer):
     notify = NotifySerializer(many=True, required=False, max_length=20)  # type: ignore[call-arg]
     resources = ResourcesField()
     concurrency = ConcurrencySerializer(required=False, allow_null=True)
+    rate_limit = RateLimitSerializer(required=False, allow_null=True)
     on_zombie = ChoiceField(choices=Task.OnZombie.choices, required=False)
     expect = ExpectSerializer(required=False, allow_null=True)
     file = serializers.FileField(required=False, write_only=True)
@@ -271,6 +306,9 @@ class TaskInputSerializer(StrictSerializer):
         return outbox.validate_notify(value, owner=owner)
 
     def validate_concurrency(self, value: dict | None) -> dict:
+        return value or {}
+
+    def validate_rate_limit(self, value: dict | None) -> dict:
         return value or {}
 
     def validate_timeout(self, value: float | None) -> float | None:
@@ -346,6 +384,7 @@ class TaskOutputSerializer(serializers.ModelSerializer):
     executable = serializers.CharField(read_only=True, allow_null=True)
     resources = ResourcesField(read_only=True)
     concurrency = ConcurrencySerializer(read_only=True, allow_null=True)
+    rate_limit = RateLimitSerializer(read_only=True, allow_null=True)
     expect = ExpectSerializer(read_only=True)
     health = ChoiceField(
         choices=TaskHealth.Health.choices,
@@ -373,6 +412,7 @@ class TaskOutputSerializer(serializers.ModelSerializer):
             "notify",
             "resources",
             "concurrency",
+            "rate_limit",
             "on_zombie",
             "expect",
             "status",

@@ -38,6 +38,10 @@ capped AS (
     -- not). Only a shortcut: the admission below decides, under the keys' row locks.
     SELECT kr.key FROM key_running kr JOIN tasks_concurrencykey k ON k.id = kr.key
      WHERE kr.running >= k.max_running
+), rate_full AS (
+    -- Rate keys whose window the snapshot shows full (one range of rate_key_held_idx, empty
+    -- while no key is full): skipped like full concurrency keys. Only a shortcut too.
+    SELECT k.id, k.held_until FROM tasks_ratekey k WHERE k.held_until > statement_timestamp()
 ), candidates AS (
     -- One index range scan of run_claimable_idx (priority DESC, execute_at) per priority, 9
     -- down to 0 (run_priority_range): each reads due runs only, in execute_at order, and the
@@ -49,11 +53,13 @@ capped AS (
     -- A run requesting more than this worker offers at all is no candidate: it never blocks
     -- this worker (the reviewer says when no live worker can hold it).
     SELECT r.id, r.owner_id, r.priority, r.execute_at, r.task_id, r.scheduled_at, r.attempt,
-           r.missed_after, r.cpu_millis, r.memory_bytes, r.concurrency_key_id AS ckey
+           r.missed_after, r.cpu_millis, r.memory_bytes, r.concurrency_key_id AS ckey,
+           r.rate_key_id AS rkey
       FROM generate_series(9, 0, -1) AS p(priority)
      CROSS JOIN LATERAL (
            SELECT r.id, r.owner_id, r.priority, r.execute_at, r.task_id, r.scheduled_at,
-                  r.attempt, r.missed_after, r.cpu_millis, r.memory_bytes, r.concurrency_key_id
+                  r.attempt, r.missed_after, r.cpu_millis, r.memory_bytes, r.concurrency_key_id,
+                  r.rate_key_id
              FROM tasks_run r
             WHERE r.status IN ('scheduled', 'waiting_for_resource')
               AND r.priority = p.priority
@@ -64,11 +70,12 @@ capped AS (
               AND r.owner_id NOT IN (SELECT owner_id FROM capped WHERE running >= %(owner_cap)s)
               AND (r.concurrency_key_id IS NULL
                    OR r.concurrency_key_id NOT IN (SELECT key FROM key_full))
+              AND (r.rate_key_id IS NULL OR r.rate_key_id NOT IN (SELECT id FROM rate_full))
             ORDER BY r.execute_at
             LIMIT {candidates}
               FOR UPDATE OF r SKIP LOCKED) AS r
      LIMIT {candidates}
-), {misfire_ctes}, {key_ctes}, fitting AS (
+), {misfire_ctes}, {key_ctes}, {rate_ctes}, fitting AS (
     -- The per-owner cap also holds within this batch: an owner's n-th candidate is taken only
     -- while its running runs plus n stay within the cap. Then capacity, in claim order: a run
     -- fits while the requests of it and of every run before it fit the free capacity. The sums
@@ -85,12 +92,16 @@ capped AS (
           FROM candidates c LEFT JOIN capped k ON k.owner_id = c.owner_id
          WHERE c.id NOT IN (SELECT id FROM missed)
            AND (c.ckey IS NULL OR c.id IN (SELECT id FROM key_admission WHERE admitted))
+           AND (c.rkey IS NULL OR c.id IN (SELECT id FROM rate_admission WHERE admitted))
     ) ranked
      WHERE %(owner_cap)s <= 0 OR running + nth <= %(owner_cap)s
     WINDOW w AS (ORDER BY priority DESC, execute_at, id ROWS UNBOUNDED PRECEDING)
 ), picked AS (
-    SELECT id FROM fitting WHERE fits AND n <= %(limit)s
-), short AS (
+    -- A rate-limited run starts at the instant its key admitted it (its log holds that one).
+    SELECT f.id, a.now AS rate_start
+      FROM fitting f LEFT JOIN rate_admission a ON a.id = f.id
+     WHERE f.fits AND f.n <= %(limit)s
+), {rate_log_ctes}, short AS (
     -- Due runs capacity holds back: they wait for this worker's runs to finish.
     -- The reason names the requests as the task wrote them; it depends on the run alone, so
     -- workers holding the same run back write it once between them.
@@ -108,7 +119,8 @@ capped AS (
 ), held AS (
     -- Written only when it changes: a worker held back claims again after each finished run.
     UPDATE tasks_run r SET status = 'waiting_for_resource', wait_reason = short.reason
-      FROM (SELECT id, reason FROM short UNION ALL SELECT id, reason FROM key_short) AS short
+      FROM (SELECT id, reason FROM short UNION ALL SELECT id, reason FROM key_short
+            UNION ALL SELECT id, reason FROM rate_short) AS short
      WHERE r.id = short.id
        AND (r.status <> 'waiting_for_resource' OR r.wait_reason <> short.reason)
     RETURNING r.id
@@ -118,7 +130,7 @@ capped AS (
 ), claimed AS (
     UPDATE tasks_run r
        SET status = 'running', attempt = r.attempt + 1, worker = %(worker)s,
-           started_at = greatest(clock_timestamp(), r.execute_at),
+           started_at = coalesce(picked.rate_start, greatest(clock_timestamp(), r.execute_at)),
            heartbeat_at = clock_timestamp(), zombie_since = NULL, wait_reason = ''
       FROM picked, tasks_task t
      WHERE r.id = picked.id AND t.id = r.task_id
@@ -131,6 +143,11 @@ capped AS (
       FROM (SELECT f.ckey, count(*) AS admitted FROM fitting f JOIN picked p ON p.id = f.id
              WHERE f.ckey IS NOT NULL GROUP BY f.ckey) AS n
      WHERE k.id = n.ckey
+), rate_counted AS (
+    -- The rate keys' logs with this claim's starts, on the rows `rate_keyed` locked.
+    UPDATE tasks_ratekey k SET starts = l.starts, held_until = l.held_until
+      FROM rate_log l
+     WHERE k.id = l.id AND l.started > 0
 )
 
 -- What a claimed run carries to the worker: ClaimedRun's fields, by name (a test holds the two
@@ -282,19 +299,124 @@ keyed AS (
      WHERE NOT admitted AND execute_at <= statement_timestamp()
 )
 
--- `row` says what each row is: a claimed run, or (once) that capacity held due runs back (the
--- worker then waits for a finish); the held row's claimed columns are NULL.
+-- Rate limits (docs/architecture.md, "Rate limits"): at most a key's `rate_limit` runs carrying
+-- it start in any `per_seconds`, across every worker: an exact sliding window, kept as a log on
+-- the key row of its last `rate_limit` start times. The rows are locked in id order after every
+-- concurrency key row (the one-time filter reads `keyed` to its end first), so claims lock all
+-- key rows in one order, (kind, id), and never wait on each other in a cycle. Each key's `now`
+-- is read after its row is locked: the lock is held to the commit, so a later claim's `now` for
+-- the key is later than every start in the log it reads (the log only grows at its end). A
+-- candidate is admitted when it is due at `now` and the starts in (now - per, now], plus the
+-- key's due claimable runs ahead of it (as for concurrency keys: strict order within a key),
+-- stay below the limit; it starts at `now` (its started_at), and `rate_counted` appends the
+-- claimed ones and keeps the last `rate_limit`. A limit or window is read from the locked row: a
+-- change applies at the next claim. Without rate-keyed candidates, `rate_keyed` reads no row.
+-- name: rate_ctes
+rate_keyed AS (
+    SELECT k.id, k.name, k.rate_limit, k.per_seconds, k.starts FROM tasks_ratekey k
+     WHERE k.id = ANY (ARRAY(SELECT DISTINCT rkey FROM candidates WHERE rkey IS NOT NULL))
+       AND (SELECT count(*) FROM keyed) >= 0
+     ORDER BY k.id
+       FOR NO KEY UPDATE
+), rate_room AS (
+    SELECT l.id, l.name, l.rate_limit, l.per_seconds, l.starts, l.now,
+           (SELECT count(*) FROM unnest(l.starts) AS s(at)
+             WHERE s.at > l.now - make_interval(secs => l.per_seconds)) AS used
+      FROM (SELECT k.*, clock_timestamp() AS now FROM rate_keyed k) AS l
+), rate_admission AS (
+    SELECT id, rkey, execute_at, now, taken < rate_limit AND execute_at <= now AS admitted
+      FROM (
+    SELECT c.id, c.rkey, c.execute_at, k.now, k.rate_limit,
+           k.used + c.tied + (
+               SELECT count(*) FROM (
+                   SELECT FROM tasks_run o
+                    WHERE o.rate_key_id = c.rkey
+                      AND o.status IN ('scheduled', 'waiting_for_resource')
+                      AND o.priority > c.priority
+                      AND o.execute_at <= k.now
+                    LIMIT k.rate_limit) AS higher) + (
+               SELECT count(*) FROM (
+                   SELECT FROM tasks_run o
+                    WHERE o.rate_key_id = c.rkey
+                      AND o.status IN ('scheduled', 'waiting_for_resource')
+                      AND o.priority = c.priority
+                      AND o.execute_at < c.execute_at
+                    LIMIT k.rate_limit) AS earlier) AS taken
+      FROM (SELECT c.*, row_number() OVER (PARTITION BY c.rkey, c.priority, c.execute_at
+                                           ORDER BY c.id) - 1 AS tied
+              FROM candidates c
+             WHERE c.rkey IS NOT NULL AND c.id NOT IN (SELECT id FROM missed)) AS c
+      JOIN rate_room k ON k.id = c.rkey) AS ranked
+)
+
+-- The rate keys' logs once the claim has picked its runs (the second half of the rate limits,
+-- after `picked`: a CTE refers only to those before it).
+-- name: rate_log_ctes
+rate_log AS (
+    -- Each key's log once this claim's starts (all at `now`) are appended, trimmed to the last
+    -- `rate_limit`; full, its oldest start plus the window is when the next run may start.
+    SELECT id, name, rate_limit, per_seconds, started, starts,
+           CASE WHEN cardinality(starts) >= rate_limit
+                THEN starts[cardinality(starts) - rate_limit + 1]
+                     + make_interval(secs => per_seconds) END AS held_until
+      FROM (SELECT k.id, k.name, k.rate_limit, k.per_seconds, n.started,
+                   (k.starts || array_fill(k.now, ARRAY[n.started]))[
+                       greatest(1, cardinality(k.starts) + n.started - k.rate_limit + 1):]
+                       AS starts
+              FROM rate_room k
+             CROSS JOIN LATERAL (
+                   SELECT count(*)::int AS started
+                     FROM rate_admission a JOIN picked p ON p.id = a.id
+                    WHERE a.rkey = k.id) AS n) AS logged
+), rate_short AS (
+    -- Due runs their rate key holds back, with the instant the key's next run may start.
+    SELECT a.id, 'rate limit ' || l.name || ': ' || l.rate_limit || ' per ' || l.per_seconds
+                 || ' s reached, next start at '
+                 || to_char(l.held_until AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')
+                 AS reason
+      FROM rate_admission a JOIN rate_log l ON l.id = a.rkey
+     WHERE NOT a.admitted AND a.execute_at <= a.now AND l.held_until > a.now
+), rate_wait AS (
+    -- When this worker should claim again for runs rate limits hold (its `rate` row): the
+    -- earliest next start of a full key with due runs (held here, or skipped by the scan), or
+    -- a rate-limited candidate's due time (they are not claimed ahead of it). NULL: none,
+    -- and not asked when the batch is full (the worker claims again when a slot frees).
+    SELECT extract(epoch FROM min(at) - clock_timestamp())::float8 AS seconds
+      FROM (SELECT l.held_until AS at FROM rate_short h
+              JOIN rate_admission a ON a.id = h.id JOIN rate_log l ON l.id = a.rkey
+            UNION ALL
+            SELECT execute_at FROM rate_admission WHERE NOT admitted AND execute_at > now
+            UNION ALL
+            SELECT f.held_until FROM rate_full f
+             WHERE EXISTS (SELECT FROM tasks_run r
+                            WHERE r.rate_key_id = f.id
+                              AND r.status IN ('scheduled', 'waiting_for_resource')
+                              AND r.execute_at <= statement_timestamp()
+                                                  + make_interval(secs => %(prefetch)s))) AS a
+     WHERE (SELECT count(*) FROM picked) < %(limit)s
+)
+
+-- `row` says what each row is: a claimed run, (once) that capacity held due runs back (the
+-- worker then waits for a finish), or (once) that rate limits did, and `rate_wait` seconds
+-- until the first of them may start; the claimed columns of those two rows are NULL.
 -- name: claim
 WITH finishing AS (SELECT NULL::uuid AS id WHERE false), {claim_ctes}
-SELECT 'claimed' AS row, claimed.* FROM claimed
+SELECT 'claimed' AS row, claimed.*, NULL::float8 AS rate_wait FROM claimed
 UNION ALL
-SELECT 'held', claimed.* FROM {held_row}
+SELECT 'held', claimed.*, NULL FROM {held_row}
+UNION ALL
+SELECT 'rate', claimed.*, rate_wait.seconds FROM {rate_row}
 
 -- One row when capacity held due runs back (LEFT JOIN ... ON false: claimed's columns, NULL);
 -- referencing held_woke makes it run.
 -- name: held_row
 (SELECT) AS one LEFT JOIN claimed ON false
  WHERE EXISTS (SELECT FROM short) AND (SELECT count(*) FROM held_woke) >= 0
+
+-- One row when rate limits hold runs that come free at a known instant: `rate_wait` says in
+-- how many seconds (the worker sleeps no longer than that).
+-- name: rate_row
+rate_wait LEFT JOIN claimed ON false WHERE rate_wait.seconds IS NOT NULL
 
 -- The outcome write, as CTEs that a claim can follow in the same statement (see `cycle`).
 -- name: finish_ctes
@@ -314,7 +436,9 @@ v AS (
                              ELSE r.execute_at END,
            worker = CASE WHEN v.status = 'scheduled' THEN '' ELSE r.worker END,
            heartbeat_at = CASE WHEN v.status = 'scheduled' THEN NULL ELSE r.heartbeat_at END,
-           started_at = coalesce(v.started_at, r.started_at),
+           -- A rate-limited run keeps the start its key admitted (its log's entry).
+           started_at = CASE WHEN r.rate_key_id IS NULL THEN coalesce(v.started_at, r.started_at)
+                             ELSE r.started_at END,
            error = v.error, output = v.output, exit_code = v.exit_code,
            http_status = v.http_status
       FROM v
@@ -460,11 +584,14 @@ done.id AS recorded_id, done.task_id AS recorded_task_id, done.status AS recorde
 -- ones), and in autocommit the statement is its own transaction: one commit per cycle.
 -- name: cycle
 WITH {finish_ctes}, finishing AS (SELECT id FROM done), {claim_ctes}
-SELECT 'recorded' AS row, {recorded_columns}, claimed.* FROM done LEFT JOIN claimed ON false
+SELECT 'recorded' AS row, {recorded_columns}, claimed.*, NULL::float8 AS rate_wait
+  FROM done LEFT JOIN claimed ON false
 UNION ALL
-SELECT 'claimed', NULL, NULL, NULL, NULL, NULL, claimed.* FROM claimed
+SELECT 'claimed', NULL, NULL, NULL, NULL, NULL, claimed.*, NULL FROM claimed
 UNION ALL
-SELECT 'held', NULL, NULL, NULL, NULL, NULL, claimed.* FROM {held_row}
+SELECT 'held', NULL, NULL, NULL, NULL, NULL, claimed.*, NULL FROM {held_row}
+UNION ALL
+SELECT 'rate', NULL, NULL, NULL, NULL, NULL, claimed.*, rate_wait.seconds FROM {rate_row}
 
 -- One statement per worker process, however many runs it holds; a run missing from the answer
 -- was cancelled or taken back by the reviewer. Only the runs the worker names are renewed.

@@ -97,9 +97,12 @@ class ClaimedRun:
 
 class ClaimedRuns(list[ClaimedRun]):
     """The runs a claim took; `held_back` when the worker's free capacity held due runs back
-    (they are `waiting_for_resource` now, and the worker waits for one of its runs to end)."""
+    (they are `waiting_for_resource` now, and the worker waits for one of its runs to end);
+    `rate_wait` when rate limits held due runs: in how many seconds (database clock) the first
+    of them may start."""
 
     held_back: bool = False
+    rate_wait: float | None = None
 
 
 def claim_runs(
@@ -173,6 +176,7 @@ def _claimed_runs(rows: list[dict[str, Any]]) -> ClaimedRuns:
         if row["row"] == "claimed"
     )
     claimed.held_back = any(row["row"] == "held" for row in rows)
+    claimed.rate_wait = next((row["rate_wait"] for row in rows if row["row"] == "rate"), None)
     for run in claimed:
         if isinstance(run.payload, str):  # Django's psycopg setup leaves jsonb undecoded
             run.payload = json.loads(run.payload)

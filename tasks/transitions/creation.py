@@ -14,7 +14,7 @@ from tasks import expectations, occurrences, schedules
 from tasks.db import RUN_DUE_CHANNEL, TASK_CHANGED_CHANNEL, notify
 from tasks.exclusions import CalendarData
 from tasks.models import Run, Task
-from tasks.transitions import concurrency
+from tasks.transitions import concurrency, rate_limits
 from tasks.transitions.plan import plan_task
 
 MAX_BATCH = 1000
@@ -45,6 +45,7 @@ def apply_fields(task: Task, data: dict, known: dict | None = None) -> None:
     if data.get("executable") is not None:
         task.executable = data["executable"]
     _set_concurrency(task, data, known)
+    _set_rate_key(task, data, known)
     task.set_requests()
 
 
@@ -57,6 +58,17 @@ def _set_concurrency(task: Task, data: dict, known: dict | None = None) -> None:
         if value not in seen:
             seen[value] = concurrency.resolve(task.owner, task.concurrency)
         task.concurrency_key_id = seen[value]
+
+
+def _set_rate_key(task: Task, data: dict, known: dict | None = None) -> None:
+    """The task's rate key from its `rate_limit`; `known` as for _set_concurrency."""
+    if "rate_limit" in data:
+        task.rate_limit = data["rate_limit"]
+        seen = {} if known is None else known
+        value = ("rate_limit", *sorted(task.rate_limit.items()))
+        if value not in seen:
+            seen[value] = rate_limits.resolve(task.owner, task.rate_limit)
+        task.rate_key_id = seen[value]
 
 
 def first_fire_at(
@@ -143,6 +155,7 @@ def create_tasks(*, owner: Any, items: list[dict], now: datetime) -> list[Task]:
             if field in item:
                 setattr(task, field, item[field])
         _set_concurrency(task, item, keys_known)
+        _set_rate_key(task, item, keys_known)
         task.set_requests()
         task.next_unplanned_at = first_fire_at(task.schedule, now=now, calendars=calendars)
         runs.extend(occurrences.advance(task, now=now, horizon=horizon, calendars=calendars))

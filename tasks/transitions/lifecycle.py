@@ -125,6 +125,8 @@ def _written_fields(datas: list[dict]) -> list[str]:
         fields.append("executable")
     if "concurrency" in given:
         fields += ["concurrency", "concurrency_key"]
+    if "rate_limit" in given:
+        fields += ["rate_limit", "rate_key"]
     if "resources" in given:
         fields += ["cpu_millis", "memory_bytes"]
     if "schedule" in given:
@@ -190,7 +192,7 @@ def update_tasks(*, changes: list[tuple[Task, dict]], now: datetime) -> list[Tas
 
 
 def _requests_changed(data: dict) -> bool:
-    return "resources" in data or "concurrency" in data
+    return "resources" in data or "concurrency" in data or "rate_limit" in data
 
 
 def _update_runs(tasks: list[Task], values, *, claimable: bool = False) -> None:

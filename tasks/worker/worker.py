@@ -51,6 +51,8 @@ class Worker:
         self.offers = (cpu_millis, memory_bytes)
         # The last claim left due runs waiting for free capacity.
         self.held_back = False
+        # Monotonic instant the first run that rate limits held at the last claim may start.
+        self.rate_wake: float | None = None
         self.short = False  # the last claim took fewer runs than it had slots for
         self.claim_sent = 0.0  # monotonic time the last claim was sent
         self.execute = executor  # executors.execute, or k8s_executor.execute (runworker --executor)
@@ -167,6 +169,9 @@ class Worker:
             return False
         self._note_recorded(batch, recorded)
         self.held_back, self.claim_sent = getattr(claimed, "held_back", False), sent
+        rate_wait = getattr(claimed, "rate_wait", None)
+        # Counted from the answer, so the worker never wakes before the window frees.
+        self.rate_wake = None if rate_wait is None else time.monotonic() + rate_wait
         asked = len(claimed)
         self.short = free > 0 and asked < free
         try:
@@ -230,7 +235,10 @@ class Worker:
             # Held back (capacity, or the per-owner cap): the due runs wait for a run to end
             # (the wake event, or the poll), not for a clock that says they are due: that
             # would spin. Runs due after the claim's prefetch window still wake us on time.
-            later = self.prefetch - (time.monotonic() - self.claim_sent) if self.held_back else None
+            # Due runs a rate limit held wait for the instant it named (rate_wake), not for a
+            # clock that says they are due either.
+            held = self.held_back or self.rate_wake is not None
+            later = self.prefetch - (time.monotonic() - self.claim_sent) if held else None
             try:
                 until = claim.seconds_until_next_due(self.budget(), later_than=later)
             except DatabaseError:
@@ -243,6 +251,8 @@ class Worker:
                 # claims a second while a capped owner had a run due).
                 soonest = RECLAIM_PAUSE_SECONDS if self.short else 0.0
                 wait = min(wait, max(soonest, until - self.prefetch))
+            if self.rate_wake is not None:
+                wait = min(wait, max(RECLAIM_PAUSE_SECONDS, self.rate_wake - time.monotonic()))
         deadlines = [f.deadline_mono for f in self.inflight.values() if f.deadline_mono]
         if deadlines:
             wait = min(wait, max(0.0, min(deadlines) - time.monotonic()))

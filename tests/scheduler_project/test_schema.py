@@ -113,6 +113,7 @@ def test_operation_ids_and_tags_read_by_resource(schema: dict) -> None:
         "calendar-feed",
         "tasksets",
         "concurrency-keys",
+        "rate-limits",
         "health",
     }
     assert operations[("/tasks", "get")]["tags"] == ["seed"]

@@ -13,6 +13,7 @@ from tasks.daemon import DaemonCommand
 from tasks.transitions.concurrency import hold_keyed_runs
 from tasks.transitions.expectations import review_expectations
 from tasks.transitions.no_sandbox import hold_or_release_executables
+from tasks.transitions.rate_limits import hold_rate_limited_runs
 from tasks.transitions.rescue import flag_starved_runs, mark_unplaceable_runs, rescue_stuck_runs
 
 logger = logging.getLogger(__name__)
@@ -35,6 +36,8 @@ class Command(DaemonCommand):
         # Before the start SLA: a run its key holds back says so rather than "not started".
         if keyed := hold_keyed_runs():
             logger.info("runs waiting for their concurrency key=%d", keyed)
+        if limited := hold_rate_limited_runs():
+            logger.info("runs waiting for their rate limit=%d", limited)
         starved = flag_starved_runs(sla_seconds=settings.TASKS_START_SLA_SECONDS)
         # Every pass too: `late` is due start_within after the run's time, not a pass later.
         for run_id, task_id, _, event in review_expectations():

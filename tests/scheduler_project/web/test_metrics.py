@@ -12,7 +12,7 @@ from django.test import override_settings
 from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
-from tasks.models import ConcurrencyKey, Process
+from tasks.models import ConcurrencyKey, Process, RateKey
 from tasks.transitions import claim
 from tests.factories import RunFactory, TaskFactory, UserFactory
 
@@ -78,6 +78,22 @@ def test_concurrency_keys_show_their_limit_running_and_due_runs(client, db):
     assert value(text, "scheduler_concurrency_key_running", **labels) == 2
     assert value(text, "scheduler_concurrency_key_waiting", **labels) == 1
     assert value(text, "scheduler_concurrency_key_limit", key="crm", owner="global") == 7
+
+
+def test_rate_keys_show_their_limit_window_use_and_due_runs(client, db):
+    owner = UserFactory()
+    key = RateKey.objects.create(owner=owner, name="crm-api", rate_limit=2, per_seconds=60)
+    task = TaskFactory(owner=owner, rate_key=key)
+    now = timezone.now()
+    for seconds in (1, 2, 3):
+        RunFactory(task=task, execute_at=now - timedelta(seconds=seconds), **task.requests)
+    claim.claim_runs(worker="w1", limit=10, prefetch_seconds=0, owner_cap=0)
+    text = scrape(client)
+    labels = {"key": "crm-api", "owner": str(owner.pk)}
+    assert value(text, "scheduler_rate_limit_limit", **labels) == 2
+    assert value(text, "scheduler_rate_limit_window_seconds", **labels) == 60
+    assert value(text, "scheduler_rate_limit_used", **labels) == 2
+    assert value(text, "scheduler_rate_limit_waiting", **labels) == 1
 
 
 def test_finished_runs_and_attempts_are_counted_by_the_outcome_batch(client, db):

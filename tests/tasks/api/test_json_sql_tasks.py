@@ -77,6 +77,7 @@ def test_every_field_of_a_recurring_task(settings) -> None:
         "notify": [{"channel": "c", "events": ["failed"]}],
         "resources": {"cpu": "500m", "memory": "256Mi"},
         "concurrency": None,
+        "rate_limit": None,
         "on_zombie": "cancel",
         "expect": {},
         "status": "active",

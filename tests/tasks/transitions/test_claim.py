@@ -35,12 +35,17 @@ def test_the_claims_columns_are_the_claimed_runs_fields() -> None:
     run = RunFactory()
     fields = list(claim.CLAIMED_FIELDS)
 
-    assert columns(claim.claim_sql(4), PARAMS) == ["row", *fields]
+    assert columns(claim.claim_sql(4), PARAMS) == ["row", *fields, "rate_wait"]
     outcome = claim.Outcome(
         run_id=run.id, attempt=0, status="succeeded", attempt_outcome="succeeded", started_at=None
     )
     finish = claim._finish_params("columns-test", [outcome])
-    assert columns(claim.cycle_sql(4), {**PARAMS, **finish}) == ["row", *RECORDED, *fields]
+    assert columns(claim.cycle_sql(4), {**PARAMS, **finish}) == [
+        "row",
+        *RECORDED,
+        *fields,
+        "rate_wait",
+    ]
     assert columns(claim.SQL["record"], finish) == RECORDED
 
 
