@@ -8,7 +8,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("tasks", "0024_calendar"),
+        ("tasks", "0026_calendar_feed"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
