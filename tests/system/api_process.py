@@ -99,12 +99,12 @@ def sign_in_with_every_second_task(base: str, username: str, password: str) -> t
     token = requests.post(
         f"{base}/api/v1/auth/token",
         json={"username": username, "password": password},
-        timeout=10,
+        timeout=30,
     ).json()["access"]
     recurring = requests.post(
         f"{base}/api/v1/tasks",
         headers={"Authorization": f"Bearer {token}"},
-        timeout=10,
+        timeout=30,
         json={
             "name": "every-second",
             "kind": "handler",

@@ -54,7 +54,8 @@ def test_every_role_replaced_one_by_one_under_load(processes, tmp_path):
     port = low_free_port()
     api_log, pidfile = tmp_path / "gunicorn.log", tmp_path / "gunicorn.pid"
     api, base = start_gunicorn(processes, env, api_log, port, pidfile=pidfile)
-    wait_for(lambda: len(ready_workers(api_log, api.pid)) == 2, timeout=60)
+    # Every process loads Django before it is ready: 15 s seen on a loaded machine, hence 120 s.
+    wait_for(lambda: len(ready_workers(api_log, api.pid)) == 2, timeout=120, details=processes.logs)
     roles = {
         "runscheduler": [processes.start("runscheduler", env=env) for _ in range(2)],
         "runworker": [
@@ -81,7 +82,7 @@ def test_every_role_replaced_one_by_one_under_load(processes, tmp_path):
 
     for running in roles.values():
         for proc in running:
-            wait_for(lambda p=proc: ready(p), timeout=60, details=processes.logs)
+            wait_for(lambda p=proc: ready(p), timeout=120, details=processes.logs)
     load = SlowCreates(base, token, CREATE_EVERY)
     load.start()
     try:
@@ -89,13 +90,23 @@ def test_every_role_replaced_one_by_one_under_load(processes, tmp_path):
         # gunicorn's graceful reload: new workers, the old ones finish their requests.
         old_workers = ready_workers(api_log, api.pid)
         api.send_signal(signal.SIGHUP)
-        wait_for(lambda: len(ready_workers(api_log, api.pid) - old_workers) == 2, timeout=60)
+        wait_for(
+            lambda: len(ready_workers(api_log, api.pid) - old_workers) == 2,
+            timeout=120,
+            details=processes.logs,
+        )
         # A new master (SIGUSR2) on the same socket; the old one goes once its workers are ready.
         api.send_signal(signal.SIGUSR2)
-        new_pid = wait_for(lambda: pid_in(pidfile.with_name("gunicorn.pid.2")), timeout=30)
+        new_pid = wait_for(
+            lambda: pid_in(pidfile.with_name("gunicorn.pid.2")), timeout=60, details=processes.logs
+        )
         master = Adopted(int(new_pid))
         processes.started.append(master)
-        wait_for(lambda: len(ready_workers(api_log, master.pid)) == 2, timeout=60)
+        wait_for(
+            lambda: len(ready_workers(api_log, master.pid)) == 2,
+            timeout=120,
+            details=processes.logs,
+        )
         api.send_signal(signal.SIGTERM)  # graceful: its workers finish their requests
         assert api.wait(timeout=60) == 0, processes.logs()
         # The new master notices and takes the old one's place (and pidfile).
@@ -105,7 +116,7 @@ def test_every_role_replaced_one_by_one_under_load(processes, tmp_path):
                 extra = ("--concurrency", "4") if command == "runworker" else ()
                 new = running[i] = processes.start(command, *extra, env=env)
                 # The new one is up before the old one goes.
-                wait_for(lambda p=new: ready(p), timeout=60, details=processes.logs)
+                wait_for(lambda p=new: ready(p), timeout=120, details=processes.logs)
                 old.send_signal(signal.SIGTERM)
                 assert old.wait(timeout=60) == 0, processes.logs()
         time.sleep(3)
