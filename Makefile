@@ -10,6 +10,11 @@ RUN_ARGS ?=
 SQL_TESTS := tests/tasks/api tests/notifications/api tests/tasks/transitions \
 	tests/tasks/worker/test_worker_claim_ahead.py tests/tasks/test_occurrences.py \
 	tests/scheduler_project/test_database_failover.py
+# The API's tests through PgBouncer 1.18 in transaction pooling mode (`make test-pgbouncer`).
+API_TESTS := tests/tasks/api tests/notifications/api tests/scheduler_project/web
+# What an API behind PgBouncer before 1.21 is given (docs/operations.md, PgBouncer).
+THROUGH_PGBOUNCER := SCHEDULER_TEST_PGBOUNCER=1 DATABASE_PREPARED_STATEMENTS=false \
+	DATABASE_CONN_MAX_AGE=0 DATABASE_RANDOM_PAGE_COST=0 DATABASE_PLAN_CACHE_MODE=
 
 .DEFAULT_GOAL := help
 
@@ -40,6 +45,9 @@ test: $(VENV)/.dev ## run the test suite (DATABASE_URL, or the embedded PostgreS
 test-sql: $(VENV)/.dev ## the SQL-semantics tests (API reads, claim, planning) alone
 	$(PY) -m pytest -m "not chaos and not fuzz" $(PYTEST_ARGS) $(SQL_TESTS)
 
+test-pgbouncer: $(VENV)/.dev ## the API's tests through PgBouncer in transaction mode (DATABASE_URL on TCP)
+	$(THROUGH_PGBOUNCER) $(PY) -m pytest -m "not chaos and not fuzz" $(PYTEST_ARGS) $(API_TESTS)
+
 test-chaos: $(VENV)/.dev ## kill workers, restart PostgreSQL and fail it over under load
 	$(PY) -m pytest -m chaos $(PYTEST_ARGS)
 
@@ -62,4 +70,4 @@ taskset-schema: $(VENV)/.dev ## rewrite cli/schedctl/taskset.schema.json after a
 bench: $(VENV)/.dev ## the benchmark set (docs/benchmarks.md)
 	$(PY) -m bench all
 
-.PHONY: help install run test test-sql test-chaos test-fuzz lint fmt taskset-schema bench
+.PHONY: help install run test test-sql test-pgbouncer test-chaos test-fuzz lint fmt taskset-schema bench

@@ -59,6 +59,12 @@ def on_starting(server: Any) -> None:
         os.environ["PROMETHEUS_MULTIPROC_DIR"] = _own_multiproc_dir[0]
 
 
+def post_worker_init(worker: Any) -> None:
+    # What a rolling restart waits for (docs/operations.md, "Rolling restarts"): this worker has
+    # loaded the application and accepts connections from now on.
+    worker.log.info("Worker ready (pid: %s, master: %s)", worker.pid, worker.ppid)
+
+
 def on_exit(server: Any) -> None:
     for path in _own_multiproc_dir:
         shutil.rmtree(path, ignore_errors=True)

@@ -1,4 +1,5 @@
-"""Shared fixtures: API clients with tokens, and real role processes on the test database."""
+"""Shared fixtures: API clients with tokens, and real role processes on the test database; under
+SCHEDULER_TEST_PGBOUNCER=1 the tests' connections go through PgBouncer in transaction mode."""
 
 from __future__ import annotations
 
@@ -12,14 +13,90 @@ from pathlib import Path
 
 import pytest
 import requests
-from django.db import connection
+from django.conf import settings
+from django.db import connection, connections
 from rest_framework.test import APIClient
 from rest_framework_simplejwt.tokens import RefreshToken
 
 from scheduler_project.database import database_url as scheduler_database_url
+from tests import pgbouncer
 from tests.factories import UserFactory
 
 ROOT = Path(__file__).resolve().parent.parent
+# `make test-pgbouncer`: the test database is reached through PgBouncer 1.18 in transaction
+# pooling mode, as an API behind one reaches it (docs/operations.md, PgBouncer).
+THROUGH_PGBOUNCER = os.environ.get("SCHEDULER_TEST_PGBOUNCER") == "1"
+PGBOUNCER_SUMMARY: list[str] = []  # written at the end (a fixture's teardown output is captured)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if not THROUGH_PGBOUNCER:
+        return
+    s = settings.DATABASES["default"]
+    if not s["HOST"] or s["HOST"].startswith("/") or "," in s["HOST"]:
+        raise pytest.UsageError("SCHEDULER_TEST_PGBOUNCER=1 needs DATABASE_URL on one TCP host")
+    # What an API behind PgBouncer 1.18 must be given (docs/operations.md, PgBouncer): nothing
+    # prepared, and no session SET that would reach only the server connection that ran it.
+    if s.get("PREPARED_STATEMENTS", True) or s.get("RANDOM_PAGE_COST") or s.get("PLAN_CACHE_MODE"):
+        raise pytest.UsageError(
+            "SCHEDULER_TEST_PGBOUNCER=1 needs DATABASE_PREPARED_STATEMENTS=false, "
+            "DATABASE_RANDOM_PAGE_COST=0 and an empty DATABASE_PLAN_CACHE_MODE"
+        )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Through PgBouncer, skip the tests marked `not_through_pgbouncer` (with the mark's reason)."""
+    if not THROUGH_PGBOUNCER:
+        return
+    for item in items:
+        mark = item.get_closest_marker("not_through_pgbouncer")
+        if mark is not None:
+            reason = mark.kwargs.get("reason") or (mark.args[0] if mark.args else "")
+            item.add_marker(pytest.mark.skip(reason=f"not through PgBouncer: {reason}"))
+
+
+def pytest_terminal_summary(terminalreporter) -> None:  # type: ignore[no-untyped-def]
+    for line in PGBOUNCER_SUMMARY:
+        terminalreporter.write_line(line)
+
+
+@pytest.fixture(scope="session")
+def django_db_setup(django_db_setup: None, django_db_blocker) -> Iterator[None]:
+    """pytest-django's test database; under SCHEDULER_TEST_PGBOUNCER=1 every connection to it
+    goes through a PgBouncer in transaction mode for the session. pytest-django creates and drops
+    the database directly (DROP DATABASE fails while PgBouncer holds server connections to it)."""
+    if not THROUGH_PGBOUNCER:
+        yield
+        return
+    s = connection.settings_dict
+    server = {alias: connections[alias].settings_dict.copy() for alias in connections}
+    with pgbouncer.pgbouncer(
+        server_host=s["HOST"], server_port=s["PORT"], user=s["USER"], port=free_port()
+    ) as port:
+        connections.close_all()
+        for alias in server:
+            connections[alias].settings_dict.update(HOST="127.0.0.1", PORT=str(port))
+        try:
+            yield
+        finally:
+            carried = pgbouncer.transactions(port, s["USER"], s["NAME"])
+            with django_db_blocker.unblock():
+                connections.close_all()
+            for alias, before in server.items():
+                connections[alias].settings_dict.update(HOST=before["HOST"], PORT=before["PORT"])
+    # Its server connections end with it; the drop that follows needs them gone.
+    with django_db_blocker.unblock(), connection.cursor() as cursor:
+        wait_for(lambda: not backends_of(cursor, s["NAME"]), timeout=10)
+    connections.close_all()
+    PGBOUNCER_SUMMARY.append(f"PgBouncer carried {carried} transactions to {s['NAME']}")
+
+
+def backends_of(cursor, database: str) -> int:
+    cursor.execute(
+        "SELECT count(*) FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()",
+        [database],
+    )
+    return cursor.fetchone()[0]
 
 
 @pytest.fixture

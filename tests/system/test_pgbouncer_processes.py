@@ -8,27 +8,20 @@ read them back: every answer is the right one, and PgBouncer carried the transac
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
-import tempfile
 import threading
-from pathlib import Path
 
 import pytest
 import requests
 from django.contrib.auth import get_user_model
 from django.db import connection
 
-from tests.conftest import wait_for
+from tests import pgbouncer as bouncer
 from tests.gunicorn_server import gunicorn  # noqa: F401  (the fixture, used by name)
 from tests.system.patroni_cluster import low_free_port
 
-PGBOUNCER = shutil.which("pgbouncer") or "/usr/sbin/pgbouncer"
-PSQL = shutil.which("psql")
 pytestmark = [
     pytest.mark.processes,
-    pytest.mark.skipif(not Path(PGBOUNCER).exists() or not PSQL, reason="needs pgbouncer, psql"),
+    pytest.mark.skipif(not bouncer.available(), reason="needs pgbouncer, psql"),
 ]
 CLIENTS, ROUNDS = 6, 15
 
@@ -39,59 +32,14 @@ def pgbouncer():
     s = connection.settings_dict
     if not s["HOST"] or s["HOST"].startswith("/") or "," in s["HOST"]:
         pytest.skip("needs the test database on one TCP host")
-    folder = Path(tempfile.mkdtemp(prefix="scheduler-pgbouncer-"))
-    folder.chmod(0o777)  # PgBouncer refuses root: it runs as postgres when we are root
-    port = low_free_port()
-    (folder / "users.txt").write_text(f'"{s["USER"]}" ""\n')
-    (folder / "pgbouncer.ini").write_text(
-        "[databases]\n"
-        f"* = host={s['HOST']} port={s['PORT'] or 5432}\n"
-        "[pgbouncer]\n"
-        f"listen_addr = 127.0.0.1\nlisten_port = {port}\nunix_socket_dir =\n"
-        f"auth_type = trust\nauth_file = {folder / 'users.txt'}\nadmin_users = {s['USER']}\n"
-        "pool_mode = transaction\ndefault_pool_size = 4\nmax_client_conn = 200\n"
-        f"logfile = {folder / 'pgbouncer.log'}\n"
-    )
-    for path in folder.iterdir():
-        path.chmod(0o666)
-    as_postgres = (
-        ["setpriv", "--reuid=postgres", "--regid=postgres", "--init-groups"]
-        if os.geteuid() == 0
-        else []
-    )
-    proc = subprocess.Popen(
-        [*as_postgres, PGBOUNCER, str(folder / "pgbouncer.ini")],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.STDOUT,
-    )
-    try:
-        wait_for(lambda: admin(port, "SHOW VERSION") is not None, timeout=15)
+    with bouncer.pgbouncer(
+        server_host=s["HOST"], server_port=s["PORT"], user=s["USER"], port=low_free_port()
+    ) as port:
         yield port
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        shutil.rmtree(folder, ignore_errors=True)
-
-
-def admin(port: int, command: str) -> str | None:
-    """PgBouncer's admin console (simple query protocol only, hence psql)."""
-    user = connection.settings_dict["USER"]
-    done = subprocess.run(
-        [PSQL, "-h", "127.0.0.1", "-p", str(port), "-U", user, "-At", "-c", command, "pgbouncer"],
-        capture_output=True,
-        text=True,
-    )
-    return done.stdout if done.returncode == 0 else None
 
 
 def transactions(port: int, database: str) -> int:
-    """PgBouncer's count of transactions it carried for `database`."""
-    lines = (admin(port, "SHOW STATS") or "").splitlines()
-    return sum(int(line.split("|")[1]) for line in lines if line.split("|")[0] == database)
+    return bouncer.transactions(port, connection.settings_dict["USER"], database)
 
 
 def test_the_api_works_through_pgbouncer_in_transaction_mode(pgbouncer, gunicorn):  # noqa: F811

@@ -1,6 +1,8 @@
 """A rolling restart of every role under load: nothing failed, lost or run twice.
 
 The API (gunicorn) is reloaded gracefully (SIGHUP: new workers start, the old ones finish their
+requests), then its master itself is replaced (SIGUSR2: a new master with new workers on the same
+listening socket; once they are ready, SIGTERM to the old master, whose workers finish their
 requests); each scheduler, worker and reviewer is replaced by starting the new process first
 and then stopping the old one with SIGTERM (a worker finishes or hands back its runs). One-time
 tasks are created through the API every 100 ms, each payload taking 0.3 s, and a 1-second
@@ -22,7 +24,13 @@ import psycopg
 import pytest
 
 from tests.conftest import ROOT, database_url, process_env, wait_for
-from tests.system.api_process import sign_in_with_every_second_task, start_gunicorn
+from tests.system.api_process import (
+    Adopted,
+    pid_in,
+    ready_workers,
+    sign_in_with_every_second_task,
+    start_gunicorn,
+)
 from tests.system.patroni_cluster import low_free_port
 from tests.system.test_patroni_faults import CREATE_EVERY, Traffic
 
@@ -44,7 +52,10 @@ def test_every_role_replaced_one_by_one_under_load(processes, tmp_path):
         [sys.executable, "manage.py", "ensureadmin"], env=env, cwd=ROOT, check=True, timeout=120
     )
     port = low_free_port()
-    api, base = start_gunicorn(processes, env, tmp_path / "gunicorn.log", port)
+    api_log, pidfile = tmp_path / "gunicorn.log", tmp_path / "gunicorn.pid"
+    api, base = start_gunicorn(processes, env, api_log, port, pidfile=pidfile)
+    # Every process loads Django before it is ready: 15 s seen on a loaded machine, hence 120 s.
+    wait_for(lambda: len(ready_workers(api_log, api.pid)) == 2, timeout=120, details=processes.logs)
     roles = {
         "runscheduler": [processes.start("runscheduler", env=env) for _ in range(2)],
         "runworker": [
@@ -71,19 +82,41 @@ def test_every_role_replaced_one_by_one_under_load(processes, tmp_path):
 
     for running in roles.values():
         for proc in running:
-            wait_for(lambda p=proc: ready(p), timeout=60, details=processes.logs)
+            wait_for(lambda p=proc: ready(p), timeout=120, details=processes.logs)
     load = SlowCreates(base, token, CREATE_EVERY)
     load.start()
     try:
         wait_for(lambda: sum(a.status == 201 for a in load.answers) >= 20, timeout=60)
-        api.send_signal(signal.SIGHUP)  # gunicorn: new workers, the old ones drain
-        time.sleep(3)
+        # gunicorn's graceful reload: new workers, the old ones finish their requests.
+        old_workers = ready_workers(api_log, api.pid)
+        api.send_signal(signal.SIGHUP)
+        wait_for(
+            lambda: len(ready_workers(api_log, api.pid) - old_workers) == 2,
+            timeout=120,
+            details=processes.logs,
+        )
+        # A new master (SIGUSR2) on the same socket; the old one goes once its workers are ready.
+        api.send_signal(signal.SIGUSR2)
+        new_pid = wait_for(
+            lambda: pid_in(pidfile.with_name("gunicorn.pid.2")), timeout=60, details=processes.logs
+        )
+        master = Adopted(int(new_pid))
+        processes.started.append(master)
+        wait_for(
+            lambda: len(ready_workers(api_log, master.pid)) == 2,
+            timeout=120,
+            details=processes.logs,
+        )
+        api.send_signal(signal.SIGTERM)  # graceful: its workers finish their requests
+        assert api.wait(timeout=60) == 0, processes.logs()
+        # The new master notices and takes the old one's place (and pidfile).
+        wait_for(lambda: pid_in(pidfile) == master.pid, timeout=30, details=processes.logs)
         for command, running in roles.items():
             for i, old in enumerate(list(running)):
                 extra = ("--concurrency", "4") if command == "runworker" else ()
                 new = running[i] = processes.start(command, *extra, env=env)
                 # The new one is up before the old one goes.
-                wait_for(lambda p=new: ready(p), timeout=60, details=processes.logs)
+                wait_for(lambda p=new: ready(p), timeout=120, details=processes.logs)
                 old.send_signal(signal.SIGTERM)
                 assert old.wait(timeout=60) == 0, processes.logs()
         time.sleep(3)
@@ -127,10 +160,11 @@ def test_every_role_replaced_one_by_one_under_load(processes, tmp_path):
         )
     ]
     assert {b - a for a, b in itertools.pairwise(times)} == {timedelta(seconds=1)}
-    assert api.poll() is None and all(p.poll() is None for r in roles.values() for p in r)
+    assert master.poll() is None and all(p.poll() is None for r in roles.values() for p in r)
     handed_back = sum(n > 1 for _, n in once)
     print(
-        f"\nrolling restart: creates {len(load.answers)}, all 201; one-time runs {len(once)}, "
+        f"\nrolling restart: API workers reloaded and master replaced; "
+        f"creates {len(load.answers)}, all 201; one-time runs {len(once)}, "
         f"each succeeded once, {handed_back} with a handed-back attempt; payloads run twice 0; "
         f"recurring occurrences {len(times)}, none missing"
     )
