@@ -109,6 +109,7 @@ class Stack:
     url: str
     creates: list[Answer]
     reads: list[Answer]
+    env: dict[str, str]
 
     def sql(self, query: str) -> list[tuple]:
         with psycopg.connect(self.url, autocommit=True, connect_timeout=5) as conn:
@@ -156,7 +157,7 @@ def stack(tmp_path_factory, django_db_blocker):
             procs.start("runreviewer", env=env)
         procs.start("runnotifier", env=env)
         token, recurring = sign_in_with_every_second_task(base, "ops", PASSWORD)
-        yield Stack(cluster, procs, records, base, token, recurring, url, [], [])
+        yield Stack(cluster, procs, records, base, token, recurring, url, [], [], env)
     finally:
         try:
             procs.stop_all()
@@ -286,6 +287,38 @@ def test_leader_patroni_killed(stack):
         cluster.restart_member(leader)  # as its supervisor should; it rejoins as a standby
 
     under_load(stack, "Patroni SIGKILL", kill)
+
+
+# Longer than REVIEWERS_RESCUE_AFTER_SECONDS (10 s): the orphan keeps every connection that
+# stayed on it hanging in a commit that waits for a synchronous standby promoted meanwhile.
+ORPHAN_SECONDS = 15.0
+
+
+def test_leader_patroni_killed_orphan_kept(stack):
+    """Issue 28: Patroni killed and restarted late (its supervisor slow): the orphan primary
+    stays up and writable past the rescue threshold, and every commit on it waits for the
+    standby promoted meanwhile. A reviewer reaches the new primary at once (here one started
+    then, its URL listing the new leader first, as a reviewer restarted elsewhere would): the
+    workers whose outcome writes hang on the orphan are alive and must keep their runs, so no
+    payload runs twice (check_everything)."""
+    cluster = stack.cluster
+
+    def kill(leader, sync):  # type: ignore[no-untyped-def]
+        leader.process.kill()
+        leader.process.wait()
+        new = wait_for(
+            lambda: (m := cluster.leader()) not in (None, leader) and m,
+            timeout=60,
+            details=cluster.logs,
+        )
+        members = sorted(cluster.members, key=lambda m: m is not new)
+        hosts = ",".join(f"127.0.0.1:{m.pg_port}" for m in members)
+        url = f"postgres://postgres@{hosts}/{DATABASE}?target_session_attrs=read-write"
+        stack.procs.start("runreviewer", env={**stack.env, "DATABASE_URL": url})
+        time.sleep(ORPHAN_SECONDS)
+        cluster.restart_member(leader)
+
+    under_load(stack, "Patroni SIGKILL, orphan kept 15 s", kill)
 
 
 def test_leader_host_paused_past_the_ttl(stack):
