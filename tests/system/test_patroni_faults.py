@@ -295,7 +295,7 @@ ORPHAN_SECONDS = 15.0
 
 
 def test_leader_patroni_killed_orphan_kept(stack):
-    """Issue 28: Patroni killed and restarted late (its supervisor slow): the orphan primary
+    """Patroni killed and restarted late (its supervisor slow): the orphan primary
     stays up and writable past the rescue threshold, and every commit on it waits for the
     standby promoted meanwhile. A reviewer reaches the new primary at once (here one started
     then, its URL listing the new leader first, as a reviewer restarted elsewhere would): the

@@ -35,25 +35,18 @@ def test_an_avoided_host_is_tried_again_after_a_while() -> None:
 
 
 @pytest.mark.django_db(transaction=True)
-def test_django_connections_list_an_avoided_host_last(settings) -> None:  # type: ignore[no-untyped-def]
-    db = settings.DATABASES["default"]
-    host, port = db["HOST"] or "localhost", str(db["PORT"] or 5432)
-    hung.avoid(host, port)
-    connection.settings_dict.update(HOST=f"{host},{host}", PORT=f"{port},{port}")
+def test_django_connections_list_an_avoided_host_last() -> None:
+    saved = {key: connection.settings_dict[key] for key in ("HOST", "PORT")}
+    host, port = saved["HOST"] or "localhost", str(saved["PORT"] or 5432)
     try:
+        connection.settings_dict.update(HOST=f"{host},elsewhere", PORT=f"{port},{port}")
+        assert connection.get_connection_params()["host"] == f"{host},elsewhere"
+        hung.avoid(host, port)
         params = connection.get_connection_params()
     finally:
-        connection.settings_dict.update(HOST=db["HOST"], PORT=db["PORT"])
+        connection.settings_dict.update(saved)
 
-    assert (params["host"], params["port"]) == (f"{host},{host}", f"{port},{port}")
-    hung._avoided.clear()
-    hung.avoid("elsewhere", port)
-    connection.settings_dict.update(HOST=f"elsewhere,{host}", PORT=f"{port},{port}")
-    try:
-        params = connection.get_connection_params()
-    finally:
-        connection.settings_dict.update(HOST=db["HOST"], PORT=db["PORT"])
-    assert params["host"] == f"{host},elsewhere"
+    assert (params["host"], params["port"]) == (f"elsewhere,{host}", f"{port},{port}")
 
 
 @pytest.mark.django_db(transaction=True)
