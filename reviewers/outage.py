@@ -19,8 +19,8 @@ from django.db import connection
 
 logger = logging.getLogger(__name__)
 
-# A pass starting this much later than the interval after the last completed one means the
-# reviewer was cut off (a failed or hung pass, a database restart, a failover).
+# A pass starting this much later than the interval after the end of the last completed one
+# means the reviewer was cut off (failed or hung passes, a database restart, a failover).
 GAP_SECONDS = 2.0
 
 
@@ -28,7 +28,7 @@ class RescueHold:
     def __init__(self, *, window: float, interval: float) -> None:
         self.window = window
         self.interval = interval
-        self.last_ok: float | None = None  # monotonic start of the last completed pass
+        self.last_ok: float | None = None  # monotonic end of the last completed pass
         self.until = 0.0
 
     def pass_started(self, now: float) -> None:
@@ -43,8 +43,8 @@ class RescueHold:
         elif now - self.last_ok > self.interval + GAP_SECONDS:
             self._hold(now + self.window, f"no pass completed for {now - self.last_ok:.1f} s")
 
-    def pass_completed(self, started: float) -> None:
-        self.last_ok = started
+    def pass_completed(self, ended: float) -> None:
+        self.last_ok = ended
 
     def holding(self, now: float) -> bool:
         return now < self.until

@@ -5,7 +5,8 @@ the API (gunicorn, its reads through DATABASE_REPLICA_URL with prefer-standby), 
 workers, a reviewer and the notifier on `target_session_attrs=read-write`; one-time tasks created
 through the API every 100 ms, a task read every 200 ms and a 1-second recurring task. Each fault
 must leave: nothing acknowledged lost, no payload executed twice (every attempt counted), no
-recurring occurrence missing, no role exited, every answer 2xx or 503 with Retry-After. The
+recurring occurrence missing, no role exited, every answer 2xx or 503 with Retry-After; before
+each fault the task reads are answered by a standby (its own scan statistics count them). The
 write-unavailability window of each fault is printed (`pytest -m chaos -s
 tests/system/test_patroni_faults.py`; docs/benchmarks.md has the figures).
 """
@@ -223,6 +224,15 @@ def check_everything(stack: Stack) -> tuple[int, int]:
     return len(acknowledged), len(once_runs)
 
 
+def task_scans(members: list) -> int:  # type: ignore[type-arg]
+    """Scans of tasks_task counted on `members` (each server's own statistics)."""
+    query = (
+        "SELECT coalesce(sum(coalesce(idx_scan, 0) + coalesce(seq_scan, 0)), 0)"
+        " FROM pg_stat_user_tables WHERE relname = 'tasks_task'"
+    )
+    return sum(int(m.sql(query, database=DATABASE)[0][0]) for m in members)
+
+
 def under_load(stack: Stack, name: str, fault, *, failover: bool = True) -> None:  # type: ignore[no-untyped-def]
     """Runs `fault(leader, sync_standby)` under load; checks; records the figures."""
     cluster = stack.cluster
@@ -232,8 +242,13 @@ def under_load(stack: Stack, name: str, fault, *, failover: bool = True) -> None
     reads = Traffic(stack.base, stack.token, READ_EVERY, read=stack.recurring)
     creates.start()
     reads.start()
+    standbys = [m for m in cluster.members if m is not leader]
+    scans = task_scans(standbys)
     try:
         wait_for(lambda: sum(a.status == 201 for a in creates.answers) >= 20, timeout=60)
+        # Before the fault the task reads went to a standby: only the API's replica connection
+        # reads tasks_task there (the roles' read-write connections skip standbys).
+        wait_for(lambda: task_scans(standbys) > scans, timeout=10)
         started = time.monotonic()
         print(f"\n{name}: fault at {started:.2f}, leader {leader.name}, sync {sync.name}")
         fault(leader, sync)

@@ -53,14 +53,16 @@ class Command(DaemonCommand):
             what="reviewer pass",
         ):
             self.review(started)
-        self.hold.pass_completed(started)
         now = time.monotonic()
+        self.hold.pass_completed(now)
+        more = False
         if now >= self.next_sample:
             self.next_sample = now + SAMPLE_EVERY_SECONDS
             samples.record_queue_sample()
         if now >= self.next_prune:
-            return self.prune()
-        return False
+            more = self.prune()
+        self.hold.pass_completed(time.monotonic())  # a long prune batch is no outage
+        return more
 
     def review(self, started: float) -> None:
         self.hold.pass_started(started)
