@@ -370,6 +370,11 @@ TASKS_DEFAULT_BACKOFF_BASE_SECONDS = env_float("TASKS_DEFAULT_BACKOFF_BASE_SECON
 TASKS_DEFAULT_BACKOFF_CAP_SECONDS = env_float("TASKS_DEFAULT_BACKOFF_CAP_SECONDS", 600.0)
 # Every role's heartbeat row in tasks_process.
 TASKS_HEARTBEAT_SECONDS = env_float("TASKS_HEARTBEAT_SECONDS", 2.0)
+# A worker's or reviewer's statement still unanswered after this long (a commit on a primary
+# orphaned by a failover, waiting for a standby promoted meanwhile) is given up without a cancel
+# and retried on a new connection (scheduler_project/postgresql/hung.py). With the heartbeat it
+# must stay well below the self-stop at 70 % of REVIEWERS_RESCUE_AFTER_SECONDS; 0 disables.
+TASKS_HUNG_STATEMENT_SECONDS = env_float("TASKS_HUNG_STATEMENT_SECONDS", 3.0)
 SCHEDULER_HANDLER_MODULES = env_list("SCHEDULER_HANDLER_MODULES")
 
 # --- Worker -----------------------------------------------------------------------------------

@@ -9,8 +9,9 @@ from typing import Any
 
 from django.conf import settings
 from django.core.management.base import BaseCommand
-from django.db import connection
+from django.db import DEFAULT_DB_ALIAS, connection, connections
 
+from scheduler_project.postgresql.hung import abandon_if_hung
 from tasks.counters import loop_error_counter
 from tasks.db import Listener
 from tasks.loop import install_stop_signals, run_loop
@@ -56,7 +57,16 @@ class DaemonCommand(BaseCommand):
 
     def _pass(self) -> bool:
         if time.monotonic() >= self.next_beat:
-            with connection.cursor() as cursor:
+            wrapper = connections[DEFAULT_DB_ALIAS]
+            # Idempotent: a beat hung on an orphaned primary is given up and sent again.
+            with (
+                abandon_if_hung(
+                    lambda: wrapper.connection,
+                    settings.TASKS_HUNG_STATEMENT_SECONDS,
+                    what=f"{self.role} heartbeat",
+                ),
+                connection.cursor() as cursor,
+            ):
                 beat(cursor, name=self.name, role=self.role)
             self.next_beat = time.monotonic() + settings.TASKS_HEARTBEAT_SECONDS
         return self.run_once()

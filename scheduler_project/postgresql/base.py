@@ -51,6 +51,7 @@ from django.db.backends.postgresql import base
 from psycopg.pq import TransactionStatus
 
 from scheduler_project.database import PLAN_CACHE_MODES
+from scheduler_project.postgresql.hung import order_hosts
 
 HEALTH_CHECK_REUSE_SECONDS = 1.0
 logger = logging.getLogger(__name__)
@@ -86,6 +87,16 @@ def server_is_read_only(raw: object) -> bool:
 
 class DatabaseWrapper(base.DatabaseWrapper):
     checked_at = float("-inf")  # monotonic time of the last full check this connection passed
+
+    def get_connection_params(self) -> dict:
+        params = super().get_connection_params()
+        if self.alias == DEFAULT_DB_ALIAS and "," in str(params.get("host", "")):
+            # A host a statement hung on (an orphaned primary) goes last (postgresql/hung.py).
+            host, port = order_hosts(str(params["host"]), str(params.get("port") or ""))
+            params["host"] = host
+            if port:
+                params["port"] = port
+        return params
 
     def get_new_connection(self, conn_params: dict) -> psycopg.Connection:
         connection = super().get_new_connection(conn_params)

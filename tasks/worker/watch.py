@@ -15,6 +15,7 @@ from uuid import UUID
 import psycopg
 from django.conf import settings
 
+from scheduler_project.postgresql.hung import abandon_if_hung
 from tasks.counters import count_loop_error
 from tasks.db import RUN_CANCEL_CHANNEL, RUN_DUE_CHANNEL, connect
 from tasks.processes import beat, mark_stopped
@@ -79,6 +80,7 @@ class Watch(threading.Thread):
         self.interval = settings.TASKS_HEARTBEAT_SECONDS
         # Stop payloads well before the reviewer would rescue them, so two copies never run.
         self.give_up_after = settings.REVIEWERS_RESCUE_AFTER_SECONDS * 0.7
+        self.hung_after = settings.TASKS_HUNG_STATEMENT_SECONDS
         self.last_beat = time.monotonic()
         self.conn: psycopg.Connection | None = None
         self.zombies = Tracker(after=settings.TASKS_ZOMBIE_AFTER_SECONDS)
@@ -98,14 +100,17 @@ class Watch(threading.Thread):
         next_beat = 0.0
         while not self.stopping.is_set():
             try:
-                if self.conn is None or self.conn.closed:
-                    self.conn = connect()
-                    self.conn.execute(f"LISTEN {RUN_DUE_CHANNEL}")
-                    self.conn.execute(f"LISTEN {RUN_CANCEL_CHANNEL}")
-                    self.wake.set()  # notifications may have been missed meanwhile
-                if time.monotonic() >= next_beat:
-                    self._beat()
-                    next_beat = time.monotonic() + self.interval
+                # A heartbeat hung on an orphaned primary is given up (uncancelled) and written
+                # again on a new connection, which tries that host last (postgresql/hung.py).
+                with abandon_if_hung(lambda: self.conn, self.hung_after, what="worker heartbeat"):
+                    if self.conn is None or self.conn.closed:
+                        self.conn = connect()
+                        self.conn.execute(f"LISTEN {RUN_DUE_CHANNEL}")
+                        self.conn.execute(f"LISTEN {RUN_CANCEL_CHANNEL}")
+                        self.wake.set()  # notifications may have been missed meanwhile
+                    if time.monotonic() >= next_beat:
+                        self._beat()
+                        next_beat = time.monotonic() + self.interval
                 timeout = max(0.0, min(next_beat - time.monotonic(), 0.5))
                 for note in self.conn.notifies(timeout=timeout):
                     if note.channel == RUN_DUE_CHANNEL:

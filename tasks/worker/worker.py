@@ -9,6 +9,7 @@ Threads and what they touch:
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -19,8 +20,15 @@ from queue import Empty, SimpleQueue
 from uuid import UUID
 
 from django.conf import settings
-from django.db import DatabaseError, close_old_connections, connection
+from django.db import (
+    DEFAULT_DB_ALIAS,
+    DatabaseError,
+    close_old_connections,
+    connection,
+    connections,
+)
 
+from scheduler_project.postgresql.hung import abandon_if_hung
 from tasks.counters import loop_error_counter
 from tasks.loop import run_loop
 from tasks.processes import process_name
@@ -160,7 +168,8 @@ class Worker:
         batch, self.pending = self.pending, []
         sent = time.monotonic()
         try:
-            recorded, claimed = self._record_and_claim(batch, free)
+            with self._bounded("record/claim"):
+                recorded, claimed = self._record_and_claim(batch, free)
         except DatabaseError as exc:
             logger.warning("record/claim failed (%s); retrying", exc)
             connection.close()  # reconnect on the next attempt (e.g. after a database restart)
@@ -175,7 +184,8 @@ class Worker:
         asked = len(claimed)
         self.short = free > 0 and asked < free
         try:
-            claimed = overlap.resolve_overlaps(worker=self.name, claimed=claimed)
+            with self._bounded("overlap check"):
+                claimed = overlap.resolve_overlaps(worker=self.name, claimed=claimed)
         except DatabaseError as exc:
             # Never heard of by the watch thread, these runs go stale: the reviewer requeues them.
             logger.warning("overlap check of %d claimed runs failed (%s)", len(claimed), exc)
@@ -184,6 +194,15 @@ class Worker:
         for run in claimed:
             self._dispatch(run, anchor=sent)
         return bool(batch) or (free > 0 and asked == free)
+
+    def _bounded(self, what: str) -> contextlib.AbstractContextManager[None]:
+        """A statement of the main thread hung past TASKS_HUNG_STATEMENT_SECONDS (a commit on
+        an orphaned primary) fails as a lost connection, uncancelled; the outcomes stay pending
+        and go to a new connection, where the fence makes the retry safe (postgresql/hung.py)."""
+        wrapper = connections[DEFAULT_DB_ALIAS]  # this thread's; the watchdog reads it later
+        return abandon_if_hung(
+            lambda: wrapper.connection, settings.TASKS_HUNG_STATEMENT_SECONDS, what=f"worker {what}"
+        )
 
     def _record_and_claim(
         self, batch: list[claim.Outcome], free: int
@@ -240,7 +259,8 @@ class Worker:
             held = self.held_back or self.rate_wake is not None
             later = self.prefetch - (time.monotonic() - self.claim_sent) if held else None
             try:
-                until = claim.seconds_until_next_due(self.budget(), later_than=later)
+                with self._bounded("next-due query"):
+                    until = claim.seconds_until_next_due(self.budget(), later_than=later)
             except DatabaseError:
                 connection.close()
                 until = None
@@ -355,7 +375,8 @@ class Worker:
             return False
         batch, self.pending = self.pending, []
         try:
-            recorded = claim.record_outcomes(worker=self.name, outcomes=batch)
+            with self._bounded("outcome write"):
+                recorded = claim.record_outcomes(worker=self.name, outcomes=batch)
         except DatabaseError as exc:
             logger.warning("recording %d outcomes failed (%s); will retry", len(batch), exc)
             connection.close()

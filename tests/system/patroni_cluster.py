@@ -146,8 +146,9 @@ class Member:
     def dsn(self) -> str:
         return f"host=127.0.0.1 port={self.pg_port} user=postgres dbname=postgres"
 
-    def sql(self, query: str, *, timeout: int = 5) -> list[tuple]:
-        with psycopg.connect(self.dsn, autocommit=True, connect_timeout=timeout) as conn:
+    def sql(self, query: str, *, timeout: int = 5, database: str = "postgres") -> list[tuple]:
+        dsn = self.dsn.replace("dbname=postgres", f"dbname={database}")
+        with psycopg.connect(dsn, autocommit=True, connect_timeout=timeout) as conn:
             cursor = conn.execute(query)
             return cursor.fetchall() if cursor.description else []
 

@@ -5,7 +5,8 @@ the API (gunicorn, its reads through DATABASE_REPLICA_URL with prefer-standby), 
 workers, a reviewer and the notifier on `target_session_attrs=read-write`; one-time tasks created
 through the API every 100 ms, a task read every 200 ms and a 1-second recurring task. Each fault
 must leave: nothing acknowledged lost, no payload executed twice (every attempt counted), no
-recurring occurrence missing, no role exited, every answer 2xx or 503 with Retry-After. The
+recurring occurrence missing, no role exited, every answer 2xx or 503 with Retry-After; before
+each fault the task reads are answered by a standby (its own scan statistics count them). The
 write-unavailability window of each fault is printed (`pytest -m chaos -s
 tests/system/test_patroni_faults.py`; docs/benchmarks.md has the figures).
 """
@@ -109,6 +110,7 @@ class Stack:
     url: str
     creates: list[Answer]
     reads: list[Answer]
+    env: dict[str, str]
 
     def sql(self, query: str) -> list[tuple]:
         with psycopg.connect(self.url, autocommit=True, connect_timeout=5) as conn:
@@ -156,7 +158,7 @@ def stack(tmp_path_factory, django_db_blocker):
             procs.start("runreviewer", env=env)
         procs.start("runnotifier", env=env)
         token, recurring = sign_in_with_every_second_task(base, "ops", PASSWORD)
-        yield Stack(cluster, procs, records, base, token, recurring, url, [], [])
+        yield Stack(cluster, procs, records, base, token, recurring, url, [], [], env)
     finally:
         try:
             procs.stop_all()
@@ -222,6 +224,15 @@ def check_everything(stack: Stack) -> tuple[int, int]:
     return len(acknowledged), len(once_runs)
 
 
+def task_scans(members: list) -> int:  # type: ignore[type-arg]
+    """Scans of tasks_task counted on `members` (each server's own statistics)."""
+    query = (
+        "SELECT coalesce(sum(coalesce(idx_scan, 0) + coalesce(seq_scan, 0)), 0)"
+        " FROM pg_stat_user_tables WHERE relname = 'tasks_task'"
+    )
+    return sum(int(m.sql(query, database=DATABASE)[0][0]) for m in members)
+
+
 def under_load(stack: Stack, name: str, fault, *, failover: bool = True) -> None:  # type: ignore[no-untyped-def]
     """Runs `fault(leader, sync_standby)` under load; checks; records the figures."""
     cluster = stack.cluster
@@ -231,8 +242,13 @@ def under_load(stack: Stack, name: str, fault, *, failover: bool = True) -> None
     reads = Traffic(stack.base, stack.token, READ_EVERY, read=stack.recurring)
     creates.start()
     reads.start()
+    standbys = [m for m in cluster.members if m is not leader]
+    scans = task_scans(standbys)
     try:
         wait_for(lambda: sum(a.status == 201 for a in creates.answers) >= 20, timeout=60)
+        # Before the fault the task reads went to a standby: only the API's replica connection
+        # reads tasks_task there (the roles' read-write connections skip standbys).
+        wait_for(lambda: task_scans(standbys) > scans, timeout=10)
         started = time.monotonic()
         print(f"\n{name}: fault at {started:.2f}, leader {leader.name}, sync {sync.name}")
         fault(leader, sync)
@@ -286,6 +302,38 @@ def test_leader_patroni_killed(stack):
         cluster.restart_member(leader)  # as its supervisor should; it rejoins as a standby
 
     under_load(stack, "Patroni SIGKILL", kill)
+
+
+# Longer than REVIEWERS_RESCUE_AFTER_SECONDS (10 s): the orphan keeps every connection that
+# stayed on it hanging in a commit that waits for a synchronous standby promoted meanwhile.
+ORPHAN_SECONDS = 15.0
+
+
+def test_leader_patroni_killed_orphan_kept(stack):
+    """Patroni killed and restarted late (its supervisor slow): the orphan primary
+    stays up and writable past the rescue threshold, and every commit on it waits for the
+    standby promoted meanwhile. A reviewer reaches the new primary at once (here one started
+    then, its URL listing the new leader first, as a reviewer restarted elsewhere would): the
+    workers whose outcome writes hang on the orphan are alive and must keep their runs, so no
+    payload runs twice (check_everything)."""
+    cluster = stack.cluster
+
+    def kill(leader, sync):  # type: ignore[no-untyped-def]
+        leader.process.kill()
+        leader.process.wait()
+        new = wait_for(
+            lambda: (m := cluster.leader()) not in (None, leader) and m,
+            timeout=60,
+            details=cluster.logs,
+        )
+        members = sorted(cluster.members, key=lambda m: m is not new)
+        hosts = ",".join(f"127.0.0.1:{m.pg_port}" for m in members)
+        url = f"postgres://postgres@{hosts}/{DATABASE}?target_session_attrs=read-write"
+        stack.procs.start("runreviewer", env={**stack.env, "DATABASE_URL": url})
+        time.sleep(ORPHAN_SECONDS)
+        cluster.restart_member(leader)
+
+    under_load(stack, "Patroni SIGKILL, orphan kept 15 s", kill)
 
 
 def test_leader_host_paused_past_the_ttl(stack):

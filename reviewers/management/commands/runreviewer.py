@@ -7,14 +7,22 @@ import time
 from typing import Any
 
 from django.conf import settings
+from django.db import DEFAULT_DB_ALIAS, connections
 
 from reviewers import retention, samples
+from reviewers.outage import RescueHold
+from scheduler_project.postgresql.hung import abandon_if_hung
 from tasks.daemon import DaemonCommand
 from tasks.transitions.concurrency import hold_keyed_runs
 from tasks.transitions.expectations import review_expectations
 from tasks.transitions.no_sandbox import hold_or_release_executables
 from tasks.transitions.rate_limits import hold_rate_limited_runs
-from tasks.transitions.rescue import flag_starved_runs, mark_unplaceable_runs, rescue_stuck_runs
+from tasks.transitions.rescue import (
+    RescueResult,
+    flag_starved_runs,
+    mark_unplaceable_runs,
+    rescue_stuck_runs,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -30,9 +38,39 @@ class Command(DaemonCommand):
         super().__init__(*args, **kwargs)
         self.next_sample = 0.0  # monotonic times of the next sample and the next prune pass
         self.next_prune = 0.0
+        self.hold = RescueHold(
+            window=settings.REVIEWERS_RESCUE_AFTER_SECONDS,
+            interval=settings.REVIEWERS_INTERVAL_SECONDS,
+        )
 
     def run_once(self) -> bool:
-        rescue = rescue_stuck_runs(after_seconds=settings.REVIEWERS_RESCUE_AFTER_SECONDS)
+        started = time.monotonic()
+        wrapper = connections[DEFAULT_DB_ALIAS]
+        # A statement hung on an orphaned primary is given up (postgresql/hung.py); the pass
+        # fails and the next one reaches the new primary, where rescues are held (outage.py).
+        with abandon_if_hung(
+            lambda: wrapper.connection,
+            settings.TASKS_HUNG_STATEMENT_SECONDS,
+            what="reviewer pass",
+        ):
+            self.review(started)
+        now = time.monotonic()
+        self.hold.pass_completed(now)
+        more = False
+        if now >= self.next_sample:
+            self.next_sample = now + SAMPLE_EVERY_SECONDS
+            samples.record_queue_sample()
+        if now >= self.next_prune:
+            more = self.prune()
+        self.hold.pass_completed(time.monotonic())  # a long prune batch is no outage
+        return more
+
+    def review(self, started: float) -> None:
+        self.hold.pass_started(started)
+        if self.hold.holding(started):
+            rescue = RescueResult(rescued=0, failed=0)
+        else:
+            rescue = rescue_stuck_runs(after_seconds=settings.REVIEWERS_RESCUE_AFTER_SECONDS)
         # Before the start SLA: a run its key holds back says so rather than "not started".
         if keyed := hold_keyed_runs():
             logger.info("runs waiting for their concurrency key=%d", keyed)
@@ -60,13 +98,6 @@ class Command(DaemonCommand):
                 rescue.failed,
                 starved,
             )
-        now = time.monotonic()
-        if now >= self.next_sample:
-            self.next_sample = now + SAMPLE_EVERY_SECONDS
-            samples.record_queue_sample()
-        if now >= self.next_prune:
-            return self.prune()
-        return False
 
     def prune(self) -> bool:
         """One batch per status; True (go again without sleeping) while batches come back full."""
