@@ -176,6 +176,7 @@ class Worker:
             self.pending = batch + self.pending
             time.sleep(0.5)
             return False
+        answered = time.monotonic()
         self._note_recorded(batch, recorded)
         self.held_back, self.claim_sent = getattr(claimed, "held_back", False), sent
         rate_wait = getattr(claimed, "rate_wait", None)
@@ -192,7 +193,7 @@ class Worker:
             connection.close()
             return False
         for run in claimed:
-            self._dispatch(run, anchor=sent)
+            self._dispatch(run, anchor=answered)
         return bool(batch) or (free > 0 and asked == free)
 
     def _bounded(self, what: str) -> contextlib.AbstractContextManager[None]:
@@ -280,9 +281,11 @@ class Worker:
 
     # --- executing ------------------------------------------------------------------------
     def _dispatch(self, run: claim.ClaimedRun, *, anchor: float) -> None:
-        # Two anchors for the claim's database timestamp, each erring on the safe side: the
-        # start timer counts from now (after the round trip), so a run never starts early; the
-        # recorded started_at counts from before the round trip, so it never reads early.
+        # The claim's database timestamp is anchored at the answer's arrival: the start timer
+        # counts from then, so a run never starts early, and the recorded started_at is never
+        # before the claim nor after the outcome's clock_timestamp(). Anchored at the send
+        # instead, it read late by whatever the statement spent before its clock_timestamp()
+        # (a reconnect, a key row's lock wait), later than the finish for a short run.
         delay = max(0.0, (run.execute_at - run.claimed_at).total_seconds())
         self.claim_seq += 1
         flight = InFlight(

@@ -1,0 +1,62 @@
+"""The recorded start of a run: on the database clock, never after the outcome it belongs to."""
+
+from __future__ import annotations
+
+import threading
+import time
+from datetime import UTC, datetime, timedelta
+
+import psycopg
+import pytest
+from django.db import connection
+
+from tasks.models import Attempt, ConcurrencyKey, Run
+from tasks.worker.worker import Worker
+from tests.factories import RunFactory, TaskFactory
+
+HOLD_SECONDS = 1.0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_claim_that_waited_for_a_key_row_records_the_start_when_it_began() -> None:
+    task = TaskFactory(payload={"name": "noop", "args": {}})
+    key = ConcurrencyKey.objects.create(owner=task.owner, name="db", max_running=2)
+    run = RunFactory(
+        task=task, concurrency_key_id=key.pk, scheduled_at=datetime.now(UTC) - timedelta(seconds=1)
+    )
+    locked, done = threading.Event(), threading.Event()
+    params = connection.get_connection_params()
+    params.pop("cursor_factory", None)
+    params.pop("context", None)
+
+    def hold_the_key_row() -> None:
+        # Another claim's lock on the key's row: this worker's claim waits for it, and its
+        # clock_timestamp() is taken after the wait.
+        with psycopg.connect(**params) as other:
+            other.execute("SELECT FROM tasks_concurrencykey WHERE id = %s FOR UPDATE", [key.pk])
+            locked.set()
+            time.sleep(HOLD_SECONDS)
+        done.set()
+
+    holder = threading.Thread(target=hold_the_key_row)
+    holder.start()
+    assert locked.wait(10)
+    worker = Worker(concurrency=1)
+    try:
+        worker.run_once()  # waits on the key row, then claims and starts the run
+        assert done.is_set(), "the claim waited for the lock"
+        deadline = time.monotonic() + 10
+        while Run.objects.get(pk=run.pk).status == "running" and time.monotonic() < deadline:
+            time.sleep(0.05)
+            worker.run_once()  # records the outcome
+    finally:
+        holder.join()
+        worker.pool.shutdown()
+
+    recorded = Run.objects.get(pk=run.pk)
+    attempt = Attempt.objects.get(run_id=run.pk)
+    assert recorded.status == "succeeded"
+    assert recorded.started_at <= recorded.finished_at, "started after it finished"
+    assert attempt.started_at <= attempt.finished_at
+    # Anchored at the claim's send, the start read late by the whole wait for the lock.
+    assert attempt.finished_at - attempt.started_at < timedelta(seconds=HOLD_SECONDS / 2)
