@@ -20,9 +20,9 @@ import requests
 from django.contrib.auth import get_user_model
 from django.db import connection
 
+from bench.patroni_cluster import low_free_port
 from tests.conftest import wait_for
 from tests.gunicorn_server import gunicorn  # noqa: F401  (the fixture, used by name)
-from tests.system.patroni_cluster import low_free_port
 
 PGBOUNCER = shutil.which("pgbouncer") or "/usr/sbin/pgbouncer"
 PSQL = shutil.which("psql")
