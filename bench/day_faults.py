@@ -77,44 +77,48 @@ class PatroniFaults(threading.Thread):
         for due, kind in self.at:
             time.sleep(max(0.0, due - time.time()))
             try:
-                self.faults.append(self._switchover() if kind == "switchover" else self._kill())
+                if kind == "switchover":
+                    self._switchover()
+                else:
+                    self._kill()
             except Exception as error:  # reported, the day goes on
-                self.errors.append(f"{kind}: {error!r}"[:2000])
+                self.errors.append(f"{kind}: {str(error)[:300]}")
+                if self.faults and self.faults[-1].end is None:
+                    self.faults[-1].end = time.time()  # given up waiting: the window ends here
+                    self.faults[-1].detail += " (the cluster was not whole again in time)"
 
-    def _switchover(self) -> Fault:
+    def _switchover(self) -> None:
         cluster = self.cluster
         leader = cluster.wait_healthy(timeout=120)
         sync = cluster.sync_standby(leader)
-        fault = Fault("Patroni switchover", time.time())
+        fault = Fault("Patroni switchover", time.time(), detail=f"{leader.name} -> {sync.name}")
+        self.faults.append(fault)
         cluster.switchover(leader, sync)
-        new = cluster.wait_healthy(timeout=180)
-        fault.end, fault.detail = time.time(), f"{leader.name} -> {new.name}"
-        return fault
+        cluster.wait_healthy(timeout=300)
+        fault.end = time.time()
 
-    def _kill(self) -> Fault:
+    def _kill(self) -> None:
         cluster = self.cluster
-        leader = cluster.wait_healthy(timeout=120)
+        leader = cluster.wait_healthy(timeout=300)
         pids = cluster.member_pids(leader)
-        fault = Fault("leader host killed", time.time())
+        fault = Fault("leader host killed", time.time(), detail=leader.name)
+        self.faults.append(fault)
         for pid in pids:
             signal_pid(pid, signal.SIGKILL)
         if leader.process is not None:
             leader.process.wait()
         deadline = time.monotonic() + 120
-        while cluster.leader() in (None, leader):
+        while (new := cluster.leader()) in (None, leader):
             if time.monotonic() > deadline:
                 raise RuntimeError("no new leader within 120 s")
             time.sleep(0.2)
         promoted = time.time()
         time.sleep(2.0)
+        fault.detail += f" -> {new.name}, new leader after {promoted - fault.start:.1f} s"
         cluster.restart_member(leader)  # it rejoins as a standby (pg_rewind if it must)
-        new = cluster.wait_healthy(timeout=240)
+        cluster.wait_healthy(timeout=300)
         fault.end = time.time()
-        fault.detail = (
-            f"{leader.name} -> {new.name}, new leader after {promoted - fault.start:.1f} s, "
-            f"three members streaming after {fault.end - fault.start:.1f} s"
-        )
-        return fault
+        fault.detail += f", three members streaming after {fault.end - fault.start:.1f} s"
 
 
 @dataclass
