@@ -241,7 +241,7 @@ def measure(
                 f" {seeded.frequent:,} every few seconds) and {seeded.history:,} finished runs"
                 f" ({old_history:,} past retention) in {time.monotonic() - seeding:.0f} s"
             )
-            token = apiserver.token_for(day_seed.USERNAME)
+            token = _token(day_seed.USERNAME, lifetime=timedelta(seconds=seconds + 3600))
             connection.close()  # nothing of Django's crosses the fork
             wait = (t0 - datetime.now(UTC)).total_seconds()
             if wait < 2:
@@ -274,7 +274,7 @@ def measure(
             for thread in probes:
                 thread.start()
             groups = _groups(cluster, servers, roles, load.pid)
-            cpu_before = _cpu(groups())
+            ledger = CpuLedger(groups)
             victims = [
                 day_faults.Victim(r.name, lambda r=r: roles.kill(r), lambda r=r: roles.start(r))
                 for r in roles.slots
@@ -294,12 +294,11 @@ def measure(
                         f" {len(patroni.faults)} Patroni faults"
                     )
                     next_note += 60
+                ledger.sample()
                 time.sleep(0.2)
             end = time.time()
-            cpu = {
-                group: round(sum(t - cpu_before.get(pid, 0.0) for pid, t in pids.items()), 1)
-                for group, pids in _cpu(groups()).items()
-            }
+            ledger.sample(force=True)
+            cpu = ledger.seconds()
             samples = queue.get(timeout=day_load.TIMEOUT + 120)
             load.join(timeout=30)
             patroni.join(timeout=300)
@@ -389,8 +388,42 @@ def _groups(
     return pids
 
 
-def _cpu(groups: dict[str, list[int]]) -> dict[str, dict[int, float]]:
-    return {g: {pid: proc.cpu_seconds(pid) for pid in pids} for g, pids in groups.items()}
+class CpuLedger:
+    """CPU seconds of each group, sampled every few seconds, so that a process killed in the
+    window keeps what it used until its last sample (a few seconds' worth may be missed)."""
+
+    EVERY = 3.0
+
+    def __init__(self, groups: Callable[[], dict[str, list[int]]]) -> None:
+        self.groups, self.next = groups, 0.0
+        self.seen: dict[str, dict[int, tuple[float, float]]] = {}  # pid: (first, last)
+
+    def sample(self, *, force: bool = False) -> None:
+        if not force and time.monotonic() < self.next:
+            return
+        self.next = time.monotonic() + self.EVERY
+        for group, pids in self.groups().items():
+            mine = self.seen.setdefault(group, {})
+            for pid in pids:
+                used = proc.cpu_seconds(pid)
+                if used:
+                    first = mine[pid][0] if pid in mine else used
+                    mine[pid] = (first, used)
+
+    def seconds(self) -> dict[str, float]:
+        return {
+            group: round(sum(last - first for first, last in pids.values()), 1)
+            for group, pids in self.seen.items()
+        }
+
+
+def _token(username: str, *, lifetime: timedelta) -> str:
+    """An access token valid for the whole run (the default expires after 15 minutes)."""
+    from rest_framework_simplejwt.tokens import RefreshToken
+
+    access = RefreshToken.for_user(get_user_model().objects.get(username=username)).access_token
+    access.set_exp(lifetime=lifetime)
+    return str(access)
 
 
 def _old_history() -> int:
