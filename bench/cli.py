@@ -112,7 +112,7 @@ def parser() -> argparse.ArgumentParser:
     admin.add_argument("--repeat", type=int, default=5)
     admin.add_argument("--keep-db", action="store_true", help="keep the scratch database")
 
-    day = sub.add_parser("day", help="A's day on a Patroni cluster, time-compressed, with faults")
+    day = sub.add_parser("day", help="a production day, time-compressed, with faults")
     day.add_argument("--minutes", type=float, default=20.0, help="the window (a day's shape)")
     day.add_argument("--tasks", type=int, default=100_000, help="active tasks")
     day.add_argument("--reads", type=float, default=150.0, help="API reads/s")

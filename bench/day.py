@@ -1,5 +1,5 @@
-"""`python -m bench day`: seed A's day on a three-node Patroni cluster and live through it with
-faults (docs/benchmarks.md, "A production day, with faults").
+"""`python -m bench day`: a production day, time-compressed, on a three-node Patroni cluster,
+lived through with faults (docs/benchmarks.md, "A production day, with faults").
 
 The rig of bench/patroni_cluster.py; every role a real process on the three-host URL: 3
 schedulers, 2 workers (`--concurrency 4`, delivering notifications), 2 reviewers (retention

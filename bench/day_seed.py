@@ -1,4 +1,4 @@
-"""Seed A's day for `bench day`, with SQL in the real tables (bench/data.py's way).
+"""A production day for `bench day`, with SQL in the real tables (bench/data.py's way).
 
 Time compression: the run's window of `seconds` from `t0` stands for the 1,440 minutes of a day.
 A daily task at minute m of the day (m drawn uniformly from 0..1439) gets `start_at = t0 + m *
