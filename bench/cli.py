@@ -112,6 +112,14 @@ def parser() -> argparse.ArgumentParser:
     admin.add_argument("--repeat", type=int, default=5)
     admin.add_argument("--keep-db", action="store_true", help="keep the scratch database")
 
+    day = sub.add_parser("day", help="a production day, time-compressed, with faults")
+    day.add_argument("--minutes", type=float, default=20.0, help="the window (a day's shape)")
+    day.add_argument("--tasks", type=int, default=100_000, help="active tasks")
+    day.add_argument("--reads", type=float, default=150.0, help="API reads/s")
+    day.add_argument("--writes", type=float, default=5.0, help="API creates/s")
+    day.add_argument("--floors", type=float, default=10.0, help="trivial endpoint requests/s")
+    day.add_argument("--keep", action="store_true", help="keep the logs' folder")
+
     sets = sub.add_parser("tasksets", help="one task set's plan and apply, in-process")
     sets.add_argument("--n", type=int, default=1000, help="entries of the set")
     sets.add_argument("--keep-db", action="store_true", help="keep the scratch database")
@@ -145,6 +153,11 @@ def main(argv: list[str]) -> int:
             with scratch.database("admin", keep=options["keep_db"]):
                 admin.populate(options["runs"])
                 admin.measure(options["repeat"])
+        elif kind == "day":
+            from bench import day
+
+            del options["workload"]
+            day.measure(**options, emit=emit, write=write)
         elif kind == "tasksets":
             from bench import tasksets
 

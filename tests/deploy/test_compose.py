@@ -1,6 +1,6 @@
 """docker-compose.ha.yml and its Patroni cluster (deploy/ha/patroni/): what every role connects
 to, and the Patroni settings, which must stay those the failover tests run
-(tests/system/patroni_cluster.py). No Docker engine runs here: Compose's own `config` checks the
+(bench/patroni_cluster.py). No Docker engine runs here: Compose's own `config` checks the
 file against the Compose specification (it needs no engine), and the assertions read it as
 Compose does (YAML with its anchors and merge keys resolved)."""
 

@@ -16,9 +16,9 @@ import yaml
 from django.db import connection
 from django.db.utils import load_backend
 
+from bench.patroni_cluster import Member, PatroniCluster, can_run
 from scheduler_project.database import databases
 from tests.conftest import ROOT
-from tests.system.patroni_cluster import Member, PatroniCluster, can_run
 
 PATRONI = ROOT / "deploy" / "ha" / "patroni"
 PASSWORD = "scheduler-pw-'quoted'"  # psql must quote it, not splice it

@@ -18,8 +18,8 @@ import time
 
 import pytest
 
+from bench.patroni_cluster import children, signal_pid
 from tests.conftest import ROOT, process_env, wait_for
-from tests.system.patroni_cluster import children, signal_pid
 from tests.tasks.pg_pair import PrimaryStandby, can_run
 
 pytestmark = [

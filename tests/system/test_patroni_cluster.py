@@ -1,4 +1,4 @@
-"""The Patroni rig (tests/system/patroni_cluster.py) and our database settings on it.
+"""The Patroni rig (bench/patroni_cluster.py) and our database settings on it.
 
 From an empty folder to a healthy synchronous cluster, our multi-host URLs land where they
 should (writes on the leader, the API's reads on a standby), and stopping leaves no process.
@@ -10,8 +10,8 @@ import pytest
 from django.db import connection
 from django.db.utils import load_backend
 
+from bench.patroni_cluster import PatroniCluster, can_run
 from scheduler_project.database import databases
-from tests.system.patroni_cluster import PatroniCluster, can_run
 
 pytestmark = [
     pytest.mark.chaos,

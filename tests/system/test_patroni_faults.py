@@ -1,6 +1,6 @@
 """Faults of a Patroni cluster under load, with every role a real process on multi-host URLs.
 
-The rig of tests/system/patroni_cluster.py (three PostgreSQL 15 nodes, synchronous mode, ttl 10);
+The rig of bench/patroni_cluster.py (three PostgreSQL 15 nodes, synchronous mode, ttl 10);
 the API (gunicorn, its reads through DATABASE_REPLICA_URL with prefer-standby), schedulers,
 workers, a reviewer and the notifier on `target_session_attrs=read-write`; one-time tasks created
 through the API every 100 ms, a task read every 200 ms and a 1-second recurring task. Each fault
@@ -29,9 +29,9 @@ import psycopg
 import pytest
 import requests
 
+from bench.patroni_cluster import PatroniCluster, can_run, low_free_port, signal_pid
 from tests.conftest import ROOT, Processes, process_env, wait_for
 from tests.system.api_process import sign_in_with_every_second_task, start_gunicorn
-from tests.system.patroni_cluster import PatroniCluster, can_run, low_free_port, signal_pid
 
 pytestmark = [
     pytest.mark.chaos,

@@ -15,9 +15,9 @@ import requests
 from django.contrib.auth import get_user_model
 from django.db import connection
 
+from bench.patroni_cluster import low_free_port
 from tests import pgbouncer as bouncer
 from tests.gunicorn_server import gunicorn  # noqa: F401  (the fixture, used by name)
-from tests.system.patroni_cluster import low_free_port
 
 pytestmark = [
     pytest.mark.processes,

@@ -23,6 +23,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from bench.patroni_cluster import low_free_port
 from tests.conftest import ROOT, database_url, process_env, wait_for
 from tests.system.api_process import (
     Adopted,
@@ -31,7 +32,6 @@ from tests.system.api_process import (
     sign_in_with_every_second_task,
     start_gunicorn,
 )
-from tests.system.patroni_cluster import low_free_port
 from tests.system.test_patroni_faults import CREATE_EVERY, Traffic
 
 pytestmark = [pytest.mark.chaos, pytest.mark.processes]

@@ -1,9 +1,11 @@
-"""A Patroni cluster for the tests: single-node etcd and three PostgreSQL nodes, on 127.0.0.1.
+"""A Patroni cluster for the tests and `bench day`: single-node etcd and three PostgreSQL nodes,
+on 127.0.0.1.
 
 Debian's `etcd`, `patroni` and PostgreSQL server binaries, each started as its own process with
 its data in one temporary folder; `stop()` ends every one of them (paused ones included) and
 removes the folder, whatever state a test left them in. Synchronous mode with ttl 10, loop_wait 2
-and retry_timeout 4, as an operator would run it.
+and retry_timeout 4, as an operator would run it. In bench/ so that the benchmark and the tests
+share it: tests import bench, bench never imports tests.
 
 Harness facts learned the hard way:
 - ports come from below 32768: inside the kernel's ephemeral range a node once found its port
