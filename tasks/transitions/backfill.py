@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.db import connection, transaction
 
@@ -102,13 +102,10 @@ def _occurrences(
         raise BackfillError("schedule", "A one-time task has no occurrences to backfill.")
     begins = schedules.beginning(schedule)
     if begins is not None and start < begins:
-        raise BackfillError(
-            "start",
-            f"Before the schedule begins ({_iso(begins)}, its "
-            f"{'start_at' if schedule.get('start_at') else 'anchor: when it was defined'}); "
-            "a schedule has no occurrences before it begins. To backfill earlier, give the "
-            "schedule an earlier start_at.",
-        )
+        back = None if schedule.get("start_at") else _defined_before(schedule, start)
+        if back is None:
+            raise BackfillError("start", _before_beginning(schedule, begins))
+        schedule = back
     calendars = occurrences.load_calendars([schedule])
     found = occurrences.occurrences_between(
         schedule, start=start, end=end, limit=max_runs, calendars=calendars
@@ -120,6 +117,32 @@ def _occurrences(
             f"or raise max_runs (at most {MAX_RUNS_CAP}).",
         )
     return found
+
+
+def _defined_before(schedule: dict, start: datetime) -> dict | None:
+    """The schedule as if defined before `start`, for a backfill reaching behind its anchor
+    (the moment it was defined, when it has no start_at): the types whose fire times do not
+    depend on that moment get every time of their pattern, an interval the same phase counted
+    back. None for an rrule: its COUNT and INTERVAL count from its start."""
+    kind = schedule["type"]
+    if kind in ("daily", "weekly", "monthly", "cron"):
+        return {**schedule, "anchor": (start - timedelta(microseconds=1)).isoformat()}
+    if kind == "interval" and schedule.get("anchor"):
+        anchor = datetime.fromisoformat(schedule["anchor"])
+        step = timedelta(seconds=schedule["every"])
+        return {**schedule, "anchor": (anchor - ((anchor - start) // step + 1) * step).isoformat()}
+    return None
+
+
+def _before_beginning(schedule: dict, begins: datetime) -> str:
+    if schedule.get("start_at"):
+        why = "its start_at"
+    else:
+        why = "its anchor, when it was defined: an rrule's COUNT and INTERVAL count from it"
+    return (
+        f"Before the schedule begins ({_iso(begins)}, {why}); a schedule has no occurrences "
+        "before it begins. To backfill earlier, give the schedule an earlier start_at."
+    )
 
 
 def _insert(

@@ -194,9 +194,37 @@ def test_a_start_before_the_schedule_begins_is_refused(api: APIClient, create: C
     task = daily(create, days_back=3)
     start, end = last_days(5)
     assert "start_at" in error(backfill(api, task, start=iso(start), end=iso(end)))["start"][0]
-    # Without start_at a schedule begins when it was defined (its anchor).
+    # An rrule without start_at begins when it was defined: COUNT and INTERVAL count from it.
+    rule = create(schedule={"type": "rrule", "rule": "FREQ=DAILY;BYHOUR=3;BYMINUTE=0"})
+    assert "anchor" in error(backfill(api, rule, start=iso(start), end=iso(end)))["start"][0]
+
+
+def test_a_task_defined_today_is_backfilled_over_the_days_before_it(
+    api: APIClient, create: Callable
+) -> None:
     fresh = create(schedule={"type": "daily", "at": "03:00"})
-    assert "anchor" in error(backfill(api, fresh, start=iso(start), end=iso(end)))["start"][0]
+    start, end = last_days(10)
+
+    response = backfill(api, fresh, start=iso(start), end=iso(end))
+
+    assert response.status_code == 201, response.content
+    assert response.json()["created"] == 10
+    times = [run.scheduled_at for run in backfilled(fresh)]
+    assert {(at.hour, at.minute) for at in times} == {(3, 0)}
+
+
+def test_an_interval_reaching_behind_its_anchor_keeps_its_phase(
+    api: APIClient, create: Callable
+) -> None:
+    task = create(schedule={"type": "interval", "every": 3600})
+    anchor = datetime.fromisoformat(Task.objects.get(pk=task["id"]).schedule["anchor"])
+    start, end = anchor - timedelta(hours=5, minutes=30), anchor
+
+    response = backfill(api, task, start=iso(start), end=iso(end))
+
+    assert response.status_code == 201, response.content
+    times = [run.scheduled_at for run in backfilled(task)]
+    assert times == [anchor - timedelta(hours=h) for h in (5, 4, 3, 2, 1)]
 
 
 def test_an_unknown_field_is_named(api: APIClient, create: Callable) -> None:
