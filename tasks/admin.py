@@ -25,6 +25,7 @@ from django.utils.html import format_html, format_html_join
 
 from tasks import (
     admin_calendars,  # noqa: F401  (registers the calendars' admin)
+    admin_rate_keys,  # noqa: F401  (registers the rate limits' admin)
     expectations,
     history,
     occurrences,
