@@ -14,8 +14,8 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 import yaml
 
+from bench import patroni_cluster
 from tests.conftest import ROOT
-from tests.system import patroni_cluster
 
 COMPOSE = ROOT / "docker-compose.ha.yml"
 PATRONI = ROOT / "deploy" / "ha" / "patroni"
