@@ -150,7 +150,6 @@ class TaskCalendarView(_FeedView):
         "is not active lists none. Authenticated by the owner's feed token in `?token=`, not "
         "a JWT; a wrong or missing token answers 404 as an unknown task does.",
         operation_id="tasks_calendar_ics",
-        auth=[],
         parameters=[TOKEN, NO_FORMAT],
         responses=ICS_RESPONSES,
     )
@@ -170,7 +169,6 @@ class UserCalendarView(_FeedView):
         "earliest). Its URL is `GET /calendar-feed`'s; a wrong or missing token answers 404.",
         operation_id="calendar_feed_ics",
         tags=["calendar-feed"],
-        auth=[],
         parameters=[TOKEN, NO_FORMAT],
         responses=ICS_RESPONSES,
     )

@@ -13,6 +13,9 @@ PUBLIC = {
     "/api/v1/auth/token",
     "/api/v1/auth/token/refresh",
     "/api/v1/tasksets/schema",
+    # Calendar feeds: their `?token=` is the credential (a wrong one is a 404), never a JWT.
+    "/api/v1/calendar.ics",
+    "/api/v1/tasks/{id}/calendar.ics",
 }
 
 
