@@ -13,6 +13,7 @@ import secrets
 
 from django.db import connection
 
+from scheduler_project.sql import queries
 from tasks.models import CalendarFeed
 
 TOKEN_BYTES = 32  # 256 random bits, 43 URL-safe characters
@@ -23,26 +24,14 @@ def new_token() -> str:
     return secrets.token_urlsafe(TOKEN_BYTES)
 
 
-# Two first uses at once both insert; the constraint keeps one, and both read it back.
-_CREATE_SQL = """
-INSERT INTO tasks_calendarfeed (owner_id, token, created_at)
-VALUES (%s, %s, statement_timestamp())
-ON CONFLICT (owner_id) DO NOTHING
-"""
-
-_ROTATE_SQL = """
-INSERT INTO tasks_calendarfeed (owner_id, token, created_at)
-VALUES (%s, %s, statement_timestamp())
-ON CONFLICT (owner_id) DO UPDATE SET token = excluded.token, created_at = excluded.created_at
-RETURNING token
-"""
+SQL = queries("tasks", "feed_tokens.sql")
 
 
 def create_token(owner_id: int) -> str:
     """The owner's token, made now if they have none: on the primary, so it is read back
     whichever request made it."""
     with connection.cursor() as cursor:
-        cursor.execute(_CREATE_SQL, [owner_id, new_token()])
+        cursor.execute(SQL["create"], {"owner": owner_id, "token": new_token()})
         cursor.execute("SELECT token FROM tasks_calendarfeed WHERE owner_id = %s", [owner_id])
         return cursor.fetchone()[0]
 
@@ -57,7 +46,7 @@ def rotate(owner_id: int) -> str:
     """A new token for the owner, replacing the old one in one statement: from its commit on,
     the old token finds nothing."""
     with connection.cursor() as cursor:
-        cursor.execute(_ROTATE_SQL, [owner_id, new_token()])
+        cursor.execute(SQL["rotate"], {"owner": owner_id, "token": new_token()})
         return cursor.fetchone()[0]
 
 
