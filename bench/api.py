@@ -60,7 +60,11 @@ def _timetable(rate: float, writes: float, seconds: float, seed: int) -> list[tu
     return sorted(plan)
 
 
-def _request(kind: str, rng: random.Random, ctx: dict) -> tuple[str, str, bytes | None]:
+def request_for(
+    kind: str, rng: random.Random, ctx: dict, *, name: str = "load", handler: str = "noop"
+) -> tuple[str, str, bytes | None]:
+    """One request of the mix: a read of `kind` among ctx's tasks and runs, or a create of a
+    one-time task `name` running `handler`."""
     tasks, runs = ctx["task_ids"], ctx["run_ids"]
     if kind == FLOOR:
         return "GET", FLOOR_PATH, None
@@ -74,8 +78,8 @@ def _request(kind: str, rng: random.Random, ctx: dict) -> tuple[str, str, bytes 
         return "GET", f"/api/v1/runs/{rng.choice(runs)}", None
     body = {
         "kind": "handler",
-        "name": "load",
-        "payload": {"name": "noop"},
+        "name": name,
+        "payload": {"name": handler},
         "schedule": {"type": "once", "delay": 1},
     }
     return "POST", "/api/v1/tasks", json.dumps(body).encode()
@@ -120,7 +124,7 @@ def _load(ctx: dict, results: mp.Queue) -> None:
     t0 = time.perf_counter() + 0.2
     for i, (offset, kind) in enumerate(plan):
         intended = t0 + offset
-        request = _request(kind, rng, ctx)
+        request = request_for(kind, rng, ctx)
         delay = intended - time.perf_counter()
         if delay > 0:
             time.sleep(delay)
@@ -240,11 +244,11 @@ def service_times(
     rng = random.Random(3)
     for _ in range(WARM_READS * len(READS)):
         for kind in (FLOOR, *READS):
-            _send(server.port, ctx["token"], *_request(kind, rng, ctx))
+            _send(server.port, ctx["token"], *request_for(kind, rng, ctx))
     times: dict[str, list[float]] = {kind: [] for kind in (FLOOR, *READS)}
     for _ in range(repeat):
         for kind, found in times.items():
-            method, path, body = _request(kind, rng, ctx)
+            method, path, body = request_for(kind, rng, ctx)
             started = time.perf_counter()
             status = _send(server.port, ctx["token"], method, path, body)
             found.append((time.perf_counter() - started) * 1000)
@@ -281,7 +285,7 @@ def _saturate(ctx: dict, results: mp.Queue) -> None:
         rng = random.Random(seed)
         kinds, weights = ctx["kinds"], ctx["weights"]
         while time.perf_counter() < deadline:
-            request = _request(rng.choices(kinds, weights)[0], rng, ctx)
+            request = request_for(rng.choices(kinds, weights)[0], rng, ctx)
             try:
                 ok = _send(ctx["port"], ctx["token"], *request) == 200
             except OSError:

@@ -19,9 +19,8 @@ import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 
-from bench.api import READS
+from bench.api import READS, request_for
 
-FLOOR_PATH = "/bench/floor"
 TIMEOUT = 30.0
 
 
@@ -37,23 +36,8 @@ def timetable(
 
 
 def _request(kind: str, rng: random.Random, ctx: dict) -> tuple[str, str, bytes | None]:
-    if kind == "floor":
-        return "GET", FLOOR_PATH, None
-    if kind == "task_list":
-        return "GET", f"/api/v1/tasks?page={rng.randint(1, ctx['pages'])}", None
-    if kind == "task_detail":
-        return "GET", f"/api/v1/tasks/{rng.choice(ctx['task_ids'])}", None
-    if kind == "task_runs":
-        return "GET", f"/api/v1/tasks/{rng.choice(ctx['task_ids'])}/runs", None
-    if kind == "run_detail":
-        return "GET", f"/api/v1/runs/{rng.choice(ctx['run_ids'])}", None
-    body = {
-        "kind": "handler",
-        "name": "day create",
-        "payload": {"name": "bench"},
-        "schedule": {"type": "once", "delay": 1},
-    }
-    return "POST", "/api/v1/tasks", json.dumps(body).encode()
+    # The `bench` handler records its idempotency key, so a body run twice shows.
+    return request_for(kind, rng, ctx, name="day create", handler="bench")
 
 
 def _send(
