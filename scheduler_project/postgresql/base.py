@@ -7,7 +7,12 @@ with "cannot execute ... in a read-only transaction" and Django, whose health ch
 (CONN_HEALTH_CHECKS at a request's or loop pass's first query, and after any database error),
 and the reconnect lets libpq find the writable host (`target_session_attrs=read-write`). Both
 values come with every answer from PostgreSQL 14 on (ParameterStatus): no extra round trip.
-The `replica` alias is read-only by design and is left alone.
+The `replica` alias is read-only by design and is left alone, but for one change: a `replica`
+connection opened on a standby whose server is then promoted (a failover made its standby the
+new primary, and `in_hot_standby` turns off in its next answer) counts as unusable too, so the
+API's reads go back to a standby at once instead of loading the new primary until CONN_MAX_AGE.
+A replica connection that found no standby when it opened (`prefer-standby` fell back to the
+primary) is kept: dropping it would reconnect on every request while no standby is up.
 
 Each new connection also prices random reads as SSD and cloud storage have them
 (`random_page_cost`, DATABASES' RANDOM_PAGE_COST; 0 leaves the server's): PostgreSQL's default, 4,
@@ -77,6 +82,10 @@ def nothing_arrived(raw: object) -> bool:
     return not poller.poll(0)  # POLLERR and POLLHUP are reported whatever the mask
 
 
+def in_hot_standby(raw: object) -> bool:
+    return raw.info.parameter_status("in_hot_standby") == "on"  # type: ignore[attr-defined]
+
+
 def server_is_read_only(raw: object) -> bool:
     info = raw.info  # type: ignore[attr-defined]
     return "on" in (
@@ -87,6 +96,7 @@ def server_is_read_only(raw: object) -> bool:
 
 class DatabaseWrapper(base.DatabaseWrapper):
     checked_at = float("-inf")  # monotonic time of the last full check this connection passed
+    opened_on_standby = False  # this connection's server was a hot standby when it opened
 
     def get_connection_params(self) -> dict:
         params = super().get_connection_params()
@@ -107,6 +117,7 @@ class DatabaseWrapper(base.DatabaseWrapper):
     def init_connection_state(self) -> None:
         super().init_connection_state()
         self.checked_at = time.monotonic()  # a new connection has just answered
+        self.opened_on_standby = self.connection is not None and in_hot_standby(self.connection)
         sets = []  # one round trip for both
         cost = float(self.settings_dict.get("RANDOM_PAGE_COST") or 0)
         if cost > 0:
@@ -123,11 +134,14 @@ class DatabaseWrapper(base.DatabaseWrapper):
         if self.connection is None:
             return False
         if now - self.checked_at < HEALTH_CHECK_REUSE_SECONDS and nothing_arrived(self.connection):
-            return not self._read_only()
-        if not super().is_usable() or self._read_only():
+            return not self._wrong_server()
+        if not super().is_usable() or self._wrong_server():
             return False
         self.checked_at = now
         return True
 
-    def _read_only(self) -> bool:
-        return self.alias == DEFAULT_DB_ALIAS and server_is_read_only(self.connection)
+    def _wrong_server(self) -> bool:
+        if self.alias != DEFAULT_DB_ALIAS:
+            # The replica's server was promoted under this connection (module docstring).
+            return self.opened_on_standby and not in_hot_standby(self.connection)
+        return server_is_read_only(self.connection)

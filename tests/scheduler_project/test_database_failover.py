@@ -129,6 +129,24 @@ def test_a_primary_connection_that_turned_read_only_is_unusable(db, alias, usabl
         conn.close()
 
 
+@pytest.mark.parametrize(("opened_on_standby", "usable"), [(True, False), (False, True)])
+def test_a_replica_connection_whose_standby_was_promoted_is_unusable(
+    db, opened_on_standby, usable
+) -> None:
+    # The test server is a primary: its answers say in_hot_standby off, as a promoted standby's
+    # do. A connection that opened on a standby must go and find one again; one that found only
+    # the primary (prefer-standby's fallback) keeps it.
+    conn = wrapper(database_url(connection.settings_dict), "replica")
+    try:
+        conn.ensure_connection()
+        assert conn.opened_on_standby is False  # what the server said when it opened
+        conn.opened_on_standby = opened_on_standby
+        conn.checked_at -= HEALTH_CHECK_REUSE_SECONDS  # the full check, which reads its answer
+        assert conn.is_usable() is usable
+    finally:
+        conn.close()
+
+
 def test_a_connection_checked_within_a_second_and_quiet_since_needs_no_round_trip(
     db, monkeypatch
 ) -> None:
