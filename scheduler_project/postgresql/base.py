@@ -87,11 +87,8 @@ def in_hot_standby(raw: object) -> bool:
 
 
 def server_is_read_only(raw: object) -> bool:
-    info = raw.info  # type: ignore[attr-defined]
-    return "on" in (
-        info.parameter_status("in_hot_standby"),
-        info.parameter_status("default_transaction_read_only"),
-    )
+    fenced = raw.info.parameter_status("default_transaction_read_only")  # type: ignore[attr-defined]
+    return in_hot_standby(raw) or fenced == "on"
 
 
 class DatabaseWrapper(base.DatabaseWrapper):
