@@ -30,12 +30,25 @@ WITH stale AS (
 )
 SELECT id, status, task_id FROM moved
 
+-- A batch per pass, in the claim's order (run_claimable_idx), skipping runs another transaction
+-- holds: a claim taking one makes it running anyway, and an UPDATE waiting on claims' (or a
+-- second reviewer's) row locks would hold every due run it has locked out of the claims
+-- meanwhile, the oldest first, just when a backlog makes the pass long.
 -- name: flag_starved
-UPDATE tasks_run
+WITH starved AS (
+    SELECT id FROM tasks_run
+     WHERE status = 'scheduled'
+       AND execute_at < clock_timestamp() - make_interval(secs => %(sla)s)
+     ORDER BY priority DESC, execute_at, id
+     LIMIT %(batch)s
+       FOR UPDATE SKIP LOCKED
+)
+UPDATE tasks_run r
    SET status = 'waiting_for_resource',
        wait_reason = 'not started within the start SLA (' || %(sla)s || ' s)'
- WHERE status = 'scheduled' AND execute_at < clock_timestamp() - make_interval(secs => %(sla)s)
-RETURNING id, task_id, attempt
+  FROM starved
+ WHERE r.id = starved.id
+RETURNING r.id, r.task_id, r.attempt
 
 -- Due runs with requests that no live worker offers enough for (a worker's NULL capacity is no
 -- limit; alive: not stopped, seen within %(dead)s seconds, as /health counts). Each waits, and

@@ -22,6 +22,7 @@ logger = logging.getLogger(__name__)
 
 SQL = queries("tasks", "rescue.sql")
 EXPECT_SQL = queries("tasks", "expect.sql")
+STARVED_BATCH = 500  # runs flagged past the start SLA per reviewer pass
 
 
 @dataclass(frozen=True)
@@ -78,14 +79,15 @@ def _counted(rows: Iterable[tuple[UUID, str, UUID]]) -> Iterator[tuple[UUID, str
             yield task_id, "finished", "failed"
 
 
-def flag_starved_runs(*, sla_seconds: float) -> int:
-    """Mark due runs not started within the SLA `waiting_for_resource` (still claimable).
+def flag_starved_runs(*, sla_seconds: float, batch: int = STARVED_BATCH) -> int:
+    """Mark up to `batch` due runs not started within the SLA `waiting_for_resource` (still
+    claimable); the rest wait for the next pass.
 
-    One UPDATE on `status = 'scheduled'`: a run a worker claims meanwhile is `running` and left
-    alone; two reviewers flag each run once (the second finds it no longer `scheduled`).
+    Only `status = 'scheduled'` runs no other transaction has locked: a run a worker claims
+    meanwhile becomes `running` and is left alone; two reviewers flag disjoint runs, each once.
     """
     with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute(SQL["flag_starved"], {"sla": sla_seconds})
+        cursor.execute(SQL["flag_starved"], {"sla": sla_seconds, "batch": batch})
         # Outbox: a `stuck` notification per flagged run, in the same transaction.
         rows = cursor.fetchall()
         outbox.enqueue(cursor, events=events.starved_events(rows))

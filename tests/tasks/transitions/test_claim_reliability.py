@@ -11,8 +11,9 @@ from pathlib import Path
 from typing import Any
 from uuid import UUID
 
+import psycopg
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 from django.test import override_settings
 from rest_framework.test import APIClient
 
@@ -28,6 +29,7 @@ from tasks.transitions.claim import (
 from tasks.transitions.rescue import flag_starved_runs, rescue_stuck_runs
 from tasks.transitions.run_actions import cancel_run
 from tasks.worker.worker import Worker
+from tests.conftest import database_url
 from tests.factories import RunFactory, TaskFactory, UserFactory
 
 TERMINAL = {"succeeded", "failed", "cancelled", "skipped"}
@@ -395,3 +397,27 @@ def test_starved_run_is_flagged_waiting_for_resource_and_stays_claimable(
     claimed = claim("w-a", limit=10)
     assert starved.id in {c.id for c in claimed}
     assert status_of(starved) == "running"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_flagging_starved_runs_skips_runs_a_claim_holds_a_batch_at_a_time() -> None:
+    # Under a backlog, an UPDATE that waited on a claim's row lock would hold every due run it
+    # had locked so far out of all claims meanwhile.
+    task = TaskFactory()
+    now = datetime.now(UTC)
+    held = RunFactory(task=task, scheduled_at=now - timedelta(seconds=40))
+    oldest, older, old = (
+        RunFactory(task=task, scheduled_at=now - timedelta(seconds=s)) for s in (30, 25, 20)
+    )
+    with psycopg.connect(database_url()) as other:  # a claim's transaction, still open
+        other.execute("SELECT 1 FROM tasks_run WHERE id = %s FOR UPDATE", [held.pk])
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute("SET LOCAL lock_timeout = '2s'")  # waiting fails the test, not hangs
+            assert flag_starved_runs(sla_seconds=10, batch=2) == 2
+        assert {status_of(r) for r in (oldest, older)} == {"waiting_for_resource"}
+        assert status_of(old) == "scheduled"  # the next pass's
+        assert flag_starved_runs(sla_seconds=10, batch=2) == 1
+        assert status_of(old) == "waiting_for_resource"
+        assert status_of(held) == "scheduled"
+    assert flag_starved_runs(sla_seconds=10, batch=2) == 1  # released: flagged on the next pass
+    assert status_of(held) == "waiting_for_resource"
