@@ -68,6 +68,10 @@ class Service:
     def worker_row(self) -> Process | None:
         return Process.objects.filter(role="worker", stopped_at=None).first()
 
+    def other_roles_seen(self) -> bool:
+        live = Process.objects.filter(stopped_at=None).values_list("role", flat=True)
+        return {"scheduler", "reviewer"} <= set(live)
+
     def executables(self) -> dict:
         return self.get("/health").json()["components"]["executables"]
 
@@ -76,6 +80,8 @@ def without_bubblewrap(service: Service) -> str:
     """Create an executable task with no worker able to run it; returns its run's id."""
     row = wait_for(service.worker_row, timeout=60, details=service.processes.logs)
     assert isinstance(row, Process)
+    # /health is judged below: the scheduler and reviewer, started first, may still be booting.
+    wait_for(service.other_roles_seen, timeout=60, details=service.processes.logs)
     assert row.sandbox == "" and row.sandbox_error.startswith(MISSING), row.sandbox_error
 
     created = requests.post(
