@@ -104,6 +104,9 @@ def dcs_settings() -> dict:
             "parameters": {
                 "wal_level": "replica",
                 "hot_standby": "on",
+                # The API reads from standbys: their snapshots hold back the primary's cleanup
+                # instead of being cancelled by its replay (docs/operations.md, Read replicas).
+                "hot_standby_feedback": "on",
                 "wal_log_hints": "on",
                 "max_wal_senders": 10,
                 "max_replication_slots": 10,
