@@ -25,7 +25,7 @@ from django.utils.html import format_html, format_html_join
 
 from tasks import (
     admin_calendars,  # noqa: F401  (registers the calendars' admin)
-    admin_rate_keys,  # noqa: F401  (registers the rate limits' admin)
+    admin_limits,  # noqa: F401  (registers the limit keys' admin)
     expectations,
     history,
     occurrences,
@@ -58,13 +58,12 @@ from tasks.exceptions import TasksError
 from tasks.models import (
     TERMINAL_STATUSES,
     Attempt,
-    ConcurrencyKey,
     Process,
     Run,
     Task,
     TaskSet,
 )
-from tasks.transitions import concurrency, creation, lifecycle, run_actions
+from tasks.transitions import creation, lifecycle, run_actions
 
 # The index page links the dashboard (templates/admin/tasks_index.html).
 admin.site.index_template = "admin/tasks_index.html"
@@ -489,35 +488,3 @@ class ProcessAdmin(admin.ModelAdmin):
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
-
-
-@admin.register(ConcurrencyKey)
-class ConcurrencyKeyAdmin(admin.ModelAdmin):
-    """The keys with what runs and waits under each, as the API lists them; a limit set here is
-    declared (it wins over the tasks') and applies from the next claim."""
-
-    list_display = ["name", "owner", "max_running", "declared", "running", "waiting"]
-    list_display += ["updated_at"]
-    list_filter = ["declared", ("owner", admin.EmptyFieldListFilter)]
-    search_fields = ["name"]
-    ordering = ["name", "id"]
-    fields = ["owner", "name", "max_running", "declared", "admitted"]
-
-    def get_queryset(self, request: HttpRequest) -> QuerySet[ConcurrencyKey]:
-        return concurrency.with_counts(super().get_queryset(request))
-
-    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
-        # A key's owner and name are what tasks point at; only the limit changes.
-        return ["owner", "name", "declared", "admitted"] if obj else ["declared", "admitted"]
-
-    @admin.display(description="running", ordering="running")
-    def running(self, key: Any) -> int:
-        return key.running
-
-    @admin.display(description="waiting (due)", ordering="waiting")
-    def waiting(self, key: Any) -> int:
-        return key.waiting
-
-    def save_model(self, request: HttpRequest, obj: Any, form: Any, change: bool) -> None:
-        obj.declared = True
-        super().save_model(request, obj, form, change)

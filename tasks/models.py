@@ -44,12 +44,13 @@ def default_backoff_cap() -> float:
     return settings.TASKS_DEFAULT_BACKOFF_CAP_SECONDS
 
 
-class ConcurrencyKey(models.Model):
-    """A shared scarce thing: at most `limit` runs of the tasks naming it are `running` at once.
+class LimitKey(models.Model):
+    """A key the tasks naming it share a limit under (its kinds: tasks/transitions/limits.py).
 
     Per owner (two users' "db" are two keys) unless `owner` is NULL: a global key an operator
-    declared, which any task may name with scope "global". The claim locks the rows of the keys
-    among its candidates and counts its admissions in `admitted` (tasks/sql/claim.sql).
+    declared, which any task may name with scope "global". `declared` once its limit is set on
+    the key itself (the API's key routes, the admin): then it wins over the tasks' limits; until
+    then the latest task naming the key sets it.
     """
 
     id = models.BigAutoField(primary_key=True)
@@ -57,71 +58,67 @@ class ConcurrencyKey(models.Model):
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, null=True, blank=True, related_name="+"
     )
     name = models.CharField(max_length=200)
-    max_running = models.PositiveIntegerField()
-    # The key's `limit` (API). `declared` once set on the key itself (the concurrency-keys
-    # routes): then it wins over the tasks' limits; until then the latest task naming it sets it.
     declared = models.BooleanField(default=False)
-    # Runs ever admitted under this key: only claims change it, under the row's lock.
-    admitted = models.BigIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
-        constraints = [
-            models.UniqueConstraint(
-                fields=["owner", "name"],
-                condition=Q(owner__isnull=False),
-                name="concurrency_key_unique_owner_name",
-            ),
-            models.UniqueConstraint(
-                fields=["name"],
-                condition=Q(owner__isnull=True),
-                name="concurrency_key_unique_global",
-            ),
-            models.CheckConstraint(
-                condition=Q(max_running__gte=1), name="concurrency_key_max_running_min"
-            ),
-        ]
+        abstract = True
 
     def __str__(self) -> str:
         return self.name if self.owner_id is None else f"{self.owner_id}:{self.name}"
 
 
-class RateKey(models.Model):
-    """A rate limit: at most `rate_limit` runs of the tasks naming it start in any `per_seconds`.
+def unique_key_names(prefix: str) -> list[models.UniqueConstraint]:
+    """A key's name is unique among its owner's keys and among the global ones."""
+    return [
+        models.UniqueConstraint(
+            fields=["owner", "name"],
+            condition=Q(owner__isnull=False),
+            name=f"{prefix}_unique_owner_name",
+        ),
+        models.UniqueConstraint(
+            fields=["name"], condition=Q(owner__isnull=True), name=f"{prefix}_unique_global"
+        ),
+    ]
 
-    Per owner, or global (owner NULL, declared by an operator), as concurrency keys are. The
-    claim locks the rows of the rate keys among its candidates and keeps on each a sliding log:
-    `starts`, the last `rate_limit` start times (ascending), and `held_until`, the earliest
+
+class ConcurrencyKey(LimitKey):
+    """At most `max_running` (the API's `limit`) runs of the tasks naming it are `running` at
+    once. The claim locks the rows of the keys among its candidates and counts its admissions in
+    `admitted` (tasks/sql/claim.sql)."""
+
+    max_running = models.PositiveIntegerField()
+    # Runs ever admitted under this key: only claims change it, under the row's lock.
+    admitted = models.BigIntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            *unique_key_names("concurrency_key"),
+            models.CheckConstraint(
+                condition=Q(max_running__gte=1), name="concurrency_key_max_running_min"
+            ),
+        ]
+
+
+class RateKey(LimitKey):
+    """At most `rate_limit` runs of the tasks naming it start in any `per_seconds`.
+
+    The claim locks the rows of the rate keys among its candidates and keeps on each a sliding
+    log: `starts`, the last `rate_limit` start times (ascending), and `held_until`, the earliest
     instant another run may start while the log is full (tasks/sql/claim.sql, `rate_ctes`).
     """
 
-    id = models.BigAutoField(primary_key=True)
-    owner = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, null=True, blank=True, related_name="+"
-    )
-    name = models.CharField(max_length=200)
     rate_limit = models.PositiveIntegerField()
     per_seconds = models.PositiveIntegerField()
-    # As ConcurrencyKey.declared: set on the key itself, its limit wins over the tasks'.
-    declared = models.BooleanField(default=False)
     # Only claims write these two, under the row's lock (and a change of limit or window,
     # which recomputes held_until from the log).
     starts = ArrayField(models.DateTimeField(), default=list, blank=True)
     held_until = models.DateTimeField(null=True, blank=True)
-    created_at = models.DateTimeField(auto_now_add=True)
-    updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(
-                fields=["owner", "name"],
-                condition=Q(owner__isnull=False),
-                name="rate_key_unique_owner_name",
-            ),
-            models.UniqueConstraint(
-                fields=["name"], condition=Q(owner__isnull=True), name="rate_key_unique_global"
-            ),
+            *unique_key_names("rate_key"),
             models.CheckConstraint(condition=Q(rate_limit__gte=1), name="rate_key_limit_min"),
             models.CheckConstraint(condition=Q(per_seconds__gte=1), name="rate_key_per_min"),
         ]
@@ -133,9 +130,6 @@ class RateKey(models.Model):
                 name="rate_key_held_idx",
             ),
         ]
-
-    def __str__(self) -> str:
-        return self.name if self.owner_id is None else f"{self.owner_id}:{self.name}"
 
 
 class Task(models.Model):

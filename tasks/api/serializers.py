@@ -18,7 +18,7 @@ from tasks.api.run_serializers import LastRunSerializer, NextRunSerializer, RunS
 from tasks.api.strict import ChoiceField, StrictSerializer
 from tasks.models import Calendar, Task, TaskHealth
 from tasks.schedule_fields import FieldReader
-from tasks.transitions import concurrency, rate_limits
+from tasks.transitions import limits
 
 PRIORITY_NAMES = {"low": 1, "medium": 5, "high": 9}
 MAX_TIMEOUT_SECONDS = 7 * 24 * 3600
@@ -194,15 +194,34 @@ class NotifySerializer(StrictSerializer):
 
 KEY_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.:-]*$"
 MAX_KEY_LIMIT = 10_000
+MAX_RATE_PER_SECONDS = 7 * 24 * 3600
 
 
-class ConcurrencySerializer(StrictSerializer):
-    """{"key": "db", "limit": 2, "scope": "owner"}: at most `limit` runs of the tasks naming
-    the key run at once. Scope "global" names a key an operator declared (its limit applies)."""
+def key_limit(*, required: bool = True) -> serializers.IntegerField:
+    return serializers.IntegerField(min_value=1, max_value=MAX_KEY_LIMIT, required=required)
 
+
+def key_scope() -> ChoiceField:
+    return ChoiceField(choices=["owner", "global"], required=False)
+
+
+def rate_per(*, required: bool = True) -> serializers.IntegerField:
+    return serializers.IntegerField(
+        min_value=1,
+        max_value=MAX_RATE_PER_SECONDS,
+        required=required,
+        help_text="The window, in seconds.",
+    )
+
+
+class TaskKeySerializer(StrictSerializer):
+    """A task's key of one kind (`kind`, tasks/transitions/limits.py): an owner's key needs
+    every limit of its kind; scope "global" names a key an operator declared (its limits
+    apply)."""
+
+    kind: limits.Kind
     key = serializers.RegexField(KEY_NAME, max_length=200)
-    limit = serializers.IntegerField(min_value=1, max_value=MAX_KEY_LIMIT, required=False)
-    scope = ChoiceField(choices=["owner", "global"], required=False)
+    limit = key_limit(required=False)
 
     def validate(self, attrs: dict) -> dict:
         # A PATCH validates nested fields partially; the key is still given whole.
@@ -210,47 +229,33 @@ class ConcurrencySerializer(StrictSerializer):
             raise serializers.ValidationError({"key": ["This field is required."]})
         attrs.setdefault("scope", "owner")
         if attrs["scope"] == "global":
-            if concurrency.global_key(attrs["key"]) is None:
-                raise serializers.ValidationError(
-                    {"key": [f"No global concurrency key {attrs['key']!r} is declared."]}
-                )
-        elif "limit" not in attrs:
-            raise serializers.ValidationError({"limit": ["This field is required."]})
+            if limits.global_key(self.kind, attrs["key"]) is None:
+                message = f"No global {self.kind.noun} {attrs['key']!r} is declared."
+                raise serializers.ValidationError({"key": [message]})
+        else:
+            required = ["This field is required."]
+            missing = {name: required for name in self.kind.limits if name not in attrs}
+            if missing:
+                raise serializers.ValidationError(missing)
         return attrs
 
 
-MAX_RATE_PER_SECONDS = 7 * 24 * 3600
+class ConcurrencySerializer(TaskKeySerializer):
+    """{"key": "db", "limit": 2, "scope": "owner"}: at most `limit` runs of the tasks naming
+    the key run at once. Scope "global" names a key an operator declared (its limit applies)."""
+
+    kind = limits.CONCURRENCY
+    scope = key_scope()
 
 
-class RateLimitSerializer(StrictSerializer):
+class RateLimitSerializer(TaskKeySerializer):
     """{"key": "crm-api", "limit": 10, "per": 60, "scope": "owner"}: at most `limit` runs of
     the tasks naming the key start in any `per` seconds. Scope "global" names a key an operator
     declared (its limit and window apply)."""
 
-    key = serializers.RegexField(KEY_NAME, max_length=200)
-    limit = serializers.IntegerField(min_value=1, max_value=MAX_KEY_LIMIT, required=False)
-    per = serializers.IntegerField(
-        min_value=1, max_value=MAX_RATE_PER_SECONDS, required=False, help_text="Seconds."
-    )
-    scope = ChoiceField(choices=["owner", "global"], required=False)
-
-    def validate(self, attrs: dict) -> dict:
-        # A PATCH validates nested fields partially; the key is still given whole.
-        if "key" not in attrs:
-            raise serializers.ValidationError({"key": ["This field is required."]})
-        attrs.setdefault("scope", "owner")
-        if attrs["scope"] == "global":
-            if rate_limits.global_key(attrs["key"]) is None:
-                raise serializers.ValidationError(
-                    {"key": [f"No global rate key {attrs['key']!r} is declared."]}
-                )
-        else:
-            missing = {
-                name: ["This field is required."] for name in ("limit", "per") if name not in attrs
-            }
-            if missing:
-                raise serializers.ValidationError(missing)
-        return attrs
+    kind = limits.RATE
+    per = rate_per(required=False)
+    scope = key_scope()
 
 
 class TaskInputSerializer(StrictSerializer):

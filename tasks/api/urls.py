@@ -6,8 +6,7 @@ from rest_framework_simplejwt.views import TokenObtainPairView, TokenRefreshView
 from tasks.api import calendar_feed, calendars, views
 from tasks.api.backfill import TaskBackfillView
 from tasks.api.batch import TaskBatchCreateView
-from tasks.api.concurrency_views import ConcurrencyKeyDetailView, ConcurrencyKeyListCreateView
-from tasks.api.rate_limit_views import RateKeyDetailView, RateKeyListCreateView
+from tasks.api.limit_views import CONCURRENCY_KEYS, RATE_LIMITS, key_urls
 from tasks.api.taskset_schema import TaskSetSchemaView
 from tasks.api.tasksets import TaskSetDriftView, TaskSetView
 from tasks.api.tokens import TokenObtainPairSerializer, TokenRefreshSerializer
@@ -43,10 +42,8 @@ urlpatterns = [
     ),
     path("runs", views.RunListView.as_view(), name="run-list"),
     path("runs/<uuid:pk>", views.RunDetailView.as_view(), name="run-detail"),
-    path("concurrency-keys", ConcurrencyKeyListCreateView.as_view(), name="concurrency-keys"),
-    path("concurrency-keys/<int:pk>", ConcurrencyKeyDetailView.as_view(), name="concurrency-key"),
-    path("rate-limits", RateKeyListCreateView.as_view(), name="rate-limits"),
-    path("rate-limits/<int:pk>", RateKeyDetailView.as_view(), name="rate-limit"),
+    *key_urls("concurrency-keys", "concurrency-key", CONCURRENCY_KEYS),
+    *key_urls("rate-limits", "rate-limit", RATE_LIMITS),
     path("tasksets/schema", TaskSetSchemaView.as_view(), name="taskset-schema"),
     path("tasksets/<str:name>", TaskSetView.as_view(), name="taskset"),
     path("tasksets/<str:name>/drift", TaskSetDriftView.as_view(), name="taskset-drift"),

@@ -1,4 +1,4 @@
--- Concurrency keys outside the claim (tasks/transitions/concurrency.py).
+-- Concurrency keys outside the claim (tasks/transitions/limits.py, CONCURRENCY).
 
 -- Due runs of a key at its limit that no claim has looked at (the claim's candidates skip a
 -- full key's runs, so that they never take another run's place): they wait with the reason the
@@ -30,3 +30,10 @@ UPDATE tasks_run r SET status = 'waiting_for_resource', wait_reason = judged.rea
   FROM judged
  WHERE r.id = judged.id AND (r.status <> 'waiting_for_resource' OR r.wait_reason <> judged.reason)
 RETURNING r.id
+
+-- A key's new limit, for the next claim (runs running go on). A task's limit (not declared)
+-- changes a key no one declared a limit on, also when the two race.
+-- name: set_limits
+UPDATE tasks_concurrencykey k
+   SET max_running = %(limit)s, declared = declared OR %(declared)s, updated_at = now()
+ WHERE k.id = %(id)s AND (%(declared)s OR NOT k.declared)

@@ -1,4 +1,4 @@
--- Rate limits outside the claim (tasks/transitions/rate_limits.py).
+-- Rate limits outside the claim (tasks/transitions/limits.py, RATE).
 
 -- Due runs of a rate key whose window is full that no claim has looked at (the claim's
 -- candidates skip them, so that they never take another run's place): they wait with the
@@ -32,10 +32,11 @@ RETURNING r.id
 
 -- A key's new limit and window, for the next claim: the log is kept as it is (a lower limit
 -- trims it at the next start), and the instant the window frees is computed again from it.
--- name: set_rate
+-- A task's limits (not declared) change a key no one declared limits on, as concurrency keys'.
+-- name: set_limits
 UPDATE tasks_ratekey k
    SET rate_limit = %(limit)s, per_seconds = %(per)s, declared = declared OR %(declared)s, updated_at = now(),
        held_until = CASE WHEN cardinality(k.starts) >= %(limit)s
                          THEN k.starts[cardinality(k.starts) - %(limit)s + 1]
                               + make_interval(secs => %(per)s) END
- WHERE k.id = %(id)s
+ WHERE k.id = %(id)s AND (%(declared)s OR NOT k.declared)

@@ -14,7 +14,7 @@ from tasks import expectations, occurrences, schedules
 from tasks.db import RUN_DUE_CHANNEL, TASK_CHANGED_CHANNEL, notify
 from tasks.exclusions import CalendarData
 from tasks.models import Run, Task
-from tasks.transitions import concurrency, rate_limits
+from tasks.transitions import limits
 from tasks.transitions.plan import plan_task
 
 MAX_BATCH = 1000
@@ -36,39 +36,20 @@ TASK_FIELDS = (
 )
 
 
-def apply_fields(task: Task, data: dict, known: dict | None = None) -> None:
-    """The validated fields `data` names, the executable when given, and the requests as
-    numbers: what creating a task and changing one both write. `known`: as _set_concurrency."""
+def apply_fields(task: Task, data: dict) -> None:
+    """Set on `task` (unsaved) the validated fields `data` names, the executable when given, and
+    the requests as numbers: what creating a task and changing one both set. Writes nothing:
+    the keys its `concurrency` and `rate_limit` name are resolved by create and update, in the
+    transaction that saves the task (limits.resolve_task_keys)."""
     for field in TASK_FIELDS:
         if field in data:
             setattr(task, field, data[field])
     if data.get("executable") is not None:
         task.executable = data["executable"]
-    _set_concurrency(task, data, known)
-    _set_rate_key(task, data, known)
+    for kind in limits.KINDS:
+        if kind.field in data:
+            setattr(task, kind.field, data[kind.field])
     task.set_requests()
-
-
-def _set_concurrency(task: Task, data: dict, known: dict | None = None) -> None:
-    """The task's key from its `concurrency`; `known` remembers a batch's keys by value."""
-    if "concurrency" in data:
-        task.concurrency = data["concurrency"]
-        seen = {} if known is None else known
-        value = tuple(sorted(task.concurrency.items()))
-        if value not in seen:
-            seen[value] = concurrency.resolve(task.owner, task.concurrency)
-        task.concurrency_key_id = seen[value]
-
-
-def _set_rate_key(task: Task, data: dict, known: dict | None = None) -> None:
-    """The task's rate key from its `rate_limit`; `known` as for _set_concurrency."""
-    if "rate_limit" in data:
-        task.rate_limit = data["rate_limit"]
-        seen = {} if known is None else known
-        value = ("rate_limit", *sorted(task.rate_limit.items()))
-        if value not in seen:
-            seen[value] = rate_limits.resolve(task.owner, task.rate_limit)
-        task.rate_key_id = seen[value]
 
 
 def first_fire_at(
@@ -114,6 +95,7 @@ def create_task(*, owner: Any, data: dict, now: datetime) -> tuple[Task, bool]:
     task.next_unplanned_at = first_fire_at(schedule, now=now)
     try:
         with transaction.atomic():
+            limits.resolve_task_keys(task, data)
             task.save()
             expectations.sync([task], now=now)
             plan_now(task, now=now)
@@ -141,6 +123,7 @@ def create_tasks(*, owner: Any, items: list[dict], now: datetime) -> list[Task]:
     calendars = occurrences.load_calendars([item["schedule"] for item in items])
     result: list[Task] = []
     new_tasks: list[Task] = []
+    new_items: list[dict] = []
     runs: list[Run] = []
     seen: dict[str, Task] = {}
     keys_known: dict = {}
@@ -151,19 +134,18 @@ def create_tasks(*, owner: Any, items: list[dict], now: datetime) -> list[Task]:
             continue
         task = Task(owner=owner, dedup_key=key, schedule=item["schedule"])
         task.schedule_type = item["schedule"]["type"]
-        for field in TASK_FIELDS:
-            if field in item:
-                setattr(task, field, item[field])
-        _set_concurrency(task, item, keys_known)
-        _set_rate_key(task, item, keys_known)
-        task.set_requests()
+        apply_fields(task, item)
         task.next_unplanned_at = first_fire_at(task.schedule, now=now, calendars=calendars)
-        runs.extend(occurrences.advance(task, now=now, horizon=horizon, calendars=calendars))
         if key:
             seen[key] = task
         new_tasks.append(task)
+        new_items.append(item)
         result.append(task)
     with transaction.atomic():
+        # The keys first: each run carries its task's (Task.requests).
+        for task, item in zip(new_tasks, new_items, strict=True):
+            limits.resolve_task_keys(task, item, keys_known)
+            runs.extend(occurrences.advance(task, now=now, horizon=horizon, calendars=calendars))
         Task.objects.bulk_create(new_tasks)
         expectations.sync(new_tasks, now=now)
         Run.objects.bulk_create(runs)

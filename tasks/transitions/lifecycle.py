@@ -22,6 +22,7 @@ from tasks.db import RUN_DUE_CHANNEL, TASK_CHANGED_CHANNEL, notify
 from tasks.exceptions import Conflict
 from tasks.exclusions import REASON_PREFIX as EXCLUDED_PREFIX
 from tasks.models import CLAIMABLE_STATUSES, ENDED, Run, Task
+from tasks.transitions import limits
 from tasks.transitions.completion import complete_finished_tasks
 from tasks.transitions.creation import TASK_FIELDS, apply_fields, first_fire_at, plan_now
 from tasks.transitions.run_actions import cancel_running
@@ -163,9 +164,10 @@ def update_tasks(*, changes: list[tuple[Task, dict]], now: datetime) -> list[Tas
                 raise Conflict("the task's run is running; wait for it or cancel it first")
             if task.status == Task.Status.CANCELLED:
                 raise Conflict("the task is cancelled")
-        keys_known: dict = {}  # concurrency keys resolved, per owner
+        keys_known: dict = {}  # limit keys resolved, per owner
         for task, data in zip(tasks, datas, strict=True):
-            apply_fields(task, data, known=keys_known.setdefault(task.owner_id, {}))
+            apply_fields(task, data)
+            limits.resolve_task_keys(task, data, keys_known.setdefault(task.owner_id, {}))
         rescheduled = [(t, d) for t, d in zip(tasks, datas, strict=True) if "schedule" in d]
         _unplan_all([task for task, _ in rescheduled])
         calendars = planning.load_calendars([data["schedule"] for _, data in rescheduled])

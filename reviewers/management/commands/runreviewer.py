@@ -13,10 +13,9 @@ from reviewers import retention, samples
 from reviewers.outage import RescueHold
 from scheduler_project.postgresql.hung import abandon_if_hung
 from tasks.daemon import DaemonCommand
-from tasks.transitions.concurrency import hold_keyed_runs
 from tasks.transitions.expectations import review_expectations
+from tasks.transitions.limits import CONCURRENCY, RATE, hold_waiting_runs
 from tasks.transitions.no_sandbox import hold_or_release_executables
-from tasks.transitions.rate_limits import hold_rate_limited_runs
 from tasks.transitions.rescue import (
     RescueResult,
     flag_starved_runs,
@@ -72,9 +71,9 @@ class Command(DaemonCommand):
         else:
             rescue = rescue_stuck_runs(after_seconds=settings.REVIEWERS_RESCUE_AFTER_SECONDS)
         # Before the start SLA: a run its key holds back says so rather than "not started".
-        if keyed := hold_keyed_runs():
+        if keyed := hold_waiting_runs(CONCURRENCY):
             logger.info("runs waiting for their concurrency key=%d", keyed)
-        if limited := hold_rate_limited_runs():
+        if limited := hold_waiting_runs(RATE):
             logger.info("runs waiting for their rate limit=%d", limited)
         starved = flag_starved_runs(sla_seconds=settings.TASKS_START_SLA_SECONDS)
         # Every pass too: `late` is due start_within after the run's time, not a pass later.

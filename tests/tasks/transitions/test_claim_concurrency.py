@@ -14,7 +14,7 @@ from django.db import connection
 
 from tasks import outbox
 from tasks.models import ConcurrencyKey, Run, Task
-from tasks.transitions import claim, concurrency
+from tasks.transitions import claim, limits
 from tests.factories import RunFactory, TaskFactory, UserFactory
 
 pytestmark = pytest.mark.django_db
@@ -160,8 +160,8 @@ def test_due_runs_of_a_full_key_the_claim_skipped_say_why_they_wait() -> None:
     later = [due(task, ago=1), due(task, ago=2)]  # due while the key is full: no candidates
     assert take() == []
     assert {Run.objects.get(pk=r.pk).status for r in later} == {"scheduled"}
-    assert concurrency.hold_keyed_runs() == 2
-    assert concurrency.hold_keyed_runs() == 0  # written once
+    assert limits.hold_waiting_runs(limits.CONCURRENCY) == 2
+    assert limits.hold_waiting_runs(limits.CONCURRENCY) == 0  # written once
     for run in later:
         run.refresh_from_db()
         assert (run.status, run.wait_reason) == (

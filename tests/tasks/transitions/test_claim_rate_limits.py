@@ -14,7 +14,7 @@ from django.db import connection
 
 from tasks import outbox
 from tasks.models import ConcurrencyKey, RateKey, Run, Task
-from tasks.transitions import claim, rate_limits
+from tasks.transitions import claim, limits
 from tests.factories import RunFactory, TaskFactory, UserFactory
 
 pytestmark = pytest.mark.django_db
@@ -147,11 +147,11 @@ def test_a_lower_limit_applies_at_the_next_claim_and_a_higher_one_frees_the_key(
     for i in range(8):
         due(task, ago=10 + i)
     assert len(take(limit=2)) == 2
-    rate_limits.set_rate(key, 2, 60)
+    limits.set_limits(limits.RATE, key, {"limit": 2, "per": 60})
     assert list(take()) == []  # two started in the window: the limit is two now
     key.refresh_from_db()
     assert key.held_until is not None and key.declared
-    rate_limits.set_rate(key, 3, 60)
+    limits.set_limits(limits.RATE, key, {"limit": 3, "per": 60})
     key.refresh_from_db()
     assert key.held_until is None
     assert len(take()) == 1
@@ -176,15 +176,15 @@ def test_due_runs_of_a_full_key_the_claim_skipped_say_why_they_wait():
     later = [due(task, ago=1), due(task, ago=2)]  # due while the key is full: no candidates
     assert list(take()) == []
     assert {Run.objects.get(pk=r.pk).status for r in later} == {"scheduled"}
-    assert rate_limits.hold_rate_limited_runs() == 2
-    assert rate_limits.hold_rate_limited_runs() == 0  # written once
+    assert limits.hold_waiting_runs(limits.RATE) == 2
+    assert limits.hold_waiting_runs(limits.RATE) == 0  # written once
     key.refresh_from_db()
     for run in later:
         run.refresh_from_db()
         assert run.status == "waiting_for_resource"
         assert run.wait_reason.startswith("rate limit crm-api: 1 per 60 s reached, next start at ")
     age_log(key, 60)
-    assert rate_limits.hold_rate_limited_runs() == 0  # the window is free: nothing to hold
+    assert limits.hold_waiting_runs(limits.RATE) == 0  # the window is free: nothing to hold
     [started] = take()
     assert started.id == later[1].pk
     assert Run.objects.get(pk=started.id).wait_reason == ""

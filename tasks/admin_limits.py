@@ -1,0 +1,74 @@
+"""The admin's limit keys, both kinds on one admin (`LimitKeyAdmin`): each key with what it
+counts, as the API lists them. Limits set here are declared (they win over the tasks') and go
+through the API's service, which writes the limits only (never what claims keep on the key) and
+recomputes when a rate key's window frees; the next claim applies them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import admin
+from django.db.models import QuerySet
+from django.http import HttpRequest
+
+from tasks.models import ConcurrencyKey, RateKey
+from tasks.transitions import limits
+
+
+class LimitKeyAdmin(admin.ModelAdmin):
+    kind: limits.Kind
+    claimed: list[str]  # the columns claims keep on the key: shown, never saved from a form
+    list_filter = ["declared", ("owner", admin.EmptyFieldListFilter)]
+    search_fields = ["name"]
+    ordering = ["name", "id"]
+
+    def get_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        return ["owner", "name", *self.kind.limits.values(), "declared", *self.claimed]
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
+        return limits.with_counts(self.kind, super().get_queryset(request))
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
+        # A key's owner and name are what tasks point at; only its limits change.
+        fixed = ["declared", *self.claimed]
+        return ["owner", "name", *fixed] if obj else fixed
+
+    @admin.display(description="waiting (due)", ordering="waiting")
+    def waiting(self, key: Any) -> int:
+        return key.waiting
+
+    def save_model(self, request: HttpRequest, obj: Any, form: Any, change: bool) -> None:
+        if change:
+            given = {name: getattr(obj, column) for name, column in self.kind.limits.items()}
+            limits.set_limits(self.kind, obj, given)
+            return
+        obj.declared = True
+        super().save_model(request, obj, form, change)
+
+
+@admin.register(ConcurrencyKey)
+class ConcurrencyKeyAdmin(LimitKeyAdmin):
+    kind = limits.CONCURRENCY
+    claimed = ["admitted"]
+    list_display = ["name", "owner", "max_running", "declared", "running", "waiting"]
+    list_display += ["updated_at"]
+
+    @admin.display(description="running", ordering="running")
+    def running(self, key: Any) -> int:
+        return key.running
+
+
+@admin.register(RateKey)
+class RateKeyAdmin(LimitKeyAdmin):
+    kind = limits.RATE
+    claimed = ["held_until"]
+    list_display = ["name", "owner", "rate_limit", "per_seconds", "used", "waiting"]
+    list_display += ["next_start_at", "declared", "updated_at"]
+
+    @admin.display(description="starts in the window", ordering="used")
+    def used(self, key: Any) -> int:
+        return key.used
+
+    @admin.display(description="next start at")
+    def next_start_at(self, key: Any) -> Any:
+        return key.next_start_at or "-"
