@@ -13,7 +13,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from tasks.admin_lists import COUNT_CAP, EstimatedCountPaginator
-from tasks.models import ConcurrencyKey, Process, QueueSample, Run, Task, TaskSet
+from tasks.models import Process, QueueSample, Run, Task, TaskSet
 from tests.factories import RunFactory, TaskFactory, UserFactory
 
 
@@ -196,33 +196,3 @@ def test_the_task_page_says_the_task_is_in_a_set(client, db) -> None:
     client.force_login(operator)
     page = client.get(reverse("admin:tasks_task_change", args=[task.pk])).content.decode()
     assert "nightly / report: a change here is drift" in page
-
-
-def test_concurrency_keys_show_what_runs_and_a_limit_set_there_is_declared(staff):
-    owner = UserFactory()
-    key = ConcurrencyKey.objects.create(owner=owner, name="warehouse-db", max_running=2)
-    task = TaskFactory(owner=owner, concurrency_key=key)
-    RunFactory(
-        task=task,
-        status="running",
-        worker="w",
-        heartbeat_at=timezone.now(),
-        started_at=timezone.now(),
-        **task.requests,
-    )
-    RunFactory(
-        task=task,
-        execute_at=timezone.now() - timedelta(seconds=1),
-        scheduled_at=timezone.now() - timedelta(seconds=1),
-        **task.requests,
-    )
-    page = staff.get(reverse("admin:tasks_concurrencykey_changelist")).content.decode()
-    row = re.search(r"warehouse-db.*?</tr>", page, re.S).group(0)
-    cells = re.findall(r'<td class="field-(\w+)[^"]*">(.*?)</td>', row, re.S)
-    shown = {name: value for name, value in cells}
-    assert (shown["max_running"], shown["running"], shown["waiting"]) == ("2", "1", "1")
-    url = reverse("admin:tasks_concurrencykey_change", args=[key.pk])
-    response = staff.post(url, {"max_running": "1"})
-    assert response.status_code == 302, response.content.decode()[:2000]
-    key.refresh_from_db()
-    assert (key.max_running, key.declared, key.name) == (1, True, "warehouse-db")
