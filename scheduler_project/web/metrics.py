@@ -161,50 +161,45 @@ def queue_metrics(cursor: Any) -> Iterator[Metric]:
     )
 
 
-def key_metrics(cursor: Any) -> Iterator[Metric]:
-    labels = ["key", "owner"]
-    limit = GaugeMetricFamily(
-        "scheduler_concurrency_key_limit", "A concurrency key's limit.", labels=labels
-    )
-    running = GaugeMetricFamily(
-        "scheduler_concurrency_key_running", "Runs of a concurrency key running.", labels=labels
-    )
-    waiting = GaugeMetricFamily(
+# Each kind of limit key's gauges, labelled by key and owner, in the order of its query's
+# columns after those two.
+_KEY_GAUGES = [
+    ("scheduler_concurrency_key_limit", "A concurrency key's limit."),
+    ("scheduler_concurrency_key_running", "Runs of a concurrency key running."),
+    (
         "scheduler_concurrency_key_waiting",
         "Runs of a concurrency key due and not started (held by the key or queued).",
-        labels=labels,
-    )
-    params = {"cap": KEY_WAITING_CAP, "top": KEY_METRICS_TOP}
-    for name, owner, most, now_running, due in _label_rows(cursor, _KEYS_SQL, params):
-        limit.add_metric([name, owner], most)
-        running.add_metric([name, owner], now_running)
-        waiting.add_metric([name, owner], due)
-    yield from (limit, running, waiting)
+    ),
+]
+_RATE_KEY_GAUGES = [
+    ("scheduler_rate_limit_limit", "A rate key's limit: starts per window."),
+    ("scheduler_rate_limit_window_seconds", "A rate key's window."),
+    ("scheduler_rate_limit_used", "Runs of a rate key started in its window now."),
+    (
+        "scheduler_rate_limit_waiting",
+        "Runs of a rate key due and not started (held by the key or queued).",
+    ),
+]
+
+
+def key_metrics(cursor: Any) -> Iterator[Metric]:
+    yield from _limit_key_gauges(cursor, _KEYS_SQL, _KEY_GAUGES)
 
 
 def rate_key_metrics(cursor: Any) -> Iterator[Metric]:
+    yield from _limit_key_gauges(cursor, _RATE_KEYS_SQL, _RATE_KEY_GAUGES)
+
+
+def _limit_key_gauges(
+    cursor: Any, sql: str, gauges: list[tuple[str, str]]
+) -> list[GaugeMetricFamily]:
     labels = ["key", "owner"]
-    limit = GaugeMetricFamily(
-        "scheduler_rate_limit_limit", "A rate key's limit: starts per window.", labels=labels
-    )
-    window = GaugeMetricFamily(
-        "scheduler_rate_limit_window_seconds", "A rate key's window.", labels=labels
-    )
-    used = GaugeMetricFamily(
-        "scheduler_rate_limit_used", "Runs of a rate key started in its window now.", labels=labels
-    )
-    waiting = GaugeMetricFamily(
-        "scheduler_rate_limit_waiting",
-        "Runs of a rate key due and not started (held by the key or queued).",
-        labels=labels,
-    )
+    families = [GaugeMetricFamily(name, text, labels=labels) for name, text in gauges]
     params = {"cap": KEY_WAITING_CAP, "top": KEY_METRICS_TOP}
-    for name, owner, most, per, now_used, due in _label_rows(cursor, _RATE_KEYS_SQL, params):
-        limit.add_metric([name, owner], most)
-        window.add_metric([name, owner], per)
-        used.add_metric([name, owner], now_used)
-        waiting.add_metric([name, owner], due)
-    yield from (limit, window, used, waiting)
+    for key, owner, *values in _label_rows(cursor, sql, params):
+        for family, value in zip(families, values, strict=True):
+            family.add_metric([key, owner], value)
+    return families
 
 
 def counter_metrics(cursor: Any) -> Iterator[Metric]:

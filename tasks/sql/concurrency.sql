@@ -30,10 +30,3 @@ UPDATE tasks_run r SET status = 'waiting_for_resource', wait_reason = judged.rea
   FROM judged
  WHERE r.id = judged.id AND (r.status <> 'waiting_for_resource' OR r.wait_reason <> judged.reason)
 RETURNING r.id
-
--- A key's new limit, for the next claim (runs running go on). A task's limit (not declared)
--- changes a key no one declared a limit on, also when the two race.
--- name: set_limits
-UPDATE tasks_concurrencykey k
-   SET max_running = %(limit)s, declared = declared OR %(declared)s, updated_at = now()
- WHERE k.id = %(id)s AND (%(declared)s OR NOT k.declared)

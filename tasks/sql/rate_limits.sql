@@ -29,14 +29,3 @@ UPDATE tasks_run r SET status = 'waiting_for_resource', wait_reason = judged.rea
   FROM judged
  WHERE r.id = judged.id AND (r.status <> 'waiting_for_resource' OR r.wait_reason <> judged.reason)
 RETURNING r.id
-
--- A key's new limit and window, for the next claim: the log is kept as it is (a lower limit
--- trims it at the next start), and the instant the window frees is computed again from it.
--- A task's limits (not declared) change a key no one declared limits on, as concurrency keys'.
--- name: set_limits
-UPDATE tasks_ratekey k
-   SET rate_limit = %(limit)s, per_seconds = %(per)s, declared = declared OR %(declared)s, updated_at = now(),
-       held_until = CASE WHEN cardinality(k.starts) >= %(limit)s
-                         THEN k.starts[cardinality(k.starts) - %(limit)s + 1]
-                              + make_interval(secs => %(per)s) END
- WHERE k.id = %(id)s AND (%(declared)s OR NOT k.declared)

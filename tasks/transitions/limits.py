@@ -25,7 +25,7 @@ from django.db.models import Count, DateTimeField, IntegerField, OuterRef, Q, Qu
 from django.db.models.expressions import RawSQL
 from django.db.models.functions import Coalesce, Now
 
-from scheduler_project.sql import Statements, queries
+from scheduler_project.sql import queries
 from tasks.models import CLAIMABLE_STATUSES, ConcurrencyKey, LimitKey, RateKey, Run, Task
 
 GLOBAL = "global"
@@ -40,16 +40,12 @@ class Kind:
     key_field: str  # the task's key row; each run carries its id in a column of that name
     limits: dict[str, str]  # the limits' API names -> the key's columns
     counts: Callable[[], dict[str, Any]]  # the kind's own counts, for the API and the admin
-    sql: str  # its file of statements: `set_limits` (the API, the admin, tasks) and `hold`
-    hold: str  # the reviewer's: its due runs held back by a full key marked waiting
+    set_limits: str  # its statement in limits.sql (the API, the admin, tasks)
+    hold: tuple[str, str]  # the reviewer's (file, name): due runs a full key holds back
 
     @property
     def run_column(self) -> str:
         return f"{self.key_field}_id"
-
-    @property
-    def statements(self) -> Statements:
-        return queries("tasks", self.sql)
 
 
 def _runs(column: str, condition: Q) -> Coalesce:
@@ -85,8 +81,8 @@ CONCURRENCY = Kind(
     key_field="concurrency_key",
     limits={"limit": "max_running"},
     counts=_concurrency_counts,
-    sql="concurrency.sql",
-    hold="hold_keyed",
+    set_limits="set_concurrency_limits",
+    hold=("concurrency.sql", "hold_keyed"),
 )
 RATE = Kind(
     noun="rate key",
@@ -95,8 +91,8 @@ RATE = Kind(
     key_field="rate_key",
     limits={"limit": "rate_limit", "per": "per_seconds"},
     counts=_rate_counts,
-    sql="rate_limits.sql",
-    hold="hold_rate_limited",
+    set_limits="set_rate_limits",
+    hold=("rate_limits.sql", "hold_rate_limited"),
 )
 KINDS = (CONCURRENCY, RATE)
 
@@ -170,7 +166,8 @@ def set_limits(kind: Kind, key: LimitKey, limits: dict, *, declared: bool = True
     two race)."""
     given = {name: limits.get(name, getattr(key, column)) for name, column in kind.limits.items()}
     with connection.cursor() as cursor:
-        cursor.execute(kind.statements["set_limits"], {"id": key.pk, "declared": declared, **given})
+        statement = queries("tasks", "limits.sql")[kind.set_limits]
+        cursor.execute(statement, {"id": key.pk, "declared": declared, **given})
 
 
 def hold_waiting_runs(kind: Kind, *, batch: int = HOLD_BATCH) -> int:
@@ -179,5 +176,5 @@ def hold_waiting_runs(kind: Kind, *, batch: int = HOLD_BATCH) -> int:
     changed. Workers need no wake-up: a held run is as claimable as before, and the claim
     clears its reason when it starts it."""
     with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute(kind.statements[kind.hold], {"batch": batch})
+        cursor.execute(queries("tasks", kind.hold[0])[kind.hold[1]], {"batch": batch})
         return len(cursor.fetchall())
