@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.db import connection, transaction
-from django.db.models import Count, DateTimeField, IntegerField, OuterRef, Q, QuerySet, Subquery
+from django.db.models import Case, Count, F, IntegerField, OuterRef, Q, QuerySet, Subquery, When
 from django.db.models.expressions import RawSQL
 from django.db.models.functions import Coalesce, Now
 
@@ -66,11 +66,9 @@ def _rate_counts() -> dict[str, Any]:
     used = """least(tasks_ratekey.rate_limit, (
         SELECT count(*) FROM unnest(tasks_ratekey.starts) AS s(at)
          WHERE s.at > statement_timestamp() - make_interval(secs => tasks_ratekey.per_seconds)))"""
-    next_start = """CASE WHEN tasks_ratekey.held_until > statement_timestamp()
-                         THEN tasks_ratekey.held_until END"""
     return {
         "used": RawSQL(used, [], output_field=IntegerField()),
-        "next_start_at": RawSQL(next_start, [], output_field=DateTimeField()),
+        "next_start_at": Case(When(held_until__gt=Now(), then=F("held_until"))),
     }
 
 
