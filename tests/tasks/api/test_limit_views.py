@@ -271,3 +271,23 @@ def test_another_owners_key_is_a_404(kind: Kind, create: Callable, other_api: AP
     assert other_api.get(f"{kind.route}/{key.pk}").status_code == 404
     response = other_api.patch(f"{kind.route}/{key.pk}", {"limit": 9}, format="json")
     assert response.status_code == 404
+
+
+def test_a_task_set_naming_keys_plans_without_writing_one_and_applies_them(api: APIClient) -> None:
+    entry = {
+        "key": "nightly-export",
+        "kind": "handler",
+        "payload": {"name": "noop"},
+        "schedule": {"type": "cron", "expression": "0 3 * * *"},
+        CONCURRENCY.field: CONCURRENCY.value,
+        RATE.field: RATE.value,
+    }
+    url = "/api/v1/tasksets/nightly"
+    response = api.put(f"{url}?dry_run=true", {"tasks": [entry]}, format="json")
+    assert response.status_code == 200, response.content
+    assert not ConcurrencyKey.objects.exists() and not RateKey.objects.exists()
+    response = api.put(url, {"tasks": [entry]}, format="json")
+    assert response.status_code == 200, response.content
+    task = Task.objects.get()
+    assert task.concurrency_key == ConcurrencyKey.objects.get(name="warehouse-db")
+    assert task.rate_key == RateKey.objects.get(name="crm-api")
