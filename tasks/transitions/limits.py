@@ -115,7 +115,8 @@ def resolve_task_keys(task: Task, data: dict, known: dict | None = None) -> None
 
 
 def resolve(kind: Kind, owner: Any, value: dict) -> int | None:
-    """The id of the key `value` (a task's field, validated) names; None for {} (no key)."""
+    """The id of the key `value` (a task's field, validated) names, created or changed in the
+    caller's transaction (resolve_task_keys); None for {} (no key)."""
     if not value:
         return None
     name = value["key"]
@@ -125,11 +126,10 @@ def resolve(kind: Kind, owner: Any, value: dict) -> int | None:
             raise ValueError(f"no global {kind.noun} {name!r}")
         return found.pk
     columns = {column: value[limit] for limit, column in kind.limits.items()}
-    with transaction.atomic():
-        key, created = kind.model.objects.get_or_create(owner=owner, name=name, defaults=columns)
-        changed = any(getattr(key, column) != v for column, v in columns.items())
-        if not created and not key.declared and changed:
-            set_limits(kind, key, value, declared=False)
+    key, created = kind.model.objects.get_or_create(owner=owner, name=name, defaults=columns)
+    changed = any(getattr(key, column) != v for column, v in columns.items())
+    if not created and not key.declared and changed:
+        set_limits(kind, key, value, declared=False)
     return key.pk
 
 
