@@ -1,4 +1,5 @@
-"""The named SQL files: parsing, includes, and that the product's writes live in them."""
+"""The named SQL files: parsing, includes, fragments with arguments, the ORM's queries written
+in, descriptions, and that the product's writes live in them."""
 
 from __future__ import annotations
 
@@ -55,6 +56,72 @@ def test_declared_literals_are_written_in_fixed_or_per_variant() -> None:
         Statements(LITERALS, {"cap": 1, "other": 2})
 
 
+FRAGMENTS = """-- literal: cap
+-- query: listed
+-- A time as text.
+-- name: shown(at)
+to_char({at}, 'YYYY')
+-- The listed rows' times, at most `cap`.
+-- name: times
+SELECT {shown(t.created_at)}, {shown(%(at)s::timestamptz)}, '{{}}'
+  FROM ({listed}) AS l JOIN t ON t.id = l.id LIMIT {cap}
+"""
+
+
+def test_fragments_take_arguments_and_statements_take_the_orms_queries() -> None:
+    statements = Statements(FRAGMENTS, {"cap": 5})
+    assert statements.parameters("shown") == ("at",)
+    assert statements.needs("times") == {"listed"}
+    params = {"at": 1}
+    sql = statements.compose(
+        "times", params, listed=("SELECT id FROM t WHERE a = %s AND b IN (%s, %s)", [7, 8, 9])
+    )
+    assert sql == (
+        "SELECT to_char(t.created_at, 'YYYY'), to_char(%(at)s::timestamptz, 'YYYY'), '{}'\n"
+        "  FROM (SELECT id FROM t WHERE a = %(listed_0)s AND b IN (%(listed_1)s, %(listed_2)s))"
+        " AS l JOIN t ON t.id = l.id LIMIT 5"
+    )
+    assert params == {"at": 1, "listed_0": 7, "listed_1": 8, "listed_2": 9}
+    with pytest.raises(ValueError, match="needs arguments"):
+        statements["shown"]
+    with pytest.raises(ValueError, match="needs the literal"):
+        statements["times"]
+    with pytest.raises(ValueError, match="takes the query"):
+        statements.compose("times", {})
+    with pytest.raises(ValueError, match="unexpected placeholders"):
+        statements.compose("times", {}, listed=("SELECT id FROM t WHERE a = %s", []))
+    assert parse(FRAGMENTS.replace("{listed}", "SELECT 1"), cap=1).keys() == {"times"}
+
+
+def test_a_statements_description_is_the_comment_just_above_its_marker() -> None:
+    statements = Statements(
+        "-- A file.\n-- literal: cap\n-- name: a\nSELECT 1\n"
+        "-- B's first line,\n--   and its second.\n-- name: b\nSELECT 2\n"
+        "-- Not c's: a blank line follows.\n\n-- name: c\nSELECT 3\n",
+        {},
+    )
+    assert [statements.description(name) for name in "abc"] == [
+        "",
+        "B's first line, and its second.",
+        "",
+    ]
+
+
+# Statements another change rewrites, each given its description there.
+UNDESCRIBED = {("tasks/sql/claim.sql", "claim_ctes")}
+
+
+def test_every_statement_of_the_apps_has_a_description() -> None:
+    missing = [
+        (str(path.relative_to(ROOT)), name)
+        for path in sorted(ROOT.glob("*/sql/*.sql"))
+        for statements in [queries(path.parts[-3], path.name)]
+        for name in statements
+        if not statements.description(name)
+    ]
+    assert set(missing) <= UNDESCRIBED, set(missing) - UNDESCRIBED
+
+
 @pytest.mark.parametrize(
     ("text", "error"),
     [
@@ -66,6 +133,12 @@ def test_declared_literals_are_written_in_fixed_or_per_variant() -> None:
         ("-- name: a\nSELECT '{\"id\": 1}'::jsonb\n", "lone '{'"),
         ("-- name: a\nSELECT 1 LIMIT {candidates}\n", "neither a statement nor a declared"),
         ("-- literal: a\n-- name: a\nSELECT 1\n", "both a statement and a literal"),
+        ("-- query: a\n-- literal: a\n-- name: b\nSELECT 1\n", "both a literal and a query"),
+        ("-- name: f(x)\n{x} + 1\n-- name: a\nSELECT {f}\n", "with 0 argument"),
+        ("-- name: f(x)\n{x} + 1\n-- name: a\nSELECT {f(1, 2)}\n", "with 2 argument"),
+        ("-- name: f\n1\n-- name: a\nSELECT {f(1)}\n", "with 1 argument"),
+        ("-- name: a\nSELECT {g(1)}\n", "neither a statement nor a declared"),
+        ("-- name: f(a)\n{a}\n-- name: a\nSELECT 1\n", "also named"),
     ],
 )
 def test_bad_files_are_refused(text: str, error: str) -> None:
