@@ -58,15 +58,15 @@ def queries(app: str, filename: str, **literals: int) -> Statements:
 
 
 def parse(text: str, **literals: int) -> dict[str, str]:
-    """Every statement of `text` by name, fully resolved (each declared literal given); fragments
-    that take arguments are not statements of their own."""
+    """Every statement of `text` by name, fully resolved (each declared literal given)."""
     statements = Statements(text, literals)
-    return {name: statements[name] for name in statements if not statements.parameters(name)}
+    return {name: statements[name] for name in statements}
 
 
 class Statements(Mapping[str, str]):
     """A file's statements: `self[name]` once every literal it uses is known, else
-    `render(name, literal=value)`; `compose(name, ...)` for one that takes queries."""
+    `render(name, literal=value)`; `compose(name, ...)` for one that takes queries. Fragments
+    that take arguments are not statements (they are only included): `fragments()`."""
 
     def __init__(self, text: str, literals: Mapping[str, int], *, source: str = "<text>") -> None:
         self.source = source
@@ -158,28 +158,29 @@ class Statements(Mapping[str, str]):
         self._slotted: dict[str, list[str]] = {}
 
     def __getitem__(self, name: str) -> str:
+        if name not in self:
+            raise KeyError(name)
         needs = self._needs[name]
-        if needs or self._params[name]:
+        if needs:
             # Not KeyError: the statement exists (`in` and `get` must not say otherwise).
             raise ValueError(
-                f"{self.source}: statement {name!r} needs "
-                + (
-                    f"the literal(s) or query(ies) {', '.join(sorted(needs))}: use render()"
-                    " or compose()"
-                    if needs
-                    else f"arguments ({', '.join(self._params[name])}): include it"
-                )
+                f"{self.source}: statement {name!r} needs the literal(s) or query(ies) "
+                f"{', '.join(sorted(needs))}: use render() or compose()"
             )
         return self.render(name)
 
     def __contains__(self, name: object) -> bool:
-        return name in self._included
+        return isinstance(name, str) and name in self._included and not self._params[name]
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._included)
+        return (name for name in self._included if not self._params[name])
 
     def __len__(self) -> int:
-        return len(self._included)
+        return sum(1 for _ in self)
+
+    def fragments(self) -> tuple[str, ...]:
+        """The fragments that take arguments."""
+        return tuple(name for name in self._included if self._params[name])
 
     def needs(self, name: str) -> frozenset[str]:
         """The literals `render(name, ...)` (or queries `compose(name, ...)`) must be given."""
