@@ -3,7 +3,9 @@ in, descriptions, and that the product's writes live in them."""
 
 from __future__ import annotations
 
+import io
 import re
+import tokenize
 from pathlib import Path
 
 import pytest
@@ -168,6 +170,51 @@ def test_no_python_module_of_the_apps_holds_a_write_statement() -> None:
         if write.search(path.read_text(encoding="utf-8"))
     ]
     assert offenders == []
+
+
+# A query's keywords; session commands (LISTEN on a channel constant, SET of a validated setting)
+# are not queries.
+QUERY = re.compile(r"\b(SELECT|INSERT\s+INTO|UPDATE\s+\w+\s+SET|DELETE\s+FROM|WITH\s+\w+\s+AS)\b")
+# The embedded server's own psql, run on the database it has just started (no user input).
+F_STRING_QUERIES_ALLOWED = {"scheduler_project/embedded_db.py"}
+
+
+def f_string_queries(source: str) -> list[str]:
+    """The f-strings of `source` that hold a query."""
+    return [
+        token.string
+        for token in tokenize.generate_tokens(io.StringIO(source).readline)
+        if token.type == tokenize.STRING
+        and "f" in token.string[: token.string.index(token.string[-1])].lower()
+        and QUERY.search(token.string)
+    ]
+
+
+def test_the_f_string_check_finds_a_query_however_it_is_quoted() -> None:
+    source = (
+        'a = f"SELECT {x} FROM t"\n'
+        "b = rf'''UPDATE t SET c = {y}'''\n"
+        'c = "SELECT 1"\n'
+        'd = f"LISTEN {channel}"\n'
+        'e = F"""\nWITH a AS (SELECT 1) SELECT {y}"""\n'
+    )
+    assert f_string_queries(source) == [
+        'f"SELECT {x} FROM t"',
+        "rf'''UPDATE t SET c = {y}'''",
+        'F"""\nWITH a AS (SELECT 1) SELECT {y}"""',
+    ]
+
+
+def test_no_python_module_of_the_apps_builds_a_query_with_an_f_string() -> None:
+    # Queries are named in .sql files; the loader alone writes in what a statement declares.
+    offenders = {
+        str(path.relative_to(ROOT))
+        for app in APPS
+        for path in (ROOT / app).rglob("*.py")
+        if "migrations" not in path.parts
+        if f_string_queries(path.read_text(encoding="utf-8"))
+    }
+    assert offenders == F_STRING_QUERIES_ALLOWED
 
 
 @pytest.mark.django_db
