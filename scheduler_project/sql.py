@@ -225,6 +225,8 @@ class Statements(Mapping[str, str]):
         compiler gives them (`queryset.query.sql_with_params()`). A query's `%s` placeholders
         become `%(query_0)s`, `%(query_1)s`, ... and its values are put in `params` by those
         names, beside the statement's own."""
+        if name not in self:
+            raise KeyError(name)
         if set(queries) != self._needs[name] or not self._needs[name] <= self.query_slots:
             raise ValueError(
                 f"{self.source}: statement {name!r} takes the query(ies) "

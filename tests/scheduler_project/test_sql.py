@@ -87,6 +87,8 @@ def test_fragments_take_arguments_and_statements_take_the_orms_queries() -> None
     assert "shown" not in statements and statements.fragments() == ("shown",)
     with pytest.raises(KeyError):
         statements["shown"]  # included only
+    with pytest.raises(KeyError):
+        statements.compose("shown", {})
     with pytest.raises(ValueError, match="needs the literal"):
         statements["times"]
     with pytest.raises(ValueError, match="takes the query"):
