@@ -82,7 +82,7 @@ def prepared_cursor(
 ) -> Iterator[PreparedCursor]:
     """A cursor on Django's connection for the hot path's statements: each is parsed and planned
     once per connection instead of on every execution, which took the worker's cycle statement
-    from about 9 ms to 3-5 ms on a 2-core machine (docs/benchmarks.md). Django binds parameters
+    from about 9 ms to 3-5 ms on a 2-core machine (bench/NOTEBOOK.md). Django binds parameters
     on the client and turns prepared statements off (`prepare_threshold=None`), so this uses
     psycopg's server-binding cursor and a threshold no query reaches: only statements run
     through this cursor are prepared. Errors come out as Django's DatabaseError, as from

@@ -19,14 +19,7 @@ def uuid7() -> uuid.UUID:
 
 
 # A run's idempotency key (docs/schedules.md): its task and its nominal time, in microseconds.
-# Written here once for Python and once for SQL (a test holds the two equal).
+# Its SQL twin is the fragment `idempotency_key` of tasks/sql/api_json.sql (a test holds the two
+# equal).
 def idempotency_key(task_id: uuid.UUID | str, scheduled_at: datetime) -> str:
     return f"{task_id}:{scheduled_at.astimezone(UTC).strftime('%Y-%m-%dT%H:%M:%S.%fZ')}"
-
-
-def idempotency_key_sql(task_id: str, scheduled_at: str) -> str:
-    """idempotency_key() as an SQL expression of two columns."""
-    return (
-        f"{task_id} || ':' || to_char({scheduled_at} AT TIME ZONE 'UTC',"
-        ' \'YYYY-MM-DD"T"HH24:MI:SS.US"Z"\')'
-    )

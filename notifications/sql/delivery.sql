@@ -1,5 +1,6 @@
 -- Delivering the outbox (notifications/services.py).
 
+-- Take a batch of due notifications to send, each leased for its send.
 -- name: claim
 -- The claim takes rows with SKIP LOCKED and pushes next_attempt_at a lease ahead, then commits:
 -- no row lock is held during the network call, and no other deliverer takes the row while the
@@ -18,6 +19,7 @@ UPDATE notifications_notification n
  WHERE n.id = picked.id
 RETURNING n.id, n.attempts
 
+-- Record a send's outcome: sent, retried later, or failed.
 -- name: record
 -- `sent` lands whenever the row is still pending; a retry or failure only while this deliverer
 -- still holds the claim (attempts unchanged), so a late result never overrides a newer claim.

@@ -2,6 +2,7 @@
 -- copy. To change one, edit it here and add a migration that applies the new text
 -- (docs/architecture.md, "Schema changes").
 
+-- The outbox's enqueue: a state change's events as notifications to each subscribed channel.
 -- name: notifications_enqueue
 -- The outbox's enqueue statement (tasks.outbox.enqueue) as a PL/pgSQL function: its
 -- plan is cached per connection, so the worker's hot path does not re-plan the statement

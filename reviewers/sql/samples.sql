@@ -1,3 +1,4 @@
+-- The dashboard's sample of the queue for the previous minute, once.
 -- name: record_queue_sample
 -- One statement: the previous minute's row, unless a reviewer already wrote it. The NOT EXISTS
 -- guard makes the common call (every few seconds, usually for a minute already sampled) a

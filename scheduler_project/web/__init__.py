@@ -1,2 +1,3 @@
-"""Web plumbing every app's API shares: errors, renderers, parsers, content negotiation,
-throttling, request metrics, and the project-wide /health and /metrics views."""
+"""Web plumbing every app's API shares, one module per concern of a request (its errors, how it
+is parsed, negotiated, throttled, rendered and counted), and the project-wide views over all
+apps (/health, /metrics)."""

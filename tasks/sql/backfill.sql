@@ -1,3 +1,4 @@
+-- Record a task's past occurrences in a range as backfilled runs.
 -- name: insert_backfill
 -- A backfill's runs (tasks/transitions/backfill.py), one INSERT for the whole range: an
 -- occurrence already recorded (planned, run, skipped, or backfilled before) keeps its row, so a

@@ -1,3 +1,4 @@
+-- Complete the given tasks that have nothing left to plan or run.
 -- name: complete_finished_tasks
 -- A task has ended once no occurrence remains to plan and none is unfinished: `failed` when
 -- its last run (its latest begun run, tasks/history.py) failed, else `completed`.
@@ -50,6 +51,7 @@ CREATE TRIGGER run_ended_completes_task AFTER UPDATE OF status ON tasks_run FOR 
           AND OLD.status NOT IN ('succeeded', 'failed', 'cancelled', 'skipped'))
     EXECUTE FUNCTION tasks_run_complete_task();
 
+-- Remove the trigger and its function (a migration's reverse).
 -- name: drop_complete_task
 DROP TRIGGER IF EXISTS run_ended_completes_task ON tasks_run;
 DROP FUNCTION IF EXISTS tasks_run_complete_task();

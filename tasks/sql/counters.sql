@@ -1,3 +1,4 @@
+-- Add a batch's outcomes to the /metrics counters.
 -- name: count_events
 -- /metrics counters (tasks/counters.py), one upsert per batch.
 INSERT INTO tasks_runcounter (metric, kind, outcome, shard, value)
@@ -11,6 +12,7 @@ SELECT c.metric, t.kind, c.outcome, %(shard)s, count(*)
 ON CONFLICT (metric, kind, outcome, shard)
 DO UPDATE SET value = tasks_runcounter.value + EXCLUDED.value
 
+-- Count one unexpected error in a role's loop.
 -- name: count_loop_error
 -- One unexpected error in a pass of a role's loop (scheduler_loop_errors_total), in its own
 -- transaction: the pass that failed was rolled back.

@@ -7,6 +7,7 @@ INSERT INTO tasks_calendarfeed (owner_id, token, created_at)
 VALUES (%(owner)s, %(token)s, statement_timestamp())
 ON CONFLICT (owner_id) DO NOTHING
 
+-- Replace a user's calendar feed token.
 -- name: rotate
 INSERT INTO tasks_calendarfeed (owner_id, token, created_at)
 VALUES (%(owner)s, %(token)s, statement_timestamp())

@@ -1,3 +1,4 @@
+-- Queue state changes' events in the outbox.
 -- name: enqueue
 -- One statement whatever the number of events (tasks/outbox.py); the work is done by
 -- the function notifications_enqueue (functions.sql).

@@ -1,3 +1,4 @@
+-- Move planned tasks' cursors past what was planned.
 -- name: advance_tasks
 -- One UPDATE of every planned task's next_unplanned_at and runs_planned (tasks/transitions/plan.py).
 UPDATE tasks_task t SET next_unplanned_at = v.next_unplanned_at, runs_planned = v.runs_planned,

@@ -12,6 +12,7 @@ ON CONFLICT (name) DO UPDATE SET last_seen_at = clock_timestamp(), stopped_at = 
     -- The Kubernetes worker's offer is its namespace's quota, which may change.
     cpu_millis = EXCLUDED.cpu_millis, memory_bytes = EXCLUDED.memory_bytes
 
+-- Record that a role's process stopped.
 -- name: mark_stopped
 UPDATE tasks_process SET stopped_at = clock_timestamp() WHERE name = %s
 

@@ -1,5 +1,6 @@
 -- The reviewer's transitions (tasks/transitions/rescue.py).
 
+-- Return the runs of workers that stopped heart-beating to the queue, or fail them.
 -- name: rescue
 WITH stale AS (
     SELECT id, worker FROM tasks_run

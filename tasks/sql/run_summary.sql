@@ -28,6 +28,7 @@ SELECT '{{"id":"' || p_id
     || '}}'
 $$
 
+-- The trigger function that keeps a finished run's summary on its row.
 -- name: keep_summary_function
 CREATE OR REPLACE FUNCTION tasks_run_keep_summary() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
@@ -62,6 +63,7 @@ CREATE TRIGGER run_summary_on_update
 ALTER TABLE tasks_run ENABLE ALWAYS TRIGGER run_summary_on_insert;
 ALTER TABLE tasks_run ENABLE ALWAYS TRIGGER run_summary_on_update;
 
+-- Remove the summary's triggers and functions (a migration's reverse).
 -- name: drop
 DROP TRIGGER IF EXISTS run_summary_on_insert ON tasks_run;
 DROP TRIGGER IF EXISTS run_summary_on_update ON tasks_run;

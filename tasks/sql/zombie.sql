@@ -17,6 +17,7 @@ WITH quiet AS (
 )
 SELECT f.id, f.task_id, f.attempt, t.on_zombie FROM flagged f JOIN tasks_task t ON t.id = f.task_id
 
+-- Clear the zombie flag of this worker's runs that are active again.
 -- name: unflag
 UPDATE tasks_run r SET zombie_since = NULL
   FROM unnest(%(ids)s::uuid[], %(attempts)s::int[]) AS s(id, attempt)

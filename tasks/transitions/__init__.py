@@ -1,24 +1,12 @@
-"""Every change of a task's or a run's state, one module per concern.
+"""Every change of a task's or a run's state, one module per concern, named for it.
 
 The API, the admin, the `ops` command, the scheduler, the worker and the reviewer all call these
 functions; none of them writes a task's or a run's state itself. Each function's docstring says
 what it guarantees when other processes do the same thing at the same moment. The statements
-they run live in tasks/sql/*.sql.
+they run are named in tasks/sql/*.sql. docs/architecture.md ("State transitions") has the table
+of modules and what each holds; a test holds the table to this folder.
 
-    creation     create_task, create_tasks (batch)
-    lifecycle    update_task, update_tasks (batch), pause_task, resume_task, cancel_task,
-                 cancel_tasks (batch), run_now, skip_next
-    run_actions  cancel_run, retry_run, cancel_running (a user's or an overlap's cancel)
-    plan         plan_task, plan_due_tasks (the scheduler, and the API inline)
-    claim        claim_runs, record_outcomes, record_and_claim, renew_heartbeats (the worker)
-    overlap      resolve_overlaps: skip or cancel_previous at claim time
-    rescue       rescue_stuck_runs, flag_starved_runs (the reviewer)
-    zombie       flag, unflag: runs whose payload went quiet (the worker's watch thread)
-    completion   complete_finished_tasks
-    expectations review_expectations: late, too_slow, overdue (the reviewer)
-    tasksets     apply_taskset, delete_taskset (taskset_plan: the plan and the drift they read)
-
-Imports go one way: creation/lifecycle -> plan -> completion; overlap -> run_actions ->
-completion; tasksets -> taskset_plan -> creation and tasksets -> lifecycle; claim, rescue,
-zombie and expectations stand alone.
+Imports between the modules go one way, from a concern to those it builds on (a task set's
+apply to creation and lifecycle, those to planning, planning to completion), never back: a
+module that two others need sits below both.
 """

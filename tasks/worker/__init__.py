@@ -1,14 +1,9 @@
-"""The worker role: claim due runs, execute them, record their outcomes.
+"""The worker role: claim due runs, execute them, record their outcomes; one module per part
+of a worker (its loop, a held run, the watch thread, the executors per task kind, the sandbox,
+the Kubernetes executor), named for what it holds.
 
-    worker.py     Worker: the loop (tasks.loop.run_loop) that records and claims in one
-                  statement per cycle, starts each run on its execute_at, drains on shutdown
-    flight.py     InFlight: one held run; the outcome its attempt came to (retry, backoff)
-    watch.py      the watch thread: heartbeats, LISTEN, stopping runs no longer held; it sees
-                  the worker only through watch.HeldRuns
-    executors.py  what running a run does, per task kind (handler, http, executable)
-    sandbox.py    executables under bubblewrap or rlimits (no Django)
-    supervisor.py the sandbox's per-run supervisor, run as a script (standard library only)
-
-The transitions the worker makes (claim, record, overlap) are tasks/transitions/claim.py and
-overlap.py. This __init__ imports nothing, so the sandbox stays importable without Django.
+The transitions the worker makes (claim, record, overlap) live in tasks/transitions/, like every
+other change of state. This __init__ imports nothing, so the sandbox (sandbox.py and what it
+imports) stays importable without Django; its supervisor (supervisor.py) runs as a script of the
+standard library alone.
 """

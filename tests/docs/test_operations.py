@@ -1,5 +1,6 @@
 """docs/operations.md is an operator's guide: what to set and why. The runs behind its figures
-(commit ids, clock times, sessions, machine load) are development records: docs/benchmarks.md."""
+(commit ids, clock times, sessions, machine load) are development records: docs/benchmarks.md
+(the current figures) and bench/NOTEBOOK.md (how they came about)."""
 
 from __future__ import annotations
 

@@ -1,14 +1,16 @@
 """The words stay true: no page, comment or test points a reader to a file that is not in the
 repository (design notes or contracts kept elsewhere), every `docs/...` page and benchmark
 section a text names exists, every file the docs name exists, and no text names a tracker issue
-or a development session outside the benchmark diary (docs/benchmarks.md). The contract clients
-rely on is docs/api.md."""
+or a development session outside the benchmarks' lab notebook (bench/NOTEBOOK.md), and every
+section of the notebook a text names exists. The contract clients rely on is docs/api.md."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Collection
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 OUTSIDE = re.compile(
@@ -24,7 +26,9 @@ REPO_PATH = re.compile(
     r"(?<![\w/.-])((?:tasks|notifications|reviewers|scheduler_project|tests|bench|deploy|docs)/[\w./-]*\w)"
 )
 BENCHMARK_SECTION = re.compile(r'docs/benchmarks\.md,?\s+"([^"]+)"')
-DIARY = ROOT / "docs" / "benchmarks.md"
+NOTEBOOK_SECTION = re.compile(r'bench/NOTEBOOK\.md,?\s+"([^"]+)"')
+BENCHMARKS = ROOT / "docs" / "benchmarks.md"
+DIARY = ROOT / "bench" / "NOTEBOOK.md"
 SKIP = set(".git .venv var node_modules staticfiles __pycache__ .ruff_cache .mypy_cache".split())
 SKIP |= {".pytest_cache", ".hypothesis"}
 SUFFIXES = {".md", ".py", ".txt", ".toml", ".cfg", ".yml", ".yaml", ".html", ".sql", ".sh", ".js"}
@@ -89,14 +93,17 @@ def test_every_file_the_docs_name_exists() -> None:
     assert missing == set()
 
 
-def test_every_benchmark_section_named_exists() -> None:
+@pytest.mark.parametrize(
+    ("page", "named"), [(BENCHMARKS, BENCHMARK_SECTION), (DIARY, NOTEBOOK_SECTION)]
+)
+def test_every_benchmark_section_named_exists(page: Path, named: re.Pattern[str]) -> None:
     headings = {
-        line.lstrip("#").strip() for line in DIARY.read_text().splitlines() if line.startswith("#")
+        line.lstrip("#").strip() for line in page.read_text().splitlines() if line.startswith("#")
     }
     missing = {
         f"{path.relative_to(ROOT)}: {name}"
         for path in texts()
-        for name in BENCHMARK_SECTION.findall(" ".join(path.read_text(errors="replace").split()))
+        for name in named.findall(" ".join(path.read_text(errors="replace").split()))
         if not any(heading.startswith(name) for heading in headings)
     }
     assert missing == set()

@@ -1,8 +1,11 @@
-"""The named SQL files: parsing, includes, and that the product's writes live in them."""
+"""The named SQL files: parsing, includes, fragments with arguments, the ORM's queries written
+in, descriptions, and that the product's writes live in them."""
 
 from __future__ import annotations
 
+import io
 import re
+import tokenize
 from pathlib import Path
 
 import pytest
@@ -55,6 +58,75 @@ def test_declared_literals_are_written_in_fixed_or_per_variant() -> None:
         Statements(LITERALS, {"cap": 1, "other": 2})
 
 
+FRAGMENTS = """-- literal: cap
+-- query: listed
+-- A time as text.
+-- name: shown(at)
+to_char({at}, 'YYYY')
+-- The listed rows' times, at most `cap`.
+-- name: times
+SELECT {shown(t.created_at)}, {shown(%(at)s::timestamptz)}, '{{}}'
+  FROM ({listed}) AS l JOIN t ON t.id = l.id LIMIT {cap}
+"""
+
+
+def test_fragments_take_arguments_and_statements_take_the_orms_queries() -> None:
+    statements = Statements(FRAGMENTS, {"cap": 5})
+    assert statements.parameters("shown") == ("at",)
+    assert statements.needs("times") == {"listed"}
+    params = {"at": 1}
+    sql = statements.compose(
+        "times", params, listed=("SELECT id FROM t WHERE a = %s AND b IN (%s, %s)", [7, 8, 9])
+    )
+    assert sql == (
+        "SELECT to_char(t.created_at, 'YYYY'), to_char(%(at)s::timestamptz, 'YYYY'), '{}'\n"
+        "  FROM (SELECT id FROM t WHERE a = %(listed_0)s AND b IN (%(listed_1)s, %(listed_2)s))"
+        " AS l JOIN t ON t.id = l.id LIMIT 5"
+    )
+    assert params == {"at": 1, "listed_0": 7, "listed_1": 8, "listed_2": 9}
+    assert "shown" not in statements and statements.fragments() == ("shown",)
+    with pytest.raises(KeyError):
+        statements["shown"]  # included only
+    with pytest.raises(KeyError):
+        statements.compose("shown", {})
+    with pytest.raises(ValueError, match="needs the literal"):
+        statements["times"]
+    with pytest.raises(ValueError, match="takes the query"):
+        statements.compose("times", {})
+    with pytest.raises(ValueError, match="unexpected placeholders"):
+        statements.compose("times", {}, listed=("SELECT id FROM t WHERE a = %s", []))
+    assert parse(FRAGMENTS.replace("{listed}", "SELECT 1"), cap=1).keys() == {"times"}
+
+
+def test_a_statements_description_is_the_comment_just_above_its_marker() -> None:
+    statements = Statements(
+        "-- A file.\n-- literal: cap\n-- name: a\nSELECT 1\n"
+        "-- B's first line,\n--   and its second.\n-- name: b\nSELECT 2\n"
+        "-- Not c's: a blank line follows.\n\n-- name: c\nSELECT 3\n",
+        {},
+    )
+    assert [statements.description(name) for name in "abc"] == [
+        "",
+        "B's first line, and its second.",
+        "",
+    ]
+
+
+# Statements another change rewrites, each given its description there.
+UNDESCRIBED = {("tasks/sql/claim.sql", "claim_ctes")}
+
+
+def test_every_statement_of_the_apps_has_a_description() -> None:
+    missing = [
+        (str(path.relative_to(ROOT)), name)
+        for path in sorted(ROOT.glob("*/sql/*.sql"))
+        for statements in [queries(path.parts[-3], path.name)]
+        for name in [*statements, *statements.fragments()]
+        if not statements.description(name)
+    ]
+    assert set(missing) <= UNDESCRIBED, set(missing) - UNDESCRIBED
+
+
 @pytest.mark.parametrize(
     ("text", "error"),
     [
@@ -66,6 +138,12 @@ def test_declared_literals_are_written_in_fixed_or_per_variant() -> None:
         ("-- name: a\nSELECT '{\"id\": 1}'::jsonb\n", "lone '{'"),
         ("-- name: a\nSELECT 1 LIMIT {candidates}\n", "neither a statement nor a declared"),
         ("-- literal: a\n-- name: a\nSELECT 1\n", "both a statement and a literal"),
+        ("-- query: a\n-- literal: a\n-- name: b\nSELECT 1\n", "both a literal and a query"),
+        ("-- name: f(x)\n{x} + 1\n-- name: a\nSELECT {f}\n", "with 0 argument"),
+        ("-- name: f(x)\n{x} + 1\n-- name: a\nSELECT {f(1, 2)}\n", "with 2 argument"),
+        ("-- name: f\n1\n-- name: a\nSELECT {f(1)}\n", "with 1 argument"),
+        ("-- name: a\nSELECT {g(1)}\n", "neither a statement nor a declared"),
+        ("-- name: f(a)\n{a}\n-- name: a\nSELECT 1\n", "also named"),
     ],
 )
 def test_bad_files_are_refused(text: str, error: str) -> None:
@@ -94,6 +172,51 @@ def test_no_python_module_of_the_apps_holds_a_write_statement() -> None:
         if write.search(path.read_text(encoding="utf-8"))
     ]
     assert offenders == []
+
+
+# A query's keywords; session commands (LISTEN on a channel constant, SET of a validated setting)
+# are not queries.
+QUERY = re.compile(r"\b(SELECT|INSERT\s+INTO|UPDATE\s+\w+\s+SET|DELETE\s+FROM|WITH\s+\w+\s+AS)\b")
+# The embedded server's own psql, run on the database it has just started (no user input).
+F_STRING_QUERIES_ALLOWED = {"scheduler_project/embedded_db.py"}
+
+
+def f_string_queries(source: str) -> list[str]:
+    """The f-strings of `source` that hold a query."""
+    return [
+        token.string
+        for token in tokenize.generate_tokens(io.StringIO(source).readline)
+        if token.type == tokenize.STRING
+        and "f" in token.string[: token.string.index(token.string[-1])].lower()
+        and QUERY.search(token.string)
+    ]
+
+
+def test_the_f_string_check_finds_a_query_however_it_is_quoted() -> None:
+    source = (
+        'a = f"SELECT {x} FROM t"\n'
+        "b = rf'''UPDATE t SET c = {y}'''\n"
+        'c = "SELECT 1"\n'
+        'd = f"LISTEN {channel}"\n'
+        'e = F"""\nWITH a AS (SELECT 1) SELECT {y}"""\n'
+    )
+    assert f_string_queries(source) == [
+        'f"SELECT {x} FROM t"',
+        "rf'''UPDATE t SET c = {y}'''",
+        'F"""\nWITH a AS (SELECT 1) SELECT {y}"""',
+    ]
+
+
+def test_no_python_module_of_the_apps_builds_a_query_with_an_f_string() -> None:
+    # Queries are named in .sql files; the loader alone writes in what a statement declares.
+    offenders = {
+        str(path.relative_to(ROOT))
+        for app in APPS
+        for path in (ROOT / app).rglob("*.py")
+        if "migrations" not in path.parts
+        if f_string_queries(path.read_text(encoding="utf-8"))
+    }
+    assert offenders == F_STRING_QUERIES_ALLOWED
 
 
 @pytest.mark.django_db

@@ -4,6 +4,7 @@ rendering of it is the reference), the idempotency key as Python writes it."""
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from importlib import resources
 from zoneinfo import ZoneInfo
 
 import orjson
@@ -12,11 +13,12 @@ from django.db import connection
 from rest_framework import serializers
 from rest_framework.test import APIClient
 
+from scheduler_project.sql import Statements
 from scheduler_project.web.renderers import ORJSONRenderer
 from tasks import history, occurrences
-from tasks.api.json_sql import iso_json, iso_sql, runs_json, tasks_json
+from tasks.api.json_sql import iso_json, runs_json, tasks_json
 from tasks.api.run_serializers import RunSerializer, RunSummarySerializer
-from tasks.ids import idempotency_key, idempotency_key_sql
+from tasks.ids import idempotency_key
 from tasks.models import Attempt, Run, Task
 from tests.factories import RunFactory, TaskFactory, UserFactory
 
@@ -106,13 +108,17 @@ TIMES = [
 def test_datetimes_and_idempotency_keys_are_written_as_python_writes_them() -> None:
     task_id = "0190d7a1-0000-7000-8000-000000000001"
     drf = serializers.DateTimeField()
+    # The reads' fragments, included by a statement of the test's own.
+    text = (resources.files("tasks") / "sql" / "api_json.sql").read_text(encoding="utf-8")
+    probe = Statements(
+        text + "\n-- One time and one key as the reads write them.\n-- name: probe\n"
+        "SELECT {iso_time(%(at)s::timestamptz)},"
+        " {idempotency_key(%(task)s::uuid, %(at)s::timestamptz)}\n",
+        {},
+    )["probe"]
     with connection.cursor() as cursor:
         for at in TIMES:
-            cursor.execute(
-                f"SELECT {iso_sql('%(at)s::timestamptz')},"
-                f" {idempotency_key_sql('%(task)s::uuid', '%(at)s::timestamptz')}",
-                {"at": at, "task": task_id},
-            )
+            cursor.execute(probe, {"at": at, "task": task_id})
             assert cursor.fetchone() == (drf.to_representation(at), idempotency_key(task_id, at))
     assert orjson.loads(iso_json(TIMES)) == [drf.to_representation(at) for at in TIMES]
 
