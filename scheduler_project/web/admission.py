@@ -9,7 +9,7 @@ all: both would only be work done for nobody while the queue behind them grows (
 collapse that Netflix's concurrency-limits and Envoy's adaptive concurrency guard against, done
 here the simple way: by the age of a request, CoDel's signal). /health and /metrics are never
 shed, so a probe or a scrape still sees an overloaded server. Shed requests are counted in
-/metrics by reason.
+/metrics by reason, and not logged one by one (gunicorn's access log has each).
 
 Under any other server (runserver, tests, gunicorn's sync worker) no wait is known, and nothing
 is shed for waiting.
@@ -28,6 +28,7 @@ from prometheus_client import Counter
 
 from scheduler_project.gunicorn_worker import QUEUE_WAIT_KEY
 from scheduler_project.web import request_metrics
+from scheduler_project.web.errors import unlogged
 
 # Answered whatever the queue: a liveness or readiness probe and a scrape must see this server.
 NEVER_SHED = ("/health", "/metrics")
@@ -88,10 +89,10 @@ class AdmissionMiddleware:
         if client_gone(request.META.get("gunicorn.socket")):
             SHED.labels("client_gone").inc()
             # Nobody reads this; gunicorn's write fails quietly and closes the connection.
-            return HttpResponse(status=499)
+            return unlogged(HttpResponse(status=499))
         waited = request.META.get(QUEUE_WAIT_KEY)
         budget = settings.SCHEDULER_QUEUE_BUDGET_SECONDS
         if waited is not None and budget > 0 and waited > budget:
             SHED.labels("queue_wait").inc()
-            return overloaded(budget)
+            return unlogged(overloaded(budget))
         return self.get_response(request)
