@@ -45,6 +45,8 @@ for _reason in REASONS:
     SHED.labels(_reason)  # exported at 0 from the start: a rate of a missing series is no rate
 
 # The peer closed its end (or reset it); a request still unread in the buffer does not hide it.
+# A client that only shut down its sending side and still waits for the answer looks gone too:
+# HTTP/1.1 clients and proxies do not do that.
 _GONE = select.POLLHUP | select.POLLERR | select.POLLRDHUP | select.POLLNVAL
 
 
