@@ -61,8 +61,8 @@ def run_loop(
     """Call `run_once` until stopped; it returns True when it did work (go again at once).
 
     An exception in a pass is logged with its traceback (a database that is down: once, by
-    tasks/outages.py), handed to `on_error` (the roles count
-    it for /metrics), and the loop goes on after a pause that doubles while passes keep failing
+    tasks/outages.py), handed to `on_error` (the roles count it for /metrics), and the loop
+    goes on after a pause that doubles while passes keep failing
     (`error_pause`; not for a database that is down): one bad row, a bug met by one pass or a
     database restart never kills the process nor spins it in a hot loop. Stale connections are
     closed before a pass, at most every `hygiene_seconds` (with CONN_HEALTH_CHECKS each check

@@ -31,7 +31,7 @@ def hold_the_thread(base: str) -> socket.socket:
     host, port = base.removeprefix("http://").split(":")
     sock = socket.create_connection((host, int(port)), timeout=10)
     sock.sendall(b"GET /health/live HTTP/1.1\r\n")
-    time.sleep(0.2)  # taken up by the thread before anything else is queued
+    time.sleep(0.3)  # taken up by the thread before anything else is queued
     return sock
 
 
