@@ -73,7 +73,8 @@ class Gunicorn:
         if self.threads == 1:
             command += ["--worker-class", "sync"]
         elif self.threads:
-            command += ["--worker-class", "gthread", "--threads", str(self.threads)]
+            worker_class = gunicorn_conf.worker_class
+            command += ["--worker-class", worker_class, "--threads", str(self.threads)]
         else:
             self.threads = gunicorn_conf.threads
         self.process = subprocess.Popen(

@@ -120,6 +120,11 @@ def parser() -> argparse.ArgumentParser:
     day.add_argument("--floors", type=float, default=10.0, help="trivial endpoint requests/s")
     day.add_argument("--keep", action="store_true", help="keep the logs' folder")
 
+    batch = sub.add_parser("batch", help="the API's CPU per task created by the batch route")
+    batch.add_argument("--n", type=int, default=1000, help="tasks per batch")
+    batch.add_argument("--rounds", type=int, default=5)
+    batch.add_argument("--keep-db", action="store_true", help="keep the scratch database")
+
     sets = sub.add_parser("tasksets", help="one task set's plan and apply, in-process")
     sets.add_argument("--n", type=int, default=1000, help="entries of the set")
     sets.add_argument("--keep-db", action="store_true", help="keep the scratch database")
@@ -158,6 +163,11 @@ def main(argv: list[str]) -> int:
 
             del options["workload"]
             day.measure(**options, emit=emit, write=write)
+        elif kind == "batch":
+            from bench import batch
+
+            with scratch.database("batch", keep=options["keep_db"]):
+                batch.measure(n=options["n"], rounds=options["rounds"])
         elif kind == "tasksets":
             from bench import tasksets
 

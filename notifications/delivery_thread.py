@@ -11,7 +11,8 @@ from django.conf import settings
 from django.db import close_old_connections, connection
 
 from notifications import services
-from tasks.db import Listener, db_now
+from tasks.db import Listener, db_now, is_unavailable
+from tasks.outages import DATABASE
 from tasks.outbox import NOTIFICATION_CHANNEL
 
 logger = logging.getLogger(__name__)
@@ -56,8 +57,11 @@ class DeliveryThread(threading.Thread):
                     claimed = services.deliver_pending(limit=limit, now=db_now())
                     self.delivered += claimed
                     wait = 0.0 if claimed >= limit else next_wait(poll)
-                except Exception:  # a database restart or a bug: log, back off, carry on
-                    logger.exception("notification delivery failed; retrying shortly")
+                except Exception as exc:  # a database restart or a bug: log, back off, carry on
+                    if is_unavailable(exc):
+                        DATABASE.failed(exc, what="notification delivery")
+                    else:
+                        logger.exception("notification delivery failed; retrying shortly")
                     connection.close()
                     wait = 1.0
                 if wait > 0:

@@ -22,9 +22,14 @@ bind = os.environ.get("GUNICORN_BIND", "0.0.0.0:8000")
 # its own database connection.
 # os.sched_getaffinity follows CPU pinning (taskset, cpuset); a container's CPU quota is not
 # visible to it, so set WEB_CONCURRENCY under a quota.
-worker_class = "gthread"
+# The gthread worker, telling the application how long each request queued for a thread:
+# admission control sheds what waited past SCHEDULER_QUEUE_BUDGET_SECONDS (docs/operations.md).
+worker_class = "scheduler_project.gunicorn_worker.AdmissionThreadWorker"
 workers = int(os.environ.get("WEB_CONCURRENCY") or len(os.sched_getaffinity(0)) + 1)
 threads = int(os.environ.get("GUNICORN_THREADS") or 2)
+# The bound of each process's queue: connections it holds, kept-alive idle ones included; past
+# it, new connections wait in the kernel's listen backlog, where no wait is measured.
+worker_connections = int(os.environ.get("GUNICORN_WORKER_CONNECTIONS") or 1000)
 timeout = 30
 graceful_timeout = 20
 # Recycles each worker after about 10,000 requests: a slow leak cannot grow without bound.

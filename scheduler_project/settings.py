@@ -158,7 +158,10 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", "127.0.0.1,localhost")
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS")
 MIDDLEWARE = [
-    # API request count and latency by route; first, so it times every other middleware too.
+    # Admission control: a request that waited past the budget is answered 503 before anything
+    # else runs (scheduler_project/web/admission.py).
+    "scheduler_project.web.admission.AdmissionMiddleware",
+    # API request count and latency by route; next, so it times every other middleware too.
     "scheduler_project.web.request_metrics.RequestMetricsMiddleware",
     # Request bodies: 413 as JSON over the limits below, before anything reads the body.
     "scheduler_project.middleware.RequestSizeLimitMiddleware",
@@ -172,6 +175,9 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     *(["scheduler_project.routers.ReplicaReadMiddleware"] if replica_url else []),
 ]
+# A request that waited longer than this in its gunicorn process's queue is answered 503 with
+# Retry-After instead of being served late (0: never); docs/operations.md, "Admission control".
+SCHEDULER_QUEUE_BUDGET_SECONDS = env_float("SCHEDULER_QUEUE_BUDGET_SECONDS", 1.0)
 # Request bodies (chunked ones too): JSON or form bodies, and executable uploads.
 DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("SCHEDULER_MAX_JSON_BYTES", 2 * 2**20)
 SCHEDULER_MAX_JSON_BYTES = DATA_UPLOAD_MAX_MEMORY_SIZE

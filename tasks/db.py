@@ -22,6 +22,7 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from psycopg.rows import RowFactory
 
 from scheduler_project.postgresql.base import NeverCancelConnection
+from tasks.outages import DATABASE
 
 logger = logging.getLogger(__name__)
 
@@ -117,7 +118,9 @@ def connect(application_name: str = "scheduler-listen") -> psycopg.Connection:
         params.pop(key, None)
     params["application_name"] = application_name
     params.setdefault("connect_timeout", 5)
-    return NeverCancelConnection.connect(autocommit=True, **params)
+    conn = NeverCancelConnection.connect(autocommit=True, **params)
+    DATABASE.recovered(what=application_name)
+    return conn
 
 
 class Listener(threading.Thread):
@@ -143,5 +146,8 @@ class Listener(threading.Thread):
                         for _ in conn.notifies(timeout=0.5, stop_after=1):
                             self.wake.set()
             except psycopg.Error as exc:
-                logger.warning("listener connection failed: %s", exc)
+                if is_unavailable(exc):
+                    DATABASE.failed(exc, what="listener")
+                else:
+                    logger.warning("listener connection failed: %s", exc)
                 self.stopping.wait(1.0)

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from django.db import close_old_connections
 
 from tasks.db import is_unavailable
+from tasks.outages import DATABASE
 
 logger = logging.getLogger(__name__)
 
@@ -59,8 +60,9 @@ def run_loop(
 ) -> None:
     """Call `run_once` until stopped; it returns True when it did work (go again at once).
 
-    An exception in a pass is logged with its traceback, handed to `on_error` (the roles count
-    it for /metrics), and the loop goes on after a pause that doubles while passes keep failing
+    An exception in a pass is logged with its traceback (a database that is down: once, by
+    tasks/outages.py), handed to `on_error` (the roles count it for /metrics), and the loop
+    goes on after a pause that doubles while passes keep failing
     (`error_pause`; not for a database that is down): one bad row, a bug met by one pass or a
     database restart never kills the process nor spins it in a hot loop. Stale connections are
     closed before a pass, at most every `hygiene_seconds` (with CONN_HEALTH_CHECKS each check
@@ -80,10 +82,15 @@ def run_loop(
             failures = 0
         except Exception as exc:
             # A database that is down is tried again at the first pause, so that the process
-            # carries on as soon as it is back; other errors that keep coming back off.
-            failures = 0 if is_unavailable(exc) else failures + 1
+            # carries on as soon as it is back; other errors that keep coming back off. Its
+            # outage is logged once, not with a traceback per pass.
+            unavailable = is_unavailable(exc)
+            failures = 0 if unavailable else failures + 1
             pause = error_pause(max(failures, 1))
-            logger.exception("pass failed; next pass in %.0f s", pause)
+            if unavailable:
+                DATABASE.failed(exc, what="pass")
+            else:
+                logger.exception("pass failed; next pass in %.0f s", pause)
             close_old_connections()
             if on_error is not None:
                 _report(on_error, exc)
@@ -94,8 +101,11 @@ def run_loop(
         if not busy:
             try:
                 pause = sleep_seconds()
-            except Exception:
-                logger.exception("could not compute the next wake-up")
+            except Exception as exc:
+                if is_unavailable(exc):
+                    DATABASE.failed(exc, what="next wake-up")
+                else:
+                    logger.exception("could not compute the next wake-up")
                 pause = 1.0
             # Sleep in short steps so SIGTERM is honoured promptly even without a wake-up.
             deadline = time.monotonic() + max(0.0, pause)

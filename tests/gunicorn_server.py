@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 
 import pytest
 
@@ -13,10 +13,12 @@ from tests.conftest import ROOT, free_port, process_env, wait_for_api
 
 @pytest.fixture
 def gunicorn(transactional_db, tmp_path) -> Iterator[Callable[..., str]]:
-    """`gunicorn(workers=N, **env)` starts the API and returns its base URL; stopped at teardown."""
+    """`gunicorn(workers=N, args=[...], **env)` starts the API and returns its base URL (`args`:
+    more command-line options, e.g. `-c scheduler_project/gunicorn_conf.py`); stopped at
+    teardown."""
     started: list[subprocess.Popen] = []
 
-    def start(*, workers: int = 2, **extra: str) -> str:
+    def start(*, workers: int = 2, args: Sequence[str] = (), **extra: str) -> str:
         port = free_port()
         log = (tmp_path / f"gunicorn-{port}.log").open("wb")
         proc = subprocess.Popen(
@@ -31,6 +33,7 @@ def gunicorn(transactional_db, tmp_path) -> Iterator[Callable[..., str]]:
                 f"127.0.0.1:{port}",
                 "--timeout",
                 "30",
+                *args,
             ],
             cwd=ROOT,
             env=process_env(ALLOWED_HOSTS="127.0.0.1", **extra),

@@ -8,9 +8,8 @@ HTML page. The admin keeps Django's HTML pages.
 
 from __future__ import annotations
 
-import logging
 import sys
-from typing import Any
+from typing import Any, TypeVar
 
 from django.core.exceptions import RequestDataTooBig, TooManyFieldsSent, TooManyFilesSent
 from django.db import connections
@@ -22,8 +21,9 @@ from rest_framework.views import exception_handler as drf_exception_handler
 from scheduler_project.middleware import BodyTooLarge
 from tasks.db import is_unavailable
 from tasks.exceptions import TasksError
+from tasks.outages import DATABASE
 
-logger = logging.getLogger(__name__)
+AnyResponse = TypeVar("AnyResponse", bound=HttpResponse)
 
 # A failover (stop, promote, reconnect) takes seconds; clients wait this long before retrying.
 RETRY_AFTER_SECONDS = 2
@@ -42,9 +42,18 @@ def _drop_connections() -> None:
 
 
 def unavailable(exc: BaseException) -> dict[str, str]:
-    logger.warning("database unavailable: %s: %s", type(exc).__name__, str(exc).strip())
+    # Logged once per outage (tasks/outages.py), not once per refused request.
+    DATABASE.failed(exc, what="API request")
     _drop_connections()
     return {"Retry-After": str(RETRY_AFTER_SECONDS)}
+
+
+def unlogged(response: AnyResponse) -> AnyResponse:
+    """Kept out of Django's request log (`django.request`: an ERROR line for every 5xx, with the
+    traceback when it comes from an exception): the answer is expected, and said elsewhere once
+    (the outage log) or counted (/metrics)."""
+    response._has_been_logged = True  # type: ignore[attr-defined]  # Django's own marker
+    return response
 
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
@@ -57,7 +66,7 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     if isinstance(exc, (TooManyFieldsSent, TooManyFilesSent)):
         return Response({"detail": str(exc), "code": "too_many_fields"}, status=400)
     if is_unavailable(exc):
-        return Response(UNAVAILABLE, status=503, headers=unavailable(exc))
+        return unlogged(Response(UNAVAILABLE, status=503, headers=unavailable(exc)))
     response = drf_exception_handler(exc, context)
     if response is not None and isinstance(response.data, dict) and "detail" in response.data:
         detail = response.data["detail"]
@@ -88,7 +97,7 @@ def server_error(request: HttpRequest) -> HttpResponse:
         response = JsonResponse(UNAVAILABLE, status=503)
         for name, value in unavailable(exc).items():
             response[name] = value
-        return response
+        return unlogged(response)
     if _is_admin(request):
         return defaults.server_error(request)
     return JsonResponse({"detail": "Server error.", "code": "server_error"}, status=500)

@@ -29,8 +29,10 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.registry import Collector
 
 from scheduler_project.web import request_metrics
+from tasks.db import is_unavailable
 from tasks.events import ALERTS
 from tasks.models import HEALTHS
+from tasks.outages import DATABASE
 
 logger = logging.getLogger(__name__)
 
@@ -389,7 +391,10 @@ class DatabaseCollector(Collector):
                 families.extend(notification_metrics())
             up = 1
         except DatabaseError as exc:
-            logger.warning("metrics: database unavailable: %s", exc)
+            if is_unavailable(exc):
+                DATABASE.failed(exc, what="metrics scrape")  # logged once per outage
+            else:
+                logger.warning("metrics: database unavailable: %s", exc)
             families, up = [], 0
         yield GaugeMetricFamily(
             "scheduler_database_up", "1 when /metrics could read PostgreSQL.", value=up

@@ -68,7 +68,25 @@ def plan_now(task: Task, *, now: datetime) -> None:
     """Plan inline what is already inside the look-ahead, so a due task needs no scheduler pass."""
     horizon = now + timedelta(seconds=settings.TASKS_LOOKAHEAD_SECONDS)
     plan_task(task, now=now, horizon=horizon)
-    notify(TASK_CHANGED_CHANNEL)
+    if scheduler_needed([task], now=now):
+        notify(TASK_CHANGED_CHANNEL)
+
+
+def scheduler_needed(tasks: list[Task], *, now: datetime) -> bool:
+    """Whether a scheduler must wake now for these tasks, just planned inline: one of them has an
+    occurrence left to plan before the schedulers' next regular pass.
+
+    A scheduler sleeps until the earliest unplanned occurrence is half a look-ahead away, and never
+    longer than a heartbeat (runscheduler's `sleep_seconds`), so an occurrence to plan after the
+    next heartbeat is found without a wake-up; a one-time task planned here has none left at all.
+    A NOTIFY for every create woke every idle scheduler for a pass with nothing to do.
+    """
+    soonest = now + timedelta(
+        seconds=settings.TASKS_HEARTBEAT_SECONDS + settings.TASKS_LOOKAHEAD_SECONDS / 2
+    )
+    return any(
+        task.next_unplanned_at is not None and task.next_unplanned_at <= soonest for task in tasks
+    )
 
 
 def holding_dedup_key(owner: Any) -> QuerySet[Task]:
@@ -151,5 +169,6 @@ def create_tasks(*, owner: Any, items: list[dict], now: datetime) -> list[Task]:
         Run.objects.bulk_create(runs)
         if runs:
             notify(RUN_DUE_CHANNEL)
-        notify(TASK_CHANGED_CHANNEL)
+        if scheduler_needed(new_tasks, now=now):
+            notify(TASK_CHANGED_CHANNEL)
     return result

@@ -17,7 +17,8 @@ from django.conf import settings
 
 from scheduler_project.postgresql.hung import abandon_if_hung
 from tasks.counters import count_loop_error
-from tasks.db import RUN_CANCEL_CHANNEL, RUN_DUE_CHANNEL, connect
+from tasks.db import RUN_CANCEL_CHANNEL, RUN_DUE_CHANNEL, connect, is_unavailable
+from tasks.outages import DATABASE
 from tasks.processes import beat, mark_stopped
 from tasks.transitions import claim, zombie
 from tasks.worker.zombie_tracker import Activity, RunKey, Tracker
@@ -119,7 +120,10 @@ class Watch(threading.Thread):
                         next_beat = 0.0  # check which runs are still ours right away
                         break
             except psycopg.Error as exc:
-                logger.warning("watch connection failed: %s", exc)
+                if is_unavailable(exc):
+                    DATABASE.failed(exc, what="worker watch")
+                else:
+                    logger.warning("watch connection failed: %s", exc)
                 if self.conn is not None:
                     self.conn.close()
                 self.conn = None

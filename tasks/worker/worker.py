@@ -30,7 +30,9 @@ from django.db import (
 
 from scheduler_project.postgresql.hung import abandon_if_hung
 from tasks.counters import loop_error_counter
+from tasks.db import is_unavailable
 from tasks.loop import run_loop
+from tasks.outages import DATABASE
 from tasks.processes import process_name
 from tasks.transitions import claim, overlap
 from tasks.worker import companions as companion_threads
@@ -171,7 +173,10 @@ class Worker:
             with self._bounded("record/claim"):
                 recorded, claimed = self._record_and_claim(batch, free)
         except DatabaseError as exc:
-            logger.warning("record/claim failed (%s); retrying", exc)
+            if is_unavailable(exc):
+                DATABASE.failed(exc, what="record/claim")
+            else:
+                logger.warning("record/claim failed (%s); retrying", exc)
             connection.close()  # reconnect on the next attempt (e.g. after a database restart)
             self.pending = batch + self.pending
             time.sleep(0.5)
@@ -381,7 +386,10 @@ class Worker:
             with self._bounded("outcome write"):
                 recorded = claim.record_outcomes(worker=self.name, outcomes=batch)
         except DatabaseError as exc:
-            logger.warning("recording %d outcomes failed (%s); will retry", len(batch), exc)
+            if is_unavailable(exc):
+                DATABASE.failed(exc, what="outcome write")
+            else:
+                logger.warning("recording %d outcomes failed (%s); will retry", len(batch), exc)
             connection.close()
             self.pending = batch + self.pending
             time.sleep(0.2)
