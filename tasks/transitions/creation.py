@@ -10,7 +10,7 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import QuerySet
 
-from tasks import expectations, occurrences, schedules
+from tasks import expectations, occurrences, schedules, task_fields
 from tasks.db import RUN_DUE_CHANNEL, TASK_CHANGED_CHANNEL, notify
 from tasks.exclusions import CalendarData
 from tasks.models import Run, Task
@@ -20,20 +20,7 @@ from tasks.transitions.plan import plan_task
 MAX_BATCH = 1000
 
 # Fields of Task a create or update may set directly (after validation by the API).
-TASK_FIELDS = (
-    "name",
-    "kind",
-    "payload",
-    "priority",
-    "max_attempts",
-    "retry_backoff_base",
-    "retry_backoff_cap",
-    "timeout",
-    "notify",
-    "resources",
-    "on_zombie",
-    "expect",
-)
+TASK_FIELDS = task_fields.COLUMNS
 
 
 def apply_fields(task: Task, data: dict, known: dict | None = None) -> None:
@@ -151,12 +138,7 @@ def create_tasks(*, owner: Any, items: list[dict], now: datetime) -> list[Task]:
             continue
         task = Task(owner=owner, dedup_key=key, schedule=item["schedule"])
         task.schedule_type = item["schedule"]["type"]
-        for field in TASK_FIELDS:
-            if field in item:
-                setattr(task, field, item[field])
-        _set_concurrency(task, item, keys_known)
-        _set_rate_key(task, item, keys_known)
-        task.set_requests()
+        apply_fields(task, item, keys_known)
         task.next_unplanned_at = first_fire_at(task.schedule, now=now, calendars=calendars)
         runs.extend(occurrences.advance(task, now=now, horizon=horizon, calendars=calendars))
         if key:
