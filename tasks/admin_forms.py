@@ -172,7 +172,7 @@ class TaskAdminForm(forms.ModelForm):
         super().__init__(*args, **kwargs)
         self.api_data: dict[str, Any] = {}
         task: Task = self.instance
-        if task.pk is None:
+        if task._state.adding:  # a Task's pk is set before it is saved (uuid7)
             self.fields["payload"].initial = {"name": "echo", "args": {}}
             return
         self.initial.update(payload=task.payload, notify=task.notify, resources=task.resources)
@@ -206,7 +206,7 @@ class TaskAdminForm(forms.ModelForm):
             body["resources"] = data["resources"]
         if data.get("backoff_base") is not None and data.get("backoff_cap") is not None:
             body["retry_backoff"] = {"base": data["backoff_base"], "cap": data["backoff_cap"]}
-        if self.instance.pk is None or set(SCHEDULE_FIELDS) & set(self.changed_data):
+        if self.instance._state.adding or set(SCHEDULE_FIELDS) & set(self.changed_data):
             body["schedule"] = self.schedule()
         if data.get("executable_file") is not None:
             body["file"] = data["executable_file"]
@@ -217,7 +217,7 @@ class TaskAdminForm(forms.ModelForm):
         kind = data.get("schedule_type") or "once"
         fields = TYPE_FIELDS[kind] + (() if kind == "once" else RECURRING_FIELDS)
         # A member the form does not show (`anchor`: the phase) is kept as it is.
-        stored = self.instance.schedule if self.instance.pk else None
+        stored = None if self.instance._state.adding else self.instance.schedule
         kept = stored if stored and stored.get("type") == kind else {}
         schedule: dict[str, Any] = {
             key: value for key, value in kept.items() if key not in SCHEDULE_FIELDS
@@ -240,7 +240,7 @@ class TaskAdminForm(forms.ModelForm):
             # The owner's channels are the ones `notify` may name, as through the API.
             "request": SimpleNamespace(user=owner),
         }
-        instance = self.instance if self.instance.pk else None
+        instance = None if self.instance._state.adding else self.instance
         serializer = TaskInputSerializer(instance, data=self.body(), context=context)
         if serializer.is_valid():
             self.api_data = dict(serializer.validated_data)
