@@ -310,6 +310,13 @@ class TaskInputSerializer(StrictSerializer):
         owner = request.user if request else getattr(self.instance, "owner", None)
         return outbox.validate_notify(value, owner=owner)
 
+    def validate_dedup_key(self, value: str | None) -> str | None:
+        instance: Task | None = self.instance
+        if instance is not None and (value or None) != instance.dedup_key:
+            # The key names what a create made; an update applying none would drop it.
+            raise serializers.ValidationError("Set by the task's create; it cannot change.")
+        return value
+
     def validate_concurrency(self, value: dict | None) -> dict:
         return value or {}
 
