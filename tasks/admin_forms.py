@@ -35,8 +35,9 @@ RECURRING_FIELDS: tuple[str, ...] = ("timezone", "start_at", "end_at", "max_runs
 RECURRING_FIELDS += ("misfire", "misfire_grace", "overlap", "exclude", "exclude_windows")
 SCHEDULE_FIELDS = (
     "schedule_type",
-    *dict.fromkeys(field for fields in TYPE_FIELDS.values() for field in fields),
-    *RECURRING_FIELDS[1:],
+    *dict.fromkeys(
+        [*(field for fields in TYPE_FIELDS.values() for field in fields), *RECURRING_FIELDS]
+    ),
 )
 # The task's fields shown as JSON text; null (or empty) clears them.
 JSON_TASK_FIELDS = ("concurrency", "rate_limit", "expect")
