@@ -124,6 +124,9 @@ class RunInline(OwnedInline, admin.TabularInline):
         return False
 
 
+TIMES = ["created_at", "updated_at"]
+
+
 @admin.register(Task)
 class TaskAdmin(TaskBackfill, BulkMatching, NotifyPicker, SchedulePreview, OwnedAdmin):
     list_display = ["__str__", "owner", "kind", "schedule_type", "priority", "status"]
@@ -139,15 +142,16 @@ class TaskAdmin(TaskBackfill, BulkMatching, NotifyPicker, SchedulePreview, Owned
     bulk_actions = (PAUSE_ACTIVE, RESUME_PAUSED)
     form = TaskAdminForm
     raw_id_fields = ["owner"]
-    readonly_fields = ["status", "next_fire_times", "next_run", "last_run", "created_at"]
-    readonly_fields += ["updated_at", "task_set"]
+    readonly_fields = ["status", "health", "next_fire_times", "next_run", "last_run", *TIMES]
+    readonly_fields += ["task_set"]
     fieldsets = [
         (None, {"fields": ["owner", "name", "dedup_key", "kind", "payload", "executable_file"]}),
         ("Schedule", {"fields": list(SCHEDULE_FIELDS), "description": schedule_help()}),
         ("Next fire times", {"fields": ["next_fire_times"]}),
         ("Running", {"fields": ["priority", "max_attempts", "backoff_base", "backoff_cap"]}),
-        (None, {"fields": ["timeout", "resources", "on_zombie", "notify"]}),
-        ("State", {"fields": ["status", "next_run", "last_run", "created_at", "updated_at"]}),
+        (None, {"fields": ["timeout", "resources", "concurrency", "rate_limit", "on_zombie"]}),
+        (None, {"fields": ["notify", "expect"]}),
+        ("State", {"fields": ["status", "health", "next_run", "last_run", *TIMES]}),
         ("Task set", {"fields": ["task_set"]}),
     ]
 

@@ -19,28 +19,28 @@ from tasks.db import db_now
 from tasks.models import Task
 from tasks.schedules import MISFIRE_POLICIES, OVERLAP_POLICIES, TYPES, WEEKDAYS
 
-# Form field -> the schedule key it fills, per schedule type (docs/api.md, "schedule").
+# Form field -> the schedule key it fills, per schedule type (docs/api.md, "schedule"): every
+# member a type takes (schedules.members) but `anchor`, which the form keeps unchanged, and a
+# one-time `delay`, which is stored as its `run_at`. A test holds the two lists equal.
 TYPE_FIELDS = {
     "once": ("run_at", "timezone"),
     "interval": ("every",),
-    "daily": ("at",),
-    "weekly": ("days", "at"),
-    "monthly": ("day", "at"),
-    "cron": ("expression",),
-    "rrule": ("rule",),
+    "daily": ("at", "business_days_only"),
+    "weekly": ("days", "at", "business_days_only"),
+    "monthly": ("day", "weekday", "week", "business_day", "at"),
+    "cron": ("expression", "allow_every_second"),
+    "rrule": ("rule", "exdates"),
 }
-RECURRING_FIELDS = ("timezone", "start_at", "end_at", "max_runs", "jitter", "misfire", "overlap")
+RECURRING_FIELDS: tuple[str, ...] = ("timezone", "start_at", "end_at", "max_runs", "jitter")
+RECURRING_FIELDS += ("misfire", "misfire_grace", "overlap", "exclude", "exclude_windows")
 SCHEDULE_FIELDS = (
     "schedule_type",
-    "run_at",
-    "every",
-    "at",
-    "days",
-    "day",
-    "expression",
-    "rule",
-    *RECURRING_FIELDS,
+    *dict.fromkeys(
+        [*(field for fields in TYPE_FIELDS.values() for field in fields), *RECURRING_FIELDS]
+    ),
 )
+# The task's fields shown as JSON text; null (or empty) clears them.
+JSON_TASK_FIELDS = ("concurrency", "rate_limit", "expect")
 TIMEZONES = sorted(zoneinfo.available_timezones())
 DATETIME_HELP = "YYYY-MM-DD HH:MM[:SS], in the schedule's time zone (or with an offset)."
 
@@ -71,12 +71,38 @@ class TaskAdminForm(forms.ModelForm):
         widget=forms.CheckboxSelectMultiple,
         help_text="weekly.",
     )
+    business_days_only = forms.BooleanField(
+        required=False,
+        label="business days only",
+        help_text="daily, weekly: Monday to Friday, less the holidays of the exclude calendars.",
+    )
     day = forms.IntegerField(required=False, help_text="monthly: 1..31, or -1 for the last day.")
+    weekday = forms.ChoiceField(
+        required=False,
+        choices=[("", "---------"), *((d, d) for d in WEEKDAYS)],
+        help_text="monthly, instead of day: this weekday of the week below.",
+    )
+    week = forms.IntegerField(
+        required=False, help_text="monthly, with weekday: 1..5, or -1..-5 from the end (-1 last)."
+    )
+    business_day = forms.IntegerField(
+        required=False,
+        label="business day",
+        help_text="monthly, instead of day: the n-th business day (1..23), -1 the last.",
+    )
     expression = forms.CharField(
         required=False, help_text="cron: 5 fields, or 6 with seconds first."
     )
+    allow_every_second = forms.BooleanField(
+        required=False, label="allow every second", help_text="cron: a 6-field * * * * * *."
+    )
     rule = forms.CharField(
         required=False, help_text="rrule: RFC 5545, e.g. FREQ=MONTHLY;BYDAY=FR;BYSETPOS=-1."
+    )
+    exdates = forms.JSONField(
+        required=False,
+        widget=_json_widget(),
+        help_text='rrule: JSON, dates or date-times left out: ["2026-12-24", ...].',
     )
     timezone = forms.ChoiceField(choices=[(z, z) for z in TIMEZONES], initial="UTC")
     start_at = forms.CharField(required=False, help_text=DATETIME_HELP)
@@ -84,7 +110,24 @@ class TaskAdminForm(forms.ModelForm):
     max_runs = forms.IntegerField(required=False, min_value=1)
     jitter = forms.FloatField(required=False, min_value=0, help_text="seconds")
     misfire = forms.ChoiceField(choices=[(p, p) for p in MISFIRE_POLICIES], initial="run_once")
+    misfire_grace = forms.FloatField(
+        required=False,
+        min_value=1,
+        label="misfire grace",
+        help_text="seconds late before an occurrence counts as missed; empty: the default.",
+    )
     overlap = forms.ChoiceField(choices=[(p, p) for p in OVERLAP_POLICIES], initial="allow")
+    exclude = forms.JSONField(
+        required=False,
+        widget=_json_widget(),
+        help_text='JSON: the ids of calendars whose days and windows are off: ["CALENDAR_ID"].',
+    )
+    exclude_windows = forms.JSONField(
+        required=False,
+        widget=_json_widget(),
+        label="exclude windows",
+        help_text='JSON, freeze windows: [{"start": "2026-12-20T00:00:00Z", "end": "..."}].',
+    )
     backoff_base = forms.FloatField(required=False, label="retry backoff base", initial=2.0)
     backoff_cap = forms.FloatField(required=False, label="retry backoff cap", initial=600.0)
     resources = forms.JSONField(
@@ -104,6 +147,23 @@ class TaskAdminForm(forms.ModelForm):
         widget=_json_widget(),
         help_text='JSON: [{"channel": "CHANNEL_ID", "events": ["failed", ...]}]',
     )
+    concurrency = forms.JSONField(
+        required=False,
+        widget=_json_widget(),
+        help_text='JSON: {"key": "db", "limit": 2, "scope": "owner"}; null for none.',
+    )
+    rate_limit = forms.JSONField(
+        required=False,
+        widget=_json_widget(),
+        label="rate limit",
+        help_text='JSON: {"key": "crm", "limit": 10, "per": 60, "scope": "owner"}; null for none.',
+    )
+    expect = forms.JSONField(
+        required=False,
+        widget=_json_widget(),
+        help_text='JSON: {"start_within"?, "duration"?: {"min"?, "max"?}, "failure_streak"?, '
+        '"success_within"?, "repeat_every"?}; null for none.',
+    )
 
     class Meta:
         model = Task
@@ -113,11 +173,13 @@ class TaskAdminForm(forms.ModelForm):
         super().__init__(*args, **kwargs)
         self.api_data: dict[str, Any] = {}
         task: Task = self.instance
-        if task.pk is None:
+        if task._state.adding:  # a Task's pk is set before it is saved (uuid7)
             self.fields["payload"].initial = {"name": "echo", "args": {}}
             return
         self.initial.update(payload=task.payload, notify=task.notify, resources=task.resources)
         self.initial["on_zombie"] = task.on_zombie
+        for field in JSON_TASK_FIELDS:
+            self.initial[field] = getattr(task, field) or None  # shown as null when empty
         self.initial.update(backoff_base=task.retry_backoff_base)
         self.initial["backoff_cap"] = task.retry_backoff_cap
         schedule = task.schedule or {}
@@ -139,11 +201,13 @@ class TaskAdminForm(forms.ModelForm):
             body["on_zombie"] = data["on_zombie"]
         body["payload"] = data.get("payload") if data.get("payload") is not None else {}
         body["notify"] = data.get("notify") or []
+        for field in JSON_TASK_FIELDS:
+            body[field] = data.get(field)  # null clears it
         if data.get("resources") is not None:
             body["resources"] = data["resources"]
         if data.get("backoff_base") is not None and data.get("backoff_cap") is not None:
             body["retry_backoff"] = {"base": data["backoff_base"], "cap": data["backoff_cap"]}
-        if self.instance.pk is None or set(SCHEDULE_FIELDS) & set(self.changed_data):
+        if self.instance._state.adding or set(SCHEDULE_FIELDS) & set(self.changed_data):
             body["schedule"] = self.schedule()
         if data.get("executable_file") is not None:
             body["file"] = data["executable_file"]
@@ -153,7 +217,13 @@ class TaskAdminForm(forms.ModelForm):
         data = self.cleaned_data
         kind = data.get("schedule_type") or "once"
         fields = TYPE_FIELDS[kind] + (() if kind == "once" else RECURRING_FIELDS)
-        schedule: dict[str, Any] = {"type": kind}
+        # A member the form does not show (`anchor`: the phase) is kept as it is.
+        stored = None if self.instance._state.adding else self.instance.schedule
+        kept = stored if stored and stored.get("type") == kind else {}
+        schedule: dict[str, Any] = {
+            key: value for key, value in kept.items() if key not in SCHEDULE_FIELDS
+        }
+        schedule["type"] = kind
         for field in fields:
             value = data.get(field)
             if value not in (None, "", []):
@@ -171,7 +241,7 @@ class TaskAdminForm(forms.ModelForm):
             # The owner's channels are the ones `notify` may name, as through the API.
             "request": SimpleNamespace(user=owner),
         }
-        instance = self.instance if self.instance.pk else None
+        instance = None if self.instance._state.adding else self.instance
         serializer = TaskInputSerializer(instance, data=self.body(), context=context)
         if serializer.is_valid():
             self.api_data = dict(serializer.validated_data)
@@ -184,8 +254,8 @@ class TaskAdminForm(forms.ModelForm):
         for field, messages in errors.items():
             if field == "schedule" and isinstance(messages, dict):
                 for key, inner in messages.items():
-                    if key in SCHEDULE_FIELDS:
-                        self._add(key, inner)
+                    if key.split("[")[0] in SCHEDULE_FIELDS:  # exclude[0]: on exclude's field
+                        self._add(key.split("[")[0], inner, label=key if "[" in key else "")
                     elif key.startswith("rule."):  # a part of an rrule: on the rule's field
                         self._add("rule", inner, label=key.removeprefix("rule."))
                     elif key in ("type", "non_field_errors"):

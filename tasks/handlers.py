@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import inspect
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -44,6 +45,14 @@ def names() -> list[str]:
     return sorted(_registry)
 
 
+def declared_arguments(name: str) -> list[str] | None:
+    """The keyword arguments handler `name` declares, or None when it takes any (`**args`)."""
+    parameters = list(inspect.signature(_registry[name]).parameters.values())[1:]
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters):
+        return None
+    return [p.name for p in parameters]
+
+
 def load_handler_modules() -> None:
     """Import SCHEDULER_HANDLER_MODULES so every process knows the same handlers."""
     for module in settings.SCHEDULER_HANDLER_MODULES:
@@ -65,12 +74,10 @@ def echo(context: HandlerContext, **args: Any) -> Any:
 
 
 @register("sleep")
-def sleep(context: HandlerContext, seconds: float = 1.0, **args: Any) -> None:
+def sleep(context: HandlerContext, seconds: float = 1.0) -> None:
     time.sleep(float(seconds))
 
 
 @register("fail")
-def fail(
-    context: HandlerContext, message: str = "the fail handler always fails", **args: Any
-) -> None:
+def fail(context: HandlerContext, message: str = "the fail handler always fails") -> None:
     raise HandlerFailed(message)

@@ -367,3 +367,8 @@ def _parse(value: str | None) -> datetime | None:
 
 def _iso(value: datetime) -> str:
     return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+def members(kind: str) -> tuple[str, ...]:
+    """The members a schedule of type `kind` takes (what `normalize` reads), `type` aside."""
+    return _TYPE_FIELDS[kind] + (() if kind == "once" else _COMMON_FIELDS)

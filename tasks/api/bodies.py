@@ -3,7 +3,7 @@
 The schema declares one body type per operation: client generators choke on an operation with
 two (openapi-python-client 0.29 emits a client that does not import). So the task routes
 declare JSON, while an executable's upload keeps working there as docs/api.md says (multipart, part
-`file`, with `payload`, `schedule` and `notify` as JSON text; UPLOAD_NOTE says so), and
+`file`, with objects and lists as JSON text, task_fields.JSON_TEXT_FIELDS; UPLOAD_NOTE says so), and
 `POST /api/v1/tasks/upload` declares the multipart form alone (TaskUploadBody).
 """
 
@@ -13,6 +13,8 @@ from drf_spectacular.utils import extend_schema_serializer
 from rest_framework import serializers
 
 from tasks.api.serializers import PriorityField, TaskInputSerializer
+from tasks.api.strict import ChoiceField
+from tasks.models import Task
 
 
 @extend_schema_serializer(component_name="TaskInput")
@@ -41,13 +43,28 @@ class TaskUploadBody(serializers.Serializer):
     )
     priority = PriorityField(required=False)
     max_attempts = serializers.IntegerField(min_value=1, max_value=100, required=False)
+    retry_backoff = serializers.CharField(
+        required=False, help_text='JSON text: {"base": seconds, "cap": seconds}.'
+    )
     timeout = serializers.FloatField(min_value=0.001, required=False)
     notify = serializers.CharField(required=False, help_text="JSON text: a list of entries.")
+    resources = serializers.CharField(
+        required=False, help_text='JSON text: {"cpu"?, "memory"?} (ResourceRequests).'
+    )
+    concurrency = serializers.CharField(
+        required=False, help_text='JSON text: {"key", "limit", "scope"?} (Concurrency).'
+    )
+    rate_limit = serializers.CharField(
+        required=False, help_text='JSON text: {"key", "limit", "per", "scope"?} (RateLimit).'
+    )
+    on_zombie = ChoiceField(choices=Task.OnZombie.choices, required=False)
+    expect = serializers.CharField(required=False, help_text="JSON text: an Expect object.")
 
 
 UPLOAD_BODY = {"multipart/form-data": TaskUploadBody}
 UPLOAD_NOTE = (
     "An `executable` task's file is uploaded as `multipart/form-data` part `file`; the other "
-    "fields are then form fields, with `payload`, `schedule` and `notify` as JSON text. "
+    "fields are then form fields, the objects and lists among them (`payload`, `schedule`, "
+    "`retry_backoff`, `notify`, `resources`, `concurrency`, `rate_limit`, `expect`) as JSON text. "
     "`POST /api/v1/tasks/upload` (tasks_upload) declares that form."
 )

@@ -41,6 +41,12 @@ def _validate_handler(payload: dict) -> dict:
         args = {}
     if not isinstance(args, dict):
         _fail("args", "Must be an object of keyword arguments.")
+    declared = handlers.declared_arguments(name)
+    unknown = sorted(key for key in args if declared is not None and key not in declared)
+    if unknown:
+        takes = ", ".join(declared or []) or "no arguments"
+        message = f"Unknown argument; {name} takes {takes}."
+        raise serializers.ValidationError({"payload": {"args": {k: [message] for k in unknown}}})
     if name == "sleep":
         seconds = args.get("seconds", 1)
         if (

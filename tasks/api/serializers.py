@@ -11,7 +11,7 @@ from django.conf import settings
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from tasks import events, exclusions, outbox, schedules
+from tasks import events, exclusions, outbox, schedules, task_fields
 from tasks.api.payloads import validate_payload
 from tasks.api.resource_fields import ResourcesField
 from tasks.api.run_serializers import LastRunSerializer, NextRunSerializer, RunSummarySerializer
@@ -282,15 +282,20 @@ class TaskInputSerializer(StrictSerializer):
     file = serializers.FileField(required=False, write_only=True)
 
     def to_internal_value(self, data: Any) -> dict:
-        # A multipart form carries `notify` (a list) as JSON text, like `payload` and `schedule`.
-        # `expect` (an object) too.
-        for name in ("notify", "expect"):
-            if self.context.get("multipart") and isinstance(data.get(name), str):
-                data = {key: data.get(key) for key in data}
-                try:
-                    data[name] = json.loads(data[name])
-                except ValueError:
-                    raise serializers.ValidationError({name: ["Must be valid JSON."]}) from None
+        # A multipart form carries every object or list as JSON text (task_fields says which);
+        # read as a plain dict, so nested bodies (`retry_backoff`...) are not looked for as
+        # `retry_backoff.base` form fields and silently missed.
+        if self.context.get("multipart") and hasattr(data, "getlist"):
+            data = {key: data.get(key) for key in data}
+            for name in task_fields.JSON_TEXT_FIELDS:
+                if isinstance(self.fields.get(name), JSONFormField):
+                    continue  # reads its JSON text itself
+                if isinstance(data.get(name), str):
+                    try:
+                        data[name] = json.loads(data[name])
+                    except (ValueError, RecursionError):
+                        message = ["Must be valid JSON."]
+                        raise serializers.ValidationError({name: message}) from None
         return super().to_internal_value(data)
 
     def validate_notify(self, value: list[dict]) -> list[dict]:
@@ -310,6 +315,13 @@ class TaskInputSerializer(StrictSerializer):
         owner = request.user if request else getattr(self.instance, "owner", None)
         return outbox.validate_notify(value, owner=owner)
 
+    def validate_dedup_key(self, value: str | None) -> str | None:
+        instance: Task | None = self.instance
+        if instance is not None and (value or None) != instance.dedup_key:
+            # The key names what a create made; an update applying none would drop it.
+            raise serializers.ValidationError("Set by the task's create; it cannot change.")
+        return value
+
     def validate_concurrency(self, value: dict | None) -> dict:
         return value or {}
 
@@ -322,6 +334,12 @@ class TaskInputSerializer(StrictSerializer):
         return value
 
     def validate_schedule(self, value: Any) -> dict:
+        if value is None and self.instance is not None:
+            # Null clears only what may be empty (task_fields.NULL_CLEARS); a task always has
+            # a schedule, and a change leaves it out to keep it.
+            raise serializers.ValidationError(
+                "A task always has a schedule: send one, or leave `schedule` out to keep it."
+            )
         try:
             schedule = schedules.normalize(value, now=self.context["now"])
         except schedules.ScheduleError as exc:

@@ -10,7 +10,7 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import QuerySet
 
-from tasks import expectations, occurrences, schedules
+from tasks import expectations, occurrences, schedules, task_fields
 from tasks.db import RUN_DUE_CHANNEL, TASK_CHANGED_CHANNEL, notify
 from tasks.exclusions import CalendarData
 from tasks.models import Run, Task
@@ -20,20 +20,7 @@ from tasks.transitions.plan import plan_task
 MAX_BATCH = 1000
 
 # Fields of Task a create or update may set directly (after validation by the API).
-TASK_FIELDS = (
-    "name",
-    "kind",
-    "payload",
-    "priority",
-    "max_attempts",
-    "retry_backoff_base",
-    "retry_backoff_cap",
-    "timeout",
-    "notify",
-    "resources",
-    "on_zombie",
-    "expect",
-)
+TASK_FIELDS = task_fields.COLUMNS
 
 
 def apply_fields(task: Task, data: dict) -> None:

@@ -16,7 +16,7 @@ from django.db.models import Q, Value
 from django.db.models.functions import Least
 from django.utils import timezone
 
-from tasks import counters, events, expectations, outbox, schedules
+from tasks import counters, events, expectations, outbox, schedules, task_fields
 from tasks import occurrences as planning
 from tasks.db import RUN_DUE_CHANNEL, TASK_CHANGED_CHANNEL, notify
 from tasks.exceptions import Conflict
@@ -164,6 +164,14 @@ def update_tasks(*, changes: list[tuple[Task, dict]], now: datetime) -> list[Tas
                 raise Conflict("the task's run is running; wait for it or cancel it first")
             if task.status == Task.Status.CANCELLED:
                 raise Conflict("the task is cancelled")
+        # What leaves a task as it is is no change: a task read and PUT back writes nothing.
+        locked = tasks
+        changing = [
+            (task, task_fields.changed(task, data))
+            for task, data in zip(locked, datas, strict=True)
+        ]
+        tasks = [task for task, data in changing if data]
+        datas = [data for _, data in changing if data]
         keys_known: dict = {}  # limit keys resolved, per owner
         for task, data in zip(tasks, datas, strict=True):
             apply_fields(task, data)
@@ -190,7 +198,7 @@ def update_tasks(*, changes: list[tuple[Task, dict]], now: datetime) -> list[Tas
         for task in tasks:
             if task.status == Task.Status.ACTIVE:
                 plan_now(task, now=now)
-    return tasks
+    return locked
 
 
 def _requests_changed(data: dict) -> bool:

@@ -18,20 +18,14 @@ from typing import Any
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db.models import Model
 
+from tasks import task_fields
 from tasks.models import Task, TaskSet
-from tasks.transitions.creation import TASK_FIELDS, apply_fields
 
-# The fields a set declares and compares, by their API names: those a create or update sets
-# (creation.TASK_FIELDS, so a field added there is compared too), the retry policy as the API
-# shows it, and the schedule; `status` only as active/paused.
-BACKOFF = ("retry_backoff_base", "retry_backoff_cap")
-COMPARED = (
-    *(name for name in TASK_FIELDS if name not in BACKOFF),
-    "retry_backoff",
-    "schedule",
-)
+# The fields a set declares and compares, by their API names: every field of a task's body
+# (task_fields.BODY_FIELDS, so a field added there is compared too) but `dedup_key` (a set names
+# its tasks by `key`); `status` only as active/paused.
+COMPARED = tuple(name for name in task_fields.BODY_FIELDS if name != "dedup_key")
 IGNORABLE = (*COMPARED, "status")
-RELATIONS = {f.name: f.attname for f in Task._meta.concrete_fields if f.is_relation}
 
 
 @dataclass
@@ -70,15 +64,10 @@ class Plan:
 
 def compared_fields(task: Task) -> dict[str, Any]:
     """The task's declared fields as the API shows them, as JSON values (what `applied` stores
-    and what is compared with it)."""
-    shown: dict[str, Any] = {}
-    for name in COMPARED:
-        if not hasattr(task, name):
-            continue
-        # A relation compares by its key (the row itself is no JSON).
-        shown[name] = getattr(task, RELATIONS.get(name, name))
-    shown["retry_backoff"] = {"base": task.retry_backoff_base, "cap": task.retry_backoff_cap}
-    return as_json(shown)
+    and what is compared with it). The schedule as stored: the deployment's default misfire
+    grace, which the API fills in, is no declared value."""
+    shown = task_fields.body_of(task, shown=False)
+    return as_json({name: shown[name] for name in COMPARED})
 
 
 def as_json(value: Any) -> Any:
@@ -90,9 +79,8 @@ def as_json(value: Any) -> Any:
 
 def wanted(declared: Declared, task: Task | None) -> dict[str, Any]:
     """What `declared` wants of the task's fields (of a new task when `task` is None)."""
-    fresh = Task(schedule=declared.data["schedule"])
-    apply_fields(fresh, declared.data)
-    result = compared_fields(fresh)
+    # No key row resolved: a plan (a dry run too) reads and writes nothing.
+    result = compared_fields(task_fields.unsaved_task(declared.data))
     previous = task.taskset_entry if task is not None else None
     if previous:
         for name in COMPARED:

@@ -14,6 +14,7 @@ from typing import Any
 from django.db import transaction
 from django.db.models import F
 
+from tasks import task_fields
 from tasks.models import Task, TaskSet
 from tasks.transitions import creation, lifecycle
 from tasks.transitions.taskset_plan import Declared, Plan, as_json, compared_fields, plan
@@ -40,13 +41,10 @@ def _update_data(changes: dict[str, dict[str, Any]], declared: Declared) -> dict
     for name, change in changes.items():
         if name == "status":
             continue
-        if name == "retry_backoff":
-            data["retry_backoff_base"] = change["to"]["base"]
-            data["retry_backoff_cap"] = change["to"]["cap"]
-        elif name in declared.data and as_json(declared.data[name]) == change["to"]:
-            data[name] = declared.data[name]  # the validated value (a row, not its key)
+        if name in declared.data and as_json(declared.data[name]) == change["to"]:
+            data[name] = declared.data[name]  # the validated value
         else:
-            data[name] = change["to"]
+            data |= task_fields.stored(name, change["to"])
     if "kind" in data:  # the payload was validated for the declared kind
         data["payload"] = declared.data["payload"]
     return data

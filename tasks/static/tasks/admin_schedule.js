@@ -5,13 +5,17 @@
   const TYPE_FIELDS = {
     once: ["run_at", "timezone"],
     interval: ["every"],
-    daily: ["at"],
-    weekly: ["days", "at"],
-    monthly: ["day", "at"],
-    cron: ["expression"],
+    daily: ["at", "business_days_only"],
+    weekly: ["days", "at", "business_days_only"],
+    monthly: ["day", "weekday", "week", "business_day", "at"],
+    cron: ["expression", "allow_every_second"],
+    rrule: ["rule", "exdates"],
   };
-  const RECURRING = ["timezone", "start_at", "end_at", "max_runs", "jitter", "misfire", "overlap"];
-  const ALL = ["run_at", "every", "at", "days", "day", "expression", ...RECURRING];
+  const RECURRING = [
+    "timezone", "start_at", "end_at", "max_runs", "jitter", "misfire", "misfire_grace", "overlap",
+    "exclude", "exclude_windows",
+  ];
+  const ALL = [...new Set([...Object.values(TYPE_FIELDS).flat(), ...RECURRING])];
 
   function show() {
     const select = document.getElementById("id_schedule_type");
