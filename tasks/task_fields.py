@@ -47,7 +47,7 @@ JSON_TEXT_FIELDS = (
 NULL_CLEARS = ("dedup_key", "timeout", "resources", "concurrency", "rate_limit", "expect")
 # The columns a create or an update writes straight from the validated body; `retry_backoff`
 # is two of them. `dedup_key` and `schedule` are a create's (an update re-plans a schedule);
-# `concurrency` and `rate_limit` also name a key row (limits.resolve_task_keys resolves it, in the saving transaction).
+# `concurrency` and `rate_limit` also name a key row (limits.resolve_task_keys resolves it).
 COLUMNS = (
     "name",
     "kind",
