@@ -216,7 +216,7 @@ def _update_runs(tasks: list[Task], values, *, claimable: bool = False) -> None:
         runs.update(**dict(value))
         # A reason about the old requests no longer holds; workers and the reviewer say
         # again within a second whether the new ones wait.
-        runs.exclude(wait_reason="").update(status=Run.Status.SCHEDULED, wait_reason="")
+        runs.exclude(wait_kind="").update(status=Run.Status.SCHEDULED, wait_kind="", wait_reason="")
 
 
 def replan_exclusions(*, task: Task, now: datetime) -> None:

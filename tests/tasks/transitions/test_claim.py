@@ -112,7 +112,7 @@ def test_the_workers_cycle_is_planned_once_per_connection() -> None:
         cursor.execute(
             "SELECT generic_plans, custom_plans FROM pg_prepared_statements"
             " WHERE statement LIKE %s",
-            ["WITH v AS%"],
+            ["WITH done AS%"],
         )
         [(generic, custom)] = cursor.fetchall()
     assert generic >= 3, (generic, custom)
