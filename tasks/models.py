@@ -11,6 +11,7 @@ from django.db.models import Q
 
 from tasks import resources as quantities
 from tasks.admission import WAIT_KINDS
+from tasks.events import SKIP_KINDS
 from tasks.ids import idempotency_key, uuid7
 from tasks.storage import ExecutableField
 
@@ -409,6 +410,9 @@ class Run(models.Model):
     http_status = models.IntegerField(null=True, blank=True)
     output = models.TextField(blank=True, default="")
     error = models.TextField(blank=True, default="")
+    # Why a `skipped` run was skipped (events.SKIP_KINDS; "" for any other run): the error's
+    # words are for people, this is what counters and messages read.
+    skip_kind = models.CharField(max_length=16, blank=True, default="", db_default="")
     # Set while (or since) the running payload used no CPU and wrote nothing for
     # TASKS_ZOMBIE_AFTER_SECONDS: when it went quiet. Cleared when it stirs or is claimed again.
     zombie_since = models.DateTimeField(null=True, blank=True)
@@ -443,6 +447,9 @@ class Run(models.Model):
             models.CheckConstraint(condition=Q(status__in=RUN_STATUSES), name="run_status_valid"),
             models.CheckConstraint(
                 condition=Q(wait_kind__in=WAIT_KINDS), name="run_wait_kind_valid"
+            ),
+            models.CheckConstraint(
+                condition=Q(skip_kind__in=("", *SKIP_KINDS)), name="run_skip_kind_valid"
             ),
             models.CheckConstraint(
                 condition=Q(finished_at__isnull=False) | ~Q(status__in=TERMINAL_STATUSES),

@@ -196,7 +196,7 @@ coalesce(t.schedule->>'overlap', 'allow') AS overlap, r.priority, r.cpu_millis, 
 missed AS (
     -- The candidates past their misfire grace that their task's policy skips: `skipped`.
     UPDATE tasks_run r
-       SET status = 'skipped', finished_at = clock_timestamp(),
+       SET status = 'skipped', finished_at = clock_timestamp(), skip_kind = 'misfire',
            error = 'missed: not started within its misfire grace period (misfire policy)'
       FROM candidates c
      WHERE r.id = c.id AND c.missed_after < statement_timestamp() AND c.attempt = 0

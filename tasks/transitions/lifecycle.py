@@ -20,7 +20,6 @@ from tasks import counters, events, expectations, outbox, schedules
 from tasks import occurrences as planning
 from tasks.db import RUN_DUE_CHANNEL, TASK_CHANGED_CHANNEL, notify
 from tasks.exceptions import Conflict
-from tasks.exclusions import REASON_PREFIX as EXCLUDED_PREFIX
 from tasks.models import CLAIMABLE_STATUSES, ENDED, Run, Task
 from tasks.transitions.completion import complete_finished_tasks
 from tasks.transitions.creation import TASK_FIELDS, apply_fields, first_fire_at, plan_now
@@ -71,7 +70,7 @@ def _unplan_all(tasks: list[Task], *, excluded_from: datetime | None = None) -> 
             | Q(
                 task__in=tasks,
                 status=Run.Status.SKIPPED,
-                error__startswith=EXCLUDED_PREFIX,
+                skip_kind="exclusion",
                 scheduled_at__gte=excluded_from,
             )
         )
@@ -330,7 +329,12 @@ def skip_next(*, task: Task, now: datetime) -> Run:
             if not _is_occurrence(task.schedule, run.scheduled_at, _days_off(task)):
                 continue
             skipped = _unstarted_runs(task).filter(pk=run.pk)
-            if skipped.update(status=Run.Status.SKIPPED, finished_at=now, error=SKIPPED_ON_REQUEST):
+            if skipped.update(
+                status=Run.Status.SKIPPED,
+                finished_at=now,
+                skip_kind="request",
+                error=SKIPPED_ON_REQUEST,
+            ):
                 _skipped(run)
                 _complete_if_done(task)
                 run.refresh_from_db()
@@ -347,6 +351,7 @@ def skip_next(*, task: Task, now: datetime) -> Run:
             **task.requests,
             status=Run.Status.SKIPPED,
             finished_at=now,
+            skip_kind="request",
             error=SKIPPED_ON_REQUEST,
         )
         _skipped(run)
@@ -369,7 +374,7 @@ def _skipped(run: Run) -> None:
     outbox.enqueue(None, events=events.skip_events([(run.id, run.task_id, 0)]))
     with connection.cursor() as cursor:
         counters.count_skipped(
-            cursor, process=f"api:{os.getpid()}", runs=[(run.task_id, SKIPPED_ON_REQUEST)]
+            cursor, process=f"api:{os.getpid()}", runs=[(run.task_id, "request")]
         )
 
 

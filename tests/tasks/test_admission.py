@@ -78,6 +78,7 @@ PREFIX_MATCH = re.compile(
     r"(wait_reason|\berror)\s+(NOT\s+)?I?LIKE\s+'"
     r"|starts_with\(\s*[\w.]*(wait_reason|error)\b"
     r"|(wait_reason|\berror)\.startswith\("
+    r"|(wait_reason|\berror)__i?startswith="
 )
 
 
@@ -94,6 +95,7 @@ def prefix_matches(text: str) -> list[str]:
         "if run.wait_reason.startswith('waiting for'):",
         "if error.startswith(prefix):",
         "WHERE r.error NOT LIKE 'missed:%%'",
+        "Run.objects.filter(error__startswith=EXCLUDED_PREFIX)",
     ],
 )
 def test_the_prefix_check_finds_each_form(text: str) -> None:
