@@ -27,13 +27,13 @@ capped AS (
      GROUP BY owner_id
 ), key_running AS (
     -- Running runs per concurrency key, less those this statement records finished.
-    -- Running runs per concurrency key, as of this statement's snapshot (run_key_running_idx:
-    -- keyed running runs only; without keys, one probe of an empty index range), less the
-    -- runs this statement records finished (`finishing`: the cycle's `done`), which commit
-    -- with what it claims: a worker's freed slot under a key is refilled in the same cycle.
+    -- As of this statement's snapshot (run_key_running_idx: keyed running runs only; without
+    -- keys, one probe of an empty index range), less the runs this statement records finished
+    -- (the cycle's `recorded`), which commit with what it claims: a worker's freed slot under a
+    -- key is refilled in the same cycle.
     SELECT concurrency_key_id AS key, count(*) AS running FROM tasks_run
      WHERE status = 'running' AND concurrency_key_id IS NOT NULL
-       AND id NOT IN (SELECT id FROM finishing)
+       AND id NOT IN (SELECT run_id FROM recorded)
      GROUP BY concurrency_key_id
 ), candidates AS (
     -- Due claimable runs this worker could hold, in claim order, locked (SKIP LOCKED).
@@ -147,13 +147,13 @@ capped AS (
     RETURNING r.id, pg_notify('scheduler_run_due', '')
 ), claimed AS (
     -- The picked runs set running under this worker, with what the worker needs to run them.
-    -- No start is before a finish this statement records (`finishing`'s latest): in one slot
+    -- No start is before a finish this statement records (`recorded`'s latest): in one slot
     -- the run handed over ends, in the history, before the next begins.
     UPDATE tasks_run r
        SET status = 'running', attempt = r.attempt + 1, worker = %(worker)s,
            started_at = coalesce(picked.rate_start,
                                  greatest(clock_timestamp(), r.execute_at,
-                                          (SELECT max(at) FROM finishing))),
+                                          (SELECT max(finished_at) FROM recorded))),
            heartbeat_at = clock_timestamp(), zombie_since = NULL, wait_kind = '', wait_reason = ''
       FROM picked, tasks_task t
      WHERE r.id = picked.id AND t.id = r.task_id
@@ -179,7 +179,7 @@ capped AS (
 r.id, r.task_id, r.scheduled_at, r.execute_at, r.attempt, r.max_attempts, t.kind, t.payload,
 t.executable, t.timeout, t.retry_backoff_base AS backoff_base,
 t.retry_backoff_cap AS backoff_cap,
-greatest(clock_timestamp(), (SELECT max(at) FROM finishing)) AS claimed_at,
+greatest(clock_timestamp(), (SELECT max(finished_at) FROM recorded)) AS claimed_at,
 coalesce(t.schedule->>'overlap', 'allow') AS overlap, r.priority, r.cpu_millis, r.memory_bytes
 
 -- Misfire at claim time (docs/schedules.md, "Misfire policy"): a candidate is missed when it is
@@ -187,7 +187,7 @@ coalesce(t.schedule->>'overlap', 'allow') AS overlap, r.priority, r.cpu_millis, 
 -- grace) and its task's policy says so: `skip` always; `run_once` when a later occurrence of the
 -- task is past its grace too (only the latest of them runs); `run_all` when RUN_ALL_CAP later
 -- ones are. It is recorded `skipped` instead of claimed, its `missed` notification queued, and
--- its task completed if it was the last occurrence. One-time tasks and run-now runs
+-- (`outcome_ctes`) counted, and its task completed if it was the last occurrence. One-time tasks and run-now runs
 -- (missed_after NULL), retries (attempt > 0) and runs on time stop at the first condition, so
 -- the claim's common path reads no task. The candidates are locked by this statement and still
 -- claimable, so a skip never meets a fenced finish; whichever worker meets an older occurrence
@@ -214,40 +214,6 @@ missed AS (
                     AND n.missed_after < statement_timestamp())
            END
     RETURNING r.id, r.task_id
-), missed_completed AS (
-    -- The tasks whose last occurrence was just missed, completed (or failed).
-    -- The task's last occurrence was missed: nothing is left to finish it (as in planning).
-    -- EXISTS (uncorrelated) is a one-time filter: with nothing missed, no task is read.
-    -- `failed` when its last run failed (complete.sql); the snapshot shows the missed runs
-    -- still scheduled, hence their own status here.
-    UPDATE tasks_task t
-       SET status = CASE WHEN (SELECT CASE WHEN o.id IN (SELECT id FROM missed) THEN 'skipped'
-                                           ELSE o.status END
-                                 FROM tasks_run o
-                                WHERE o.task_id = t.id
-                                  AND (o.attempt > 0 OR o.finished_at IS NOT NULL
-                                       OR o.id IN (SELECT id FROM missed))
-                                ORDER BY o.scheduled_at DESC LIMIT 1) = 'failed'
-                         THEN 'failed' ELSE 'completed' END,
-           updated_at = clock_timestamp()
-     WHERE EXISTS (SELECT FROM missed) AND t.id IN (SELECT task_id FROM missed)
-       AND t.status = 'active' AND t.next_unplanned_at IS NULL
-       AND NOT EXISTS (
-           SELECT 1 FROM tasks_run o
-            WHERE o.task_id = t.id AND o.status IN ('scheduled', 'running', 'waiting_for_resource')
-              AND o.id NOT IN (SELECT id FROM missed))
-), missed_counted AS (
-    -- The missed runs counted (/metrics).
-    -- scheduler_runs_skipped_total, reason misfire (the counters table's `skipped` metric).
-    -- A shard of the worker's own among the 32 (tasks/counters.py), from its name: the claim
-    -- alone takes no shard parameter.
-    INSERT INTO tasks_runcounter (metric, kind, outcome, shard, value)
-    SELECT 'skipped', t.kind, 'misfire', hashtext(%(worker)s) & 31, count(*)
-      FROM missed m JOIN tasks_task t ON t.id = m.task_id
-     GROUP BY t.kind
-     ORDER BY t.kind
-    ON CONFLICT (metric, kind, outcome, shard)
-    DO UPDATE SET value = tasks_runcounter.value + EXCLUDED.value
 ), missed_notified AS (
     -- The missed runs' events queued (outbox).
     -- The outbox's `missed` and `skipped` events (attempt 0, as planning queues them), for
@@ -395,11 +361,102 @@ rate_log AS (
                     WHERE a.rkey = k.id) AS n) AS logged
 )
 
+-- What a batch's ends (`done`, `alerts`) and a claim's misses (`missed`) add up to, one CTE each
+-- whichever statement made them: the statement without one has an empty stand-in (`no_finish`,
+-- `no_claim`). A finished run is one with a `finished_at` (set iff terminal).
+-- name: outcome_ctes
+completed AS (
+    -- The tasks whose last occurrence just ended (finished or missed), completed (or failed).
+    -- Nothing is left to plan or to run; `failed` when its last run failed (complete.sql). The
+    -- snapshot still shows this batch's runs as running (begun: attempt > 0) and the missed
+    -- ones as scheduled, hence their status from `done` and `missed`, and the exclusions.
+    UPDATE tasks_task t
+       SET status = CASE WHEN (SELECT coalesce(d.status,
+                                               CASE WHEN o.id IN (SELECT id FROM missed)
+                                                    THEN 'skipped' END,
+                                               o.status)
+                                 FROM tasks_run o LEFT JOIN done d ON d.id = o.id
+                                WHERE o.task_id = t.id
+                                  AND (o.attempt > 0 OR o.finished_at IS NOT NULL
+                                       OR o.id IN (SELECT id FROM missed))
+                                ORDER BY o.scheduled_at DESC LIMIT 1) = 'failed'
+                         THEN 'failed' ELSE 'completed' END,
+           updated_at = clock_timestamp()
+     WHERE t.id IN (SELECT task_id FROM done WHERE finished_at IS NOT NULL
+                    UNION ALL
+                    SELECT task_id FROM missed)
+       AND t.status = 'active' AND t.next_unplanned_at IS NULL
+       AND NOT EXISTS (
+           SELECT 1 FROM tasks_run o
+            WHERE o.task_id = t.id AND o.status IN ('scheduled', 'running', 'waiting_for_resource')
+              AND o.id NOT IN (SELECT id FROM done WHERE finished_at IS NOT NULL)
+              AND o.id NOT IN (SELECT id FROM missed))
+), counted AS (
+    -- /metrics counters (tasks/counters.py): attempts, finishes, alerts and misses, one upsert.
+    -- Metrics `attempt`, `finished`, `alert` (scheduler_alerts_total) and `skipped` (reason
+    -- misfire, scheduler_runs_skipped_total). A shard of the worker's own among the 32, from its
+    -- name (the claim alone takes no shard parameter).
+    INSERT INTO tasks_runcounter (metric, kind, outcome, shard, value)
+    SELECT c.metric, t.kind, c.outcome, hashtext(%(worker)s) & 31, count(*)
+      FROM (SELECT task_id, 'attempt' AS metric, outcome FROM done
+            UNION ALL
+            SELECT task_id, 'finished', status FROM done WHERE finished_at IS NOT NULL
+            UNION ALL
+            SELECT task_id, 'alert', event FROM alerts
+            UNION ALL
+            SELECT task_id, 'skipped', 'misfire' FROM missed) c
+      JOIN tasks_task t ON t.id = c.task_id
+     GROUP BY c.metric, t.kind, c.outcome
+     ORDER BY c.metric, t.kind, c.outcome
+    ON CONFLICT (metric, kind, outcome, shard)
+    DO UPDATE SET value = tasks_runcounter.value + EXCLUDED.value
+), notified AS (
+    -- The outbox's events of the batch's ends (tasks/outbox.py), queued in one call.
+    -- succeeded; a failed attempt that will be retried -> failed; the last attempt failed ->
+    -- retries_exhausted; the health alerts. (A claim's misses queue theirs in misfire_ctes,
+    -- which the claim itself makes run.) Only tasks that could notify at all reach
+    -- notifications_enqueue: calling it costs more than the rest of the statement (PL/pgSQL
+    -- plans its query on every call).
+    SELECT notifications_enqueue(array_agg(id), array_agg(task_id), array_agg(attempt),
+                                 array_agg(event), %(window)s, %(channel)s) AS queued
+      FROM (SELECT d.id, d.task_id, d.attempt,
+                   CASE WHEN d.status = 'succeeded' THEN 'succeeded'
+                        WHEN d.status = 'failed' THEN 'retries_exhausted'
+                        WHEN d.status = 'scheduled' AND d.outcome IN ('failed', 'timed_out')
+                        THEN 'failed'
+                   END AS event
+              FROM done d JOIN tasks_task t ON t.id = d.task_id
+             WHERE (jsonb_typeof(t.notify) = 'array' AND t.notify <> '[]'::jsonb)
+                OR EXISTS (SELECT 1 FROM notifications_channel c
+                            WHERE c.owner_id = t.owner_id AND c.all_tasks_events <> '{{}}')
+            UNION ALL
+            SELECT id, task_id, attempt, event FROM alerts) AS e
+     WHERE event IS NOT NULL
+    HAVING count(*) > 0
+)
+
+-- The claim's stand-ins for the outcome write's CTEs: it records nothing.
+-- name: no_finish
+done AS (
+    SELECT NULL::uuid AS id, NULL::uuid AS task_id, NULL::text AS status, NULL::int AS attempt,
+           NULL::text AS outcome, NULL::timestamptz AS finished_at
+     WHERE false
+), recorded AS (
+    SELECT NULL::uuid AS run_id, NULL::timestamptz AS finished_at WHERE false
+), alerts AS (
+    SELECT NULL::uuid AS id, NULL::uuid AS task_id, NULL::int AS attempt, NULL::text AS event
+     WHERE false
+)
+
+-- The outcome write's stand-in for the claim's misses: it claims nothing.
+-- name: no_claim
+missed AS (SELECT NULL::uuid AS id, NULL::uuid AS task_id WHERE false)
+
 -- `row` says what each row is: a claimed run, (once) that capacity held due runs back (the
 -- worker then waits for a finish), or (once) that rate limits did, and `rate_wait` seconds
 -- until the first of them may start; the claimed columns of those two rows are NULL.
 -- name: claim
-WITH finishing AS (SELECT NULL::uuid AS id, NULL::timestamptz AS at WHERE false), {claim_ctes}
+WITH {no_finish}, {claim_ctes}, {outcome_ctes}
 SELECT 'claimed' AS row, claimed.*, NULL::float8 AS rate_wait FROM claimed
 UNION ALL
 SELECT 'held', claimed.*, NULL FROM {held_row}
@@ -469,62 +526,7 @@ done AS (
            d.attempt_error, d.exit_code, d.http_status
       FROM done d
     RETURNING run_id, finished_at
-), completed AS (
-    -- The tasks whose last occurrence just finished, completed (or failed).
-    -- A task whose last occurrence just finished has ended: nothing left to plan or to run;
-    -- `failed` when its last run failed (complete.sql). The snapshot still shows this batch's
-    -- runs as running (begun: attempt > 0), hence their status from `done` and the exclusion.
-    UPDATE tasks_task t
-       SET status = CASE WHEN (SELECT coalesce(d.status, o.status)
-                                 FROM tasks_run o LEFT JOIN done d ON d.id = o.id
-                                WHERE o.task_id = t.id
-                                  AND (o.attempt > 0 OR o.finished_at IS NOT NULL)
-                                ORDER BY o.scheduled_at DESC LIMIT 1) = 'failed'
-                         THEN 'failed' ELSE 'completed' END,
-           updated_at = clock_timestamp()
-     WHERE t.id IN (SELECT task_id FROM done WHERE status = ANY(%(terminal)s))
-       AND t.status = 'active' AND t.next_unplanned_at IS NULL
-       AND NOT EXISTS (
-           SELECT 1 FROM tasks_run o
-            WHERE o.task_id = t.id AND o.status IN ('scheduled', 'running', 'waiting_for_resource')
-              AND o.id NOT IN (SELECT id FROM done WHERE status = ANY(%(terminal)s)))
-), {judge_ctes}, counted AS (
-    -- /metrics counters (tasks/counters.py): attempts, finishes and alerts (the `alert`
-    -- metric, scheduler_alerts_total); per-process shard, one upsert per batch.
-    INSERT INTO tasks_runcounter (metric, kind, outcome, shard, value)
-    SELECT c.metric, t.kind, c.outcome, %(shard)s, count(*)
-      FROM (SELECT task_id, 'attempt' AS metric, outcome FROM done
-            UNION ALL
-            SELECT task_id, 'finished', status FROM done WHERE status = ANY(%(terminal)s)
-            UNION ALL
-            SELECT task_id, 'alert', event FROM alerts) c
-      JOIN tasks_task t ON t.id = c.task_id
-     GROUP BY c.metric, t.kind, c.outcome
-     ORDER BY c.metric, t.kind, c.outcome
-    ON CONFLICT (metric, kind, outcome, shard)
-    DO UPDATE SET value = tasks_runcounter.value + EXCLUDED.value
-), notified AS (
-    -- The transactional outbox (tasks/outbox.py): succeeded; a failed attempt that will be
-    -- retried -> failed; the last attempt failed -> retries_exhausted; the health alerts.
-    -- Only tasks that could notify at all reach notifications_enqueue: calling it costs more
-    -- than the rest of the statement (PL/pgSQL plans its query on every call).
-    SELECT notifications_enqueue(array_agg(id), array_agg(task_id), array_agg(attempt),
-                                 array_agg(event), %(window)s, %(channel)s) AS queued
-      FROM (SELECT d.id, d.task_id, d.attempt,
-                   CASE WHEN d.status = 'succeeded' THEN 'succeeded'
-                        WHEN d.status = 'failed' THEN 'retries_exhausted'
-                        WHEN d.status = 'scheduled' AND d.outcome IN ('failed', 'timed_out')
-                        THEN 'failed'
-                   END AS event
-              FROM done d JOIN tasks_task t ON t.id = d.task_id
-             WHERE (jsonb_typeof(t.notify) = 'array' AND t.notify <> '[]'::jsonb)
-                OR EXISTS (SELECT 1 FROM notifications_channel c
-                            WHERE c.owner_id = t.owner_id AND c.all_tasks_events <> '{{}}')
-            UNION ALL
-            SELECT id, task_id, attempt, event FROM alerts) AS e
-     WHERE event IS NOT NULL
-    HAVING count(*) > 0
-)
+), {judge_ctes}
 
 -- A task's expectations judged on the outcomes of `done` (tasks/expectations.py, which explains
 -- the health states): `failing` after failure_streak final failures in a row, `recovered` at
@@ -583,7 +585,7 @@ judged AS (
 
 -- Referencing the SELECT-only CTEs makes PostgreSQL evaluate them (it skips unreferenced ones).
 -- name: record
-WITH {finish_ctes}
+WITH {finish_ctes}, {no_claim}, {outcome_ctes}
 SELECT {recorded_columns} FROM done
 
 -- A recorded run; `notified` makes PostgreSQL evaluate that SELECT-only CTE, and `woke` wakes
@@ -598,10 +600,7 @@ done.id AS recorded_id, done.task_id AS recorded_task_id, done.status AS recorde
 -- UPDATEs touch disjoint rows (the finished runs are `running`, the claim takes `scheduled`
 -- ones), and in autocommit the statement is its own transaction: one commit per cycle.
 -- name: cycle
-WITH {finish_ctes}, finishing AS (
-    -- The attempts this cycle ended: their slots are refilled, their end precedes the claim's.
-    SELECT run_id AS id, finished_at AS at FROM recorded
-), {claim_ctes}
+WITH {finish_ctes}, {claim_ctes}, {outcome_ctes}
 SELECT 'recorded' AS row, {recorded_columns}, claimed.*, NULL::float8 AS rate_wait
   FROM done LEFT JOIN claimed ON false
 UNION ALL
