@@ -463,10 +463,20 @@ SELECT 'held', claimed.*, NULL FROM {held_row}
 UNION ALL
 SELECT 'rate', claimed.*, rate_wait.seconds FROM {rate_row}
 
--- One row when capacity held due runs back (LEFT JOIN ... ON false: claimed's columns, NULL).
+-- One row when capacity or a full concurrency key held due runs back (LEFT JOIN ... ON false:
+-- claimed's columns, NULL): the worker then waits for a run to end (its own, or a NOTIFY from
+-- the statement that ends a run of a full key) instead of claiming again for runs it cannot
+-- take. A key is full for runs this claim held back, and for due runs its scan skipped.
 -- name: held_row
 (SELECT) AS one LEFT JOIN claimed ON false
  WHERE EXISTS (SELECT FROM fitting WHERE NOT fits AND execute_at <= statement_timestamp())
+    OR EXISTS (SELECT FROM key_admission WHERE NOT admitted AND execute_at <= statement_timestamp())
+    OR EXISTS (SELECT FROM key_running kr JOIN tasks_concurrencykey k ON k.id = kr.key
+                WHERE kr.running >= k.max_running
+                  AND EXISTS (SELECT FROM tasks_run r
+                               WHERE r.concurrency_key_id = kr.key
+                                 AND r.status IN ('scheduled', 'waiting_for_resource')
+                                 AND r.execute_at <= statement_timestamp()))
 
 -- One row when rate limits hold runs that come free at a known instant: `rate_wait` says in
 -- how many seconds the worker should claim again (it sleeps no longer than that): the earliest
@@ -517,7 +527,7 @@ done AS (
      WHERE r.id = v.id AND r.status = 'running' AND r.attempt = v.attempt AND r.worker = %(worker)s
     RETURNING r.id, r.task_id, r.status, v.attempt, v.outcome, r.scheduled_at, r.started_at,
               r.finished_at, v.started_at AS attempt_started_at, v.error AS attempt_error,
-              v.exit_code, v.http_status
+              v.exit_code, v.http_status, r.concurrency_key_id AS ckey
 ), recorded AS (
     -- Each finished attempt's row; its `finished_at` bounds the starts a cycle claims after it.
     INSERT INTO tasks_attempt (run_id, number, worker, started_at, finished_at, outcome, error,
@@ -589,11 +599,20 @@ WITH {finish_ctes}, {no_claim}, {outcome_ctes}
 SELECT {recorded_columns} FROM done
 
 -- A recorded run; `notified` makes PostgreSQL evaluate that SELECT-only CTE, and `woke` wakes
--- sleeping workers on commit when a retry is due now (one NOTIFY).
+-- sleeping workers on commit (one NOTIFY) when a retry is due now or a run of a key that was
+-- full ended (the workers it held wait for that: `held_row`).
 -- name: recorded_columns
 done.id AS recorded_id, done.task_id AS recorded_task_id, done.status AS recorded_status,
-(SELECT count(*) FROM (SELECT pg_notify('scheduler_run_due', '') FROM done
-                        WHERE status = 'scheduled' LIMIT 1) AS w) AS woke,
+(SELECT count(*) FROM (
+     SELECT pg_notify('scheduler_run_due', '') FROM done d
+      WHERE d.status = 'scheduled'
+         OR d.ckey IN (SELECT k.id FROM tasks_concurrencykey k
+                        WHERE k.id IN (SELECT ckey FROM done)
+                          AND (SELECT count(*) FROM (
+                                   SELECT FROM tasks_run r
+                                    WHERE r.concurrency_key_id = k.id AND r.status = 'running'
+                                    LIMIT k.max_running) AS n) >= k.max_running)
+      LIMIT 1) AS w) AS woke,
 (SELECT queued FROM notified) AS notified
 
 -- One round trip per worker cycle: record the finished batch and claim the freed slots. The two
