@@ -30,7 +30,7 @@ follow each other, `late` when a run has not started `start_within` after its sc
 `overdue` when nothing succeeded for `success_within`; a state only gives way to a graver one
 (failing > overdue > late), and the next success makes the task `up` again with `recovered`.
 
-(In claim.sql, the CTEs `events` and `missed_notified`.) A release at shutdown, a cancellation
+(In claim.sql, the CTEs `notified` and `missed_notified`.) A release at shutdown, a cancellation
 and a run held back for capacity queue nothing.
 """
 
