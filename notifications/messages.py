@@ -6,7 +6,6 @@ from typing import Any
 
 from notifications.models import Notification
 from notifications.transports.base import Message
-from tasks.events import skip_reason
 from tasks.models import Attempt
 
 ERROR_MAX_CHARS = 2000
@@ -64,7 +63,7 @@ def expectation(event: str, task: Any, run: Any, attempt: Attempt | None) -> dic
     elif event == "skipped":
         expected = f"the occurrence at {run.scheduled_at.isoformat()} to run"
         happened = run.error or "it was skipped"
-        return {"reason": skip_reason(run.error), "expected": expected, "happened": happened}
+        return {"reason": run.skip_kind or "other", "expected": expected, "happened": happened}
     else:
         return None
     return {"expect": expect, "expected": expected, "happened": happened}

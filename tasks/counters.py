@@ -12,7 +12,6 @@ from django.db import connection
 
 from scheduler_project.sql import queries
 from tasks.db import is_unavailable
-from tasks.events import skip_reason
 
 # Each process writes its own shard, so workers recording at once rarely wait on one row; the
 # table stays tiny (shards x metrics x kinds x outcomes) and /metrics sums the shards.
@@ -46,12 +45,10 @@ def count_events(cursor: Any, *, process: str, events: Iterable[tuple[UUID, str,
 
 
 def count_skipped(cursor: Any, *, process: str, runs: Iterable[tuple[UUID, str]]) -> None:
-    """Count skipped occurrences, `(task id, the run's error)`, by reason (events.skip_reason)
+    """Count skipped occurrences, `(task id, the run's skip_kind)`, by reason (events.SKIP_KINDS)
     for scheduler_runs_skipped_total, inside the transaction that skipped them."""
     count_events(
-        cursor,
-        process=process,
-        events=[(task_id, "skipped", skip_reason(error)) for task_id, error in runs],
+        cursor, process=process, events=[(task_id, "skipped", kind) for task_id, kind in runs]
     )
 
 

@@ -30,7 +30,7 @@ follow each other, `late` when a run has not started `start_within` after its sc
 `overdue` when nothing succeeded for `success_within`; a state only gives way to a graver one
 (failing > overdue > late), and the next success makes the task `up` again with `recovered`.
 
-(In claim.sql, the CTEs `events` and `missed_notified`.) A release at shutdown, a cancellation
+(In claim.sql, the CTEs `notified` and `missed_notified`.) A release at shutdown, a cancellation
 and a run held back for capacity queue nothing.
 """
 
@@ -85,23 +85,15 @@ def skipped_events(rows: Iterable[tuple[UUID, UUID, int | None]]) -> list[Event]
     return [(run_id, task_id, attempt, "missed") for run_id, task_id, attempt in rows]
 
 
-# Why an occurrence was skipped: scheduler_runs_skipped_total's `reason`, by the start of the
-# skipped run's `error` (each skipping transition writes its own).
-SKIP_REASONS = {
-    "missed:": "misfire",
-    "skipped: the previous run": "overlap",
-    "paused:": "pause",
-    "skipped on request": "request",
-    "excluded:": "exclusion",  # a calendar's holiday or date, or a freeze window
-}
-
-
-def skip_reason(error: str) -> str:
-    """The `reason` of a skipped run with this `error` (`other` for none of the known ones)."""
-    for prefix, reason in SKIP_REASONS.items():
-        if error.startswith(prefix):
-            return reason
-    return "other"
+# Why an occurrence was skipped: a skipped run's `skip_kind` (the CHECK run_skip_kind_valid
+# lists them), scheduler_runs_skipped_total's `reason` and a `skipped` message's. Each skipping
+# transition writes its own kind beside the words of its `error`:
+#   misfire    claim.sql `missed`, planning (occurrences.advance)
+#   overlap    overlap.sql `set_aside`
+#   pause      planning, for occurrences that fell while the task was paused
+#   request    lifecycle.skip_next
+#   exclusion  planning and backfill.sql: a calendar's holiday or date, or a freeze window
+SKIP_KINDS = ("misfire", "overlap", "pause", "request", "exclusion")
 
 
 def skip_events(rows: Iterable[tuple[UUID, UUID, int | None]]) -> list[Event]:

@@ -10,6 +10,8 @@ from django.db import models
 from django.db.models import Q
 
 from tasks import resources as quantities
+from tasks.admission import WAIT_KINDS
+from tasks.events import SKIP_KINDS
 from tasks.ids import idempotency_key, uuid7
 from tasks.storage import ExecutableField
 
@@ -402,6 +404,9 @@ class Run(models.Model):
     http_status = models.IntegerField(null=True, blank=True)
     output = models.TextField(blank=True, default="")
     error = models.TextField(blank=True, default="")
+    # Why a `skipped` run was skipped (events.SKIP_KINDS; "" for any other run): the error's
+    # words are for people, this is what counters and messages read.
+    skip_kind = models.CharField(max_length=16, blank=True, default="", db_default="")
     # Set while (or since) the running payload used no CPU and wrote nothing for
     # TASKS_ZOMBIE_AFTER_SECONDS: when it went quiet. Cleared when it stirs or is claimed again.
     zombie_since = models.DateTimeField(null=True, blank=True)
@@ -412,7 +417,9 @@ class Run(models.Model):
     concurrency_key_id = models.BigIntegerField(null=True, blank=True)
     # The task's rate key (its id, no foreign key either).
     rate_key_id = models.BigIntegerField(null=True, blank=True)
-    # Why a `waiting_for_resource` run waits (capacity, no worker big enough, start SLA, key).
+    # Why a `waiting_for_resource` run waits: the reason's kind (tasks/admission/, which
+    # statements choose runs by) and the words built from it for people ("": not waiting).
+    wait_kind = models.CharField(max_length=24, blank=True, default="", db_default="")
     wait_reason = models.TextField(blank=True, default="", db_default="")
     # Made by a backfill (POST /tasks/{id}/backfill): an occurrence from before planning began,
     # run on request. Never missed (missed_after NULL), never the planner's to withdraw or count.
@@ -432,6 +439,12 @@ class Run(models.Model):
                 condition=Q(priority__gte=0, priority__lte=9), name="run_priority_range"
             ),
             models.CheckConstraint(condition=Q(status__in=RUN_STATUSES), name="run_status_valid"),
+            models.CheckConstraint(
+                condition=Q(wait_kind__in=WAIT_KINDS), name="run_wait_kind_valid"
+            ),
+            models.CheckConstraint(
+                condition=Q(skip_kind__in=("", *SKIP_KINDS)), name="run_skip_kind_valid"
+            ),
             models.CheckConstraint(
                 condition=Q(finished_at__isnull=False) | ~Q(status__in=TERMINAL_STATUSES),
                 name="run_terminal_has_finished_at",

@@ -125,15 +125,17 @@ def advance(
     missed_set = set(missed)
     runs = []
     for at in times:
-        status, reason = Run.Status.SCHEDULED, ""
+        status, kind, reason = Run.Status.SCHEDULED, "", ""
         if paused_(at):
-            status, reason = Run.Status.SKIPPED, PAUSED_REASON
+            status, kind, reason = Run.Status.SKIPPED, "pause", PAUSED_REASON
         elif reasons.get(at):
-            status, reason = Run.Status.SKIPPED, reasons[at] or ""
+            status, kind, reason = Run.Status.SKIPPED, "exclusion", reasons[at] or ""
         elif at in missed_set and at not in runnable_missed:
-            status, reason = Run.Status.SKIPPED, MISSED_REASON
+            status, kind, reason = Run.Status.SKIPPED, "misfire", MISSED_REASON
         grace_ = grace if recurring else None
-        runs.append(_new_run(task, at, status=status, reason=reason, now=now, grace=grace_))
+        runs.append(
+            _new_run(task, at, status=status, kind=kind, reason=reason, now=now, grace=grace_)
+        )
 
     task.runs_planned += len(times)
     task.next_unplanned_at = following if following is not None else _next_after(task, times, off)
@@ -196,7 +198,14 @@ def shown_schedule(schedule: dict) -> dict:
 
 
 def _new_run(
-    task: Task, at: datetime, *, status: str, reason: str, now: datetime, grace: timedelta | None
+    task: Task,
+    at: datetime,
+    *,
+    status: str,
+    kind: str,
+    reason: str,
+    now: datetime,
+    grace: timedelta | None,
 ) -> Run:
     key = idempotency_key(task.id, at)
     execute_at = at + timedelta(seconds=schedules.jitter_offset(task.schedule, key=key))
@@ -212,6 +221,7 @@ def _new_run(
         **task.requests,
         status=status,
         finished_at=now if status == Run.Status.SKIPPED else None,
+        skip_kind=kind,
         error=reason,
     )
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from scheduler_project.sql import queries
+from tasks.admission import sandbox
 
 SQL = queries("tasks", "processes.sql")
 
@@ -67,14 +68,11 @@ def worker_sandboxes(cursor: Any, *, dead_after_seconds: float) -> list[WorkerSa
     return [WorkerSandbox(*row) for row in cursor.fetchall()]
 
 
-NO_SANDBOX_PREFIX = "no live worker can run executables"  # the start of a run's wait_reason
-
-
 def executables_unavailable(workers: list[WorkerSandbox]) -> str:
     """Why no live worker can run an executable now ("" when one can)."""
     if any(w.mode for w in workers):
         return ""
     if not workers:
-        return f"{NO_SANDBOX_PREFIX}: no worker is running"
+        return sandbox.WORDS.format(why="no worker is running")
     reasons = sorted({w.error or "no sandbox reported" for w in workers})
-    return f"{NO_SANDBOX_PREFIX}: {'; '.join(reasons)}"
+    return sandbox.WORDS.format(why="; ".join(reasons))

@@ -17,6 +17,8 @@
 -- dearer than re-planning, and planned the statement again on every execution (as it still
 -- does with 0: a worker without a sandbox pays a planning per cycle).
 
+-- The claim's CTEs, shared by `claim` and `cycle`: the admission rules (tasks/admission/) in
+-- the order docs/architecture.md states, then the claimed runs and what they count.
 -- name: claim_ctes
 capped AS (
     -- Running runs per owner (from run_running_idx, a small set), once per claim.
@@ -24,25 +26,17 @@ capped AS (
      WHERE status = 'running' AND %(owner_cap)s > 0
      GROUP BY owner_id
 ), key_running AS (
-    -- Running runs per concurrency key, as of this statement's snapshot (run_key_running_idx:
-    -- keyed running runs only; without keys, one probe of an empty index range), less the
-    -- runs this statement records finished (`finishing`: the cycle's `done`), which commit
-    -- with what it claims: a worker's freed slot under a key is refilled in the same cycle.
+    -- Running runs per concurrency key, less those this statement records finished.
+    -- As of this statement's snapshot (run_key_running_idx: keyed running runs only; without
+    -- keys, one probe of an empty index range), less the runs this statement records finished
+    -- (the cycle's `recorded`), which commit with what it claims: a worker's freed slot under a
+    -- key is refilled in the same cycle.
     SELECT concurrency_key_id AS key, count(*) AS running FROM tasks_run
      WHERE status = 'running' AND concurrency_key_id IS NOT NULL
-       AND id NOT IN (SELECT id FROM finishing)
+       AND id NOT IN (SELECT run_id FROM recorded)
      GROUP BY concurrency_key_id
-), key_full AS (
-    -- Keys at their limit: the candidates skip their runs, so a run held by its key never
-    -- takes the place of another key's run or an unkeyed one (keys skip over; capacity does
-    -- not). Only a shortcut: the admission below decides, under the keys' row locks.
-    SELECT kr.key FROM key_running kr JOIN tasks_concurrencykey k ON k.id = kr.key
-     WHERE kr.running >= k.max_running
-), rate_full AS (
-    -- Rate keys whose window the snapshot shows full (one range of rate_key_held_idx, empty
-    -- while no key is full): skipped like full concurrency keys. Only a shortcut too.
-    SELECT k.id, k.held_until FROM tasks_ratekey k WHERE k.held_until > statement_timestamp()
 ), candidates AS (
+    -- Due claimable runs this worker could hold, in claim order, locked (SKIP LOCKED).
     -- One index range scan of run_claimable_idx (priority DESC, execute_at) per priority, 9
     -- down to 0 (run_priority_range): each reads due runs only, in execute_at order, and the
     -- outer LIMIT stops as soon as the batch is full. A single ORDER BY priority DESC,
@@ -51,7 +45,11 @@ capped AS (
     -- depends on its statistics: with millions of finished runs in the table it picked the sort.
     -- statement_timestamp(), not clock_timestamp(): a volatile bound cannot be an index bound.
     -- A run requesting more than this worker offers at all is no candidate: it never blocks
-    -- this worker (the reviewer says when no live worker can hold it).
+    -- this worker (the reviewer says when no live worker can hold it). The runs of keys the
+    -- snapshot shows full are skipped, so a run held by its key never takes the place of another
+    -- key's run or an unkeyed one (keys skip over; capacity does not): full concurrency keys
+    -- from `key_running`, full rate keys from rate_key_held_idx (empty while no key is full).
+    -- Only a shortcut: the admission below decides, under the keys' row locks.
     SELECT r.id, r.owner_id, r.priority, r.execute_at, r.task_id, r.scheduled_at, r.attempt,
            r.missed_after, r.cpu_millis, r.memory_bytes, r.concurrency_key_id AS ckey,
            r.rate_key_id AS rkey
@@ -69,13 +67,20 @@ capped AS (
                    OR (SELECT t.kind FROM tasks_task t WHERE t.id = r.task_id) <> 'executable')
               AND r.owner_id NOT IN (SELECT owner_id FROM capped WHERE running >= %(owner_cap)s)
               AND (r.concurrency_key_id IS NULL
-                   OR r.concurrency_key_id NOT IN (SELECT key FROM key_full))
-              AND (r.rate_key_id IS NULL OR r.rate_key_id NOT IN (SELECT id FROM rate_full))
+                   OR r.concurrency_key_id NOT IN (
+                          SELECT kr.key FROM key_running kr
+                            JOIN tasks_concurrencykey k ON k.id = kr.key
+                           WHERE kr.running >= k.max_running))
+              AND (r.rate_key_id IS NULL
+                   OR r.rate_key_id NOT IN (
+                          SELECT k.id FROM tasks_ratekey k
+                           WHERE k.held_until > statement_timestamp()))
             ORDER BY r.execute_at
             LIMIT {candidates}
               FOR UPDATE OF r SKIP LOCKED) AS r
      LIMIT {candidates}
 ), {misfire_ctes}, {key_ctes}, {rate_ctes}, fitting AS (
+    -- The admitted candidates, capped per owner, with whether each fits the free capacity.
     -- The per-owner cap also holds within this batch: an owner's n-th candidate is taken only
     -- while its running runs plus n stay within the cap. Then capacity, in claim order: a run
     -- fits while the requests of it and of every run before it fit the free capacity. The sums
@@ -97,41 +102,59 @@ capped AS (
      WHERE %(owner_cap)s <= 0 OR running + nth <= %(owner_cap)s
     WINDOW w AS (ORDER BY priority DESC, execute_at, id ROWS UNBOUNDED PRECEDING)
 ), picked AS (
-    -- A rate-limited run starts at the instant its key admitted it (its log holds that one).
+    -- The runs to claim; a rate-limited one starts at the instant its key admitted it.
     SELECT f.id, a.now AS rate_start
       FROM fitting f LEFT JOIN rate_admission a ON a.id = f.id
      WHERE f.fits AND f.n <= %(limit)s
-), {rate_log_ctes}, short AS (
-    -- Due runs capacity holds back: they wait for this worker's runs to finish.
-    -- The reason names the requests as the task wrote them; it depends on the run alone, so
-    -- workers holding the same run back write it once between them.
-    SELECT f.id, CASE WHEN f.cpu_millis = 0 AND f.memory_bytes = 0
-                      THEN 'waiting behind a higher-priority run that needs free capacity'
-                      ELSE 'waiting for free capacity ('
-                           || concat_ws(', ',
-                                  CASE WHEN f.cpu_millis > 0
-                                       THEN 'cpu=' || (t.resources->>'cpu') END,
-                                  CASE WHEN f.memory_bytes > 0
-                                       THEN 'memory=' || (t.resources->>'memory') END)
-                           || ') on a worker' END AS reason
-      FROM fitting f JOIN tasks_task t ON t.id = f.task_id
-     WHERE NOT f.fits AND f.execute_at <= statement_timestamp()
-), held AS (
+), {rate_log_ctes}, held AS (
+    -- Due candidates held back (tasks/admission/): the kind, and the words built from it.
     -- Written only when it changes: a worker held back claims again after each finished run.
-    UPDATE tasks_run r SET status = 'waiting_for_resource', wait_reason = short.reason
-      FROM (SELECT id, reason FROM short UNION ALL SELECT id, reason FROM key_short
-            UNION ALL SELECT id, reason FROM rate_short) AS short
-     WHERE r.id = short.id
-       AND (r.status <> 'waiting_for_resource' OR r.wait_reason <> short.reason)
-    RETURNING r.id
-), held_woke AS (
-    -- A run newly held here may fit another worker that skipped it while this claim locked it.
-    SELECT pg_notify('scheduler_run_due', '') FROM held LIMIT 1
+    -- Capacity's words name the requests as the task wrote them; they depend on the run alone,
+    -- so workers holding the same run back write them once between them. A run newly held
+    -- here may fit another worker that skipped it while this claim locked it: NOTIFY (one per
+    -- transaction, however many rows).
+    UPDATE tasks_run r SET status = 'waiting_for_resource', wait_kind = h.kind,
+                           wait_reason = h.reason
+      FROM (SELECT f.id, 'capacity' AS kind,
+                   CASE WHEN f.cpu_millis = 0 AND f.memory_bytes = 0
+                        THEN 'waiting behind a higher-priority run that needs free capacity'
+                        ELSE 'waiting for free capacity ('
+                             || concat_ws(', ',
+                                    CASE WHEN f.cpu_millis > 0
+                                         THEN 'cpu=' || (t.resources->>'cpu') END,
+                                    CASE WHEN f.memory_bytes > 0
+                                         THEN 'memory=' || (t.resources->>'memory') END)
+                             || ') on a worker' END AS reason
+              FROM fitting f JOIN tasks_task t ON t.id = f.task_id
+             WHERE NOT f.fits AND f.execute_at <= statement_timestamp()
+            UNION ALL
+            -- The count is of the key's slots taken by runs running (as bounded) and ahead.
+            SELECT id, 'concurrency_key' AS kind,
+                   'waiting for concurrency key ' || name || ' (' || taken || ' of '
+                   || max_running || ' running)'
+              FROM key_admission
+             WHERE NOT admitted AND execute_at <= statement_timestamp()
+            UNION ALL
+            SELECT a.id, 'rate_key' AS kind,
+                   'rate limit ' || l.name || ': ' || l.rate_limit || ' per ' || l.per_seconds
+                   || ' s reached, next start at '
+                   || to_char(l.held_until AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')
+              FROM rate_admission a JOIN rate_log l ON l.id = a.rkey
+             WHERE NOT a.admitted AND a.execute_at <= a.now AND l.held_until > a.now) AS h
+     WHERE r.id = h.id
+       AND (r.status <> 'waiting_for_resource' OR r.wait_kind <> h.kind
+            OR r.wait_reason <> h.reason)
+    RETURNING r.id, pg_notify('scheduler_run_due', '')
 ), claimed AS (
+    -- The picked runs set running under this worker, with what the worker needs to run them.
+    -- No start is before a finish this statement records (`recorded`'s latest): in one slot
+    -- the run handed over ends, in the history, before the next begins.
     UPDATE tasks_run r
        SET status = 'running', attempt = r.attempt + 1, worker = %(worker)s,
-           started_at = coalesce(picked.rate_start, greatest(clock_timestamp(), r.execute_at)),
-           heartbeat_at = clock_timestamp(), zombie_since = NULL, wait_reason = ''
+           started_at = coalesce(picked.rate_start,
+                                 greatest(clock_timestamp(), r.execute_at,
+                                          (SELECT max(finished_at) FROM recorded))),
+           heartbeat_at = clock_timestamp(), zombie_since = NULL, wait_kind = '', wait_reason = ''
       FROM picked, tasks_task t
      WHERE r.id = picked.id AND t.id = r.task_id
        -- A one-time filter (evaluated once, before any row) that makes missed_notified run.
@@ -155,7 +178,8 @@ capped AS (
 -- name: claimed_columns
 r.id, r.task_id, r.scheduled_at, r.execute_at, r.attempt, r.max_attempts, t.kind, t.payload,
 t.executable, t.timeout, t.retry_backoff_base AS backoff_base,
-t.retry_backoff_cap AS backoff_cap, clock_timestamp() AS claimed_at,
+t.retry_backoff_cap AS backoff_cap,
+greatest(clock_timestamp(), (SELECT max(finished_at) FROM recorded)) AS claimed_at,
 coalesce(t.schedule->>'overlap', 'allow') AS overlap, r.priority, r.cpu_millis, r.memory_bytes
 
 -- Misfire at claim time (docs/schedules.md, "Misfire policy"): a candidate is missed when it is
@@ -163,15 +187,16 @@ coalesce(t.schedule->>'overlap', 'allow') AS overlap, r.priority, r.cpu_millis, 
 -- grace) and its task's policy says so: `skip` always; `run_once` when a later occurrence of the
 -- task is past its grace too (only the latest of them runs); `run_all` when RUN_ALL_CAP later
 -- ones are. It is recorded `skipped` instead of claimed, its `missed` notification queued, and
--- its task completed if it was the last occurrence. One-time tasks and run-now runs
+-- (`outcome_ctes`) counted, and its task completed if it was the last occurrence. One-time tasks and run-now runs
 -- (missed_after NULL), retries (attempt > 0) and runs on time stop at the first condition, so
 -- the claim's common path reads no task. The candidates are locked by this statement and still
 -- claimable, so a skip never meets a fenced finish; whichever worker meets an older occurrence
 -- skips it, because the later one exists whoever holds it.
 -- name: misfire_ctes
 missed AS (
+    -- The candidates past their misfire grace that their task's policy skips: `skipped`.
     UPDATE tasks_run r
-       SET status = 'skipped', finished_at = clock_timestamp(),
+       SET status = 'skipped', finished_at = clock_timestamp(), skip_kind = 'misfire',
            error = 'missed: not started within its misfire grace period (misfire policy)'
       FROM candidates c
      WHERE r.id = c.id AND c.missed_after < statement_timestamp() AND c.attempt = 0
@@ -189,39 +214,8 @@ missed AS (
                     AND n.missed_after < statement_timestamp())
            END
     RETURNING r.id, r.task_id
-), missed_completed AS (
-    -- The task's last occurrence was missed: nothing is left to finish it (as in planning).
-    -- EXISTS (uncorrelated) is a one-time filter: with nothing missed, no task is read.
-    -- `failed` when its last run failed (complete.sql); the snapshot shows the missed runs
-    -- still scheduled, hence their own status here.
-    UPDATE tasks_task t
-       SET status = CASE WHEN (SELECT CASE WHEN o.id IN (SELECT id FROM missed) THEN 'skipped'
-                                           ELSE o.status END
-                                 FROM tasks_run o
-                                WHERE o.task_id = t.id
-                                  AND (o.attempt > 0 OR o.finished_at IS NOT NULL
-                                       OR o.id IN (SELECT id FROM missed))
-                                ORDER BY o.scheduled_at DESC LIMIT 1) = 'failed'
-                         THEN 'failed' ELSE 'completed' END,
-           updated_at = clock_timestamp()
-     WHERE EXISTS (SELECT FROM missed) AND t.id IN (SELECT task_id FROM missed)
-       AND t.status = 'active' AND t.next_unplanned_at IS NULL
-       AND NOT EXISTS (
-           SELECT 1 FROM tasks_run o
-            WHERE o.task_id = t.id AND o.status IN ('scheduled', 'running', 'waiting_for_resource')
-              AND o.id NOT IN (SELECT id FROM missed))
-), missed_counted AS (
-    -- scheduler_runs_skipped_total, reason misfire (the counters table's `skipped` metric).
-    -- A shard of the worker's own among the 32 (tasks/counters.py), from its name: the claim
-    -- alone takes no shard parameter.
-    INSERT INTO tasks_runcounter (metric, kind, outcome, shard, value)
-    SELECT 'skipped', t.kind, 'misfire', hashtext(%(worker)s) & 31, count(*)
-      FROM missed m JOIN tasks_task t ON t.id = m.task_id
-     GROUP BY t.kind
-     ORDER BY t.kind
-    ON CONFLICT (metric, kind, outcome, shard)
-    DO UPDATE SET value = tasks_runcounter.value + EXCLUDED.value
 ), missed_notified AS (
+    -- The missed runs' events queued (outbox).
     -- The outbox's `missed` and `skipped` events (attempt 0, as planning queues them), for
     -- tasks that notify.
     SELECT notifications_enqueue(array_agg(m.id), array_agg(m.task_id), array_agg(0),
@@ -249,18 +243,15 @@ missed AS (
 -- next claim. Without keyed candidates, `keyed` reads no row.
 -- name: key_ctes
 keyed AS (
+    -- The candidates' concurrency keys, locked in id order.
     SELECT k.id, k.name, k.max_running, k.admitted FROM tasks_concurrencykey k
      WHERE k.id = ANY (ARRAY(SELECT DISTINCT ckey FROM candidates WHERE ckey IS NOT NULL))
      ORDER BY k.id
        FOR NO KEY UPDATE
-), key_room AS (
-    SELECT l.id, l.name, l.max_running,
-           coalesce(kr.running, 0) + (l.admitted - s.admitted) AS running
-      FROM keyed l
-      JOIN tasks_concurrencykey s ON s.id = l.id
-      LEFT JOIN key_running kr ON kr.key = l.id
 ), key_admission AS (
-    -- A candidate's slot: what runs, plus the key's due claimable runs strictly ahead of it
+    -- Whether each keyed candidate has a slot of its key, and how many are taken.
+    -- A candidate's slot: what runs (the key's room: the snapshot's count plus the admissions
+    -- committed since, the locked row's `admitted` less the snapshot's), plus the key's due claimable runs strictly ahead of it
     -- (two bounded index ranges of run_key_claimable_idx, each stopping at the limit: a higher
     -- priority; the same one, due earlier), plus this batch's candidates tied with it (same
     -- priority and execute_at, lower id: the scan returns ties in no stated order). The j-th
@@ -289,14 +280,11 @@ keyed AS (
                                            ORDER BY c.id) - 1 AS tied
               FROM candidates c
              WHERE c.ckey IS NOT NULL AND c.id NOT IN (SELECT id FROM missed)) AS c
-      JOIN key_room k ON k.id = c.ckey) AS ranked
-), key_short AS (
-    -- Due runs their key holds back; the count is of the key's slots taken by runs running
-    -- (as bounded above) and runs ahead of this one.
-    SELECT id, 'waiting for concurrency key ' || name || ' ('
-               || taken || ' of ' || max_running || ' running)' AS reason
-      FROM key_admission
-     WHERE NOT admitted AND execute_at <= statement_timestamp()
+      JOIN (SELECT l.id, l.name, l.max_running,
+                   coalesce(kr.running, 0) + (l.admitted - s.admitted) AS running
+              FROM keyed l
+              JOIN tasks_concurrencykey s ON s.id = l.id
+              LEFT JOIN key_running kr ON kr.key = l.id) AS k ON k.id = c.ckey) AS ranked
 )
 
 -- Rate limits (docs/architecture.md, "Rate limits"): at most a key's `rate_limit` runs carrying
@@ -313,17 +301,20 @@ keyed AS (
 -- change applies at the next claim. Without rate-keyed candidates, `rate_keyed` reads no row.
 -- name: rate_ctes
 rate_keyed AS (
+    -- The candidates' rate keys, locked in id order after every concurrency key.
     SELECT k.id, k.name, k.rate_limit, k.per_seconds, k.starts FROM tasks_ratekey k
      WHERE k.id = ANY (ARRAY(SELECT DISTINCT rkey FROM candidates WHERE rkey IS NOT NULL))
        AND (SELECT count(*) FROM keyed) >= 0
      ORDER BY k.id
        FOR NO KEY UPDATE
 ), rate_room AS (
+    -- Each locked rate key with its `now`, read after the lock, and its starts in the window.
     SELECT l.id, l.name, l.rate_limit, l.per_seconds, l.starts, l.now,
            (SELECT count(*) FROM unnest(l.starts) AS s(at)
              WHERE s.at > l.now - make_interval(secs => l.per_seconds)) AS used
       FROM (SELECT k.*, clock_timestamp() AS now FROM rate_keyed k) AS l
 ), rate_admission AS (
+    -- Whether each rate-keyed candidate may start at its key's `now` (strict order in a key).
     SELECT id, rkey, execute_at, now, taken < rate_limit AND execute_at <= now AS admitted
       FROM (
     SELECT c.id, c.rkey, c.execute_at, k.now, k.rate_limit,
@@ -368,66 +359,152 @@ rate_log AS (
                    SELECT count(*)::int AS started
                      FROM rate_admission a JOIN picked p ON p.id = a.id
                     WHERE a.rkey = k.id) AS n) AS logged
-), rate_short AS (
-    -- Due runs their rate key holds back, with the instant the key's next run may start.
-    SELECT a.id, 'rate limit ' || l.name || ': ' || l.rate_limit || ' per ' || l.per_seconds
-                 || ' s reached, next start at '
-                 || to_char(l.held_until AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')
-                 AS reason
-      FROM rate_admission a JOIN rate_log l ON l.id = a.rkey
-     WHERE NOT a.admitted AND a.execute_at <= a.now AND l.held_until > a.now
-), rate_wait AS (
-    -- When this worker should claim again for runs rate limits hold (its `rate` row): the
-    -- earliest next start of a full key with due runs (held here, or skipped by the scan), or
-    -- a rate-limited candidate's due time (they are not claimed ahead of it). NULL: none,
-    -- and not asked when the batch is full (the worker claims again when a slot frees).
-    SELECT extract(epoch FROM min(at) - clock_timestamp())::float8 AS seconds
-      FROM (SELECT l.held_until AS at FROM rate_short h
-              JOIN rate_admission a ON a.id = h.id JOIN rate_log l ON l.id = a.rkey
-            UNION ALL
-            SELECT execute_at FROM rate_admission WHERE NOT admitted AND execute_at > now
-            UNION ALL
-            SELECT f.held_until FROM rate_full f
-             WHERE EXISTS (SELECT FROM tasks_run r
-                            WHERE r.rate_key_id = f.id
-                              AND r.status IN ('scheduled', 'waiting_for_resource')
-                              AND r.execute_at <= statement_timestamp()
-                                                  + make_interval(secs => %(prefetch)s))) AS a
-     WHERE (SELECT count(*) FROM picked) < %(limit)s
 )
+
+-- What a batch's ends (`done`, `alerts`) and a claim's misses (`missed`) add up to, one CTE each
+-- whichever statement made them: the statement without one has an empty stand-in (`no_finish`,
+-- `no_claim`). A finished run is one with a `finished_at` (set iff terminal).
+-- name: outcome_ctes
+completed AS (
+    -- The tasks whose last occurrence just ended (finished or missed), completed (or failed).
+    -- Nothing is left to plan or to run; `failed` when its last run failed (complete.sql). The
+    -- snapshot still shows this batch's runs as running (begun: attempt > 0) and the missed
+    -- ones as scheduled, hence their status from `done` and `missed`, and the exclusions.
+    UPDATE tasks_task t
+       SET status = CASE WHEN (SELECT coalesce(d.status,
+                                               CASE WHEN o.id IN (SELECT id FROM missed)
+                                                    THEN 'skipped' END,
+                                               o.status)
+                                 FROM tasks_run o LEFT JOIN done d ON d.id = o.id
+                                WHERE o.task_id = t.id
+                                  AND (o.attempt > 0 OR o.finished_at IS NOT NULL
+                                       OR o.id IN (SELECT id FROM missed))
+                                ORDER BY o.scheduled_at DESC LIMIT 1) = 'failed'
+                         THEN 'failed' ELSE 'completed' END,
+           updated_at = clock_timestamp()
+     WHERE t.id IN (SELECT task_id FROM done WHERE finished_at IS NOT NULL
+                    UNION ALL
+                    SELECT task_id FROM missed)
+       AND t.status = 'active' AND t.next_unplanned_at IS NULL
+       AND NOT EXISTS (
+           SELECT 1 FROM tasks_run o
+            WHERE o.task_id = t.id AND o.status IN ('scheduled', 'running', 'waiting_for_resource')
+              AND o.id NOT IN (SELECT id FROM done WHERE finished_at IS NOT NULL)
+              AND o.id NOT IN (SELECT id FROM missed))
+), counted AS (
+    -- /metrics counters (tasks/counters.py): attempts, finishes, alerts and misses, one upsert.
+    -- Metrics `attempt`, `finished`, `alert` (scheduler_alerts_total) and `skipped` (reason
+    -- misfire, scheduler_runs_skipped_total). A shard of the worker's own among the 32, from its
+    -- name (the claim alone takes no shard parameter).
+    INSERT INTO tasks_runcounter (metric, kind, outcome, shard, value)
+    SELECT c.metric, t.kind, c.outcome, hashtext(%(worker)s) & 31, count(*)
+      FROM (SELECT task_id, 'attempt' AS metric, outcome FROM done
+            UNION ALL
+            SELECT task_id, 'finished', status FROM done WHERE finished_at IS NOT NULL
+            UNION ALL
+            SELECT task_id, 'alert', event FROM alerts
+            UNION ALL
+            SELECT task_id, 'skipped', 'misfire' FROM missed) c
+      JOIN tasks_task t ON t.id = c.task_id
+     GROUP BY c.metric, t.kind, c.outcome
+     ORDER BY c.metric, t.kind, c.outcome
+    ON CONFLICT (metric, kind, outcome, shard)
+    DO UPDATE SET value = tasks_runcounter.value + EXCLUDED.value
+), notified AS (
+    -- The outbox's events of the batch's ends (tasks/outbox.py), queued in one call.
+    -- succeeded; a failed attempt that will be retried -> failed; the last attempt failed ->
+    -- retries_exhausted; the health alerts. (A claim's misses queue theirs in misfire_ctes,
+    -- which the claim itself makes run.) Only tasks that could notify at all reach
+    -- notifications_enqueue: calling it costs more than the rest of the statement (PL/pgSQL
+    -- plans its query on every call).
+    SELECT notifications_enqueue(array_agg(id), array_agg(task_id), array_agg(attempt),
+                                 array_agg(event), %(window)s, %(channel)s) AS queued
+      FROM (SELECT d.id, d.task_id, d.attempt,
+                   CASE WHEN d.status = 'succeeded' THEN 'succeeded'
+                        WHEN d.status = 'failed' THEN 'retries_exhausted'
+                        WHEN d.status = 'scheduled' AND d.outcome IN ('failed', 'timed_out')
+                        THEN 'failed'
+                   END AS event
+              FROM done d JOIN tasks_task t ON t.id = d.task_id
+             WHERE (jsonb_typeof(t.notify) = 'array' AND t.notify <> '[]'::jsonb)
+                OR EXISTS (SELECT 1 FROM notifications_channel c
+                            WHERE c.owner_id = t.owner_id AND c.all_tasks_events <> '{{}}')
+            UNION ALL
+            SELECT id, task_id, attempt, event FROM alerts) AS e
+     WHERE event IS NOT NULL
+    HAVING count(*) > 0
+)
+
+-- The claim's stand-ins for the outcome write's CTEs: it records nothing.
+-- name: no_finish
+done AS (
+    SELECT NULL::uuid AS id, NULL::uuid AS task_id, NULL::text AS status, NULL::int AS attempt,
+           NULL::text AS outcome, NULL::timestamptz AS finished_at
+     WHERE false
+), recorded AS (
+    SELECT NULL::uuid AS run_id, NULL::timestamptz AS finished_at WHERE false
+), alerts AS (
+    SELECT NULL::uuid AS id, NULL::uuid AS task_id, NULL::int AS attempt, NULL::text AS event
+     WHERE false
+)
+
+-- The outcome write's stand-in for the claim's misses: it claims nothing.
+-- name: no_claim
+missed AS (SELECT NULL::uuid AS id, NULL::uuid AS task_id WHERE false)
 
 -- `row` says what each row is: a claimed run, (once) that capacity held due runs back (the
 -- worker then waits for a finish), or (once) that rate limits did, and `rate_wait` seconds
 -- until the first of them may start; the claimed columns of those two rows are NULL.
 -- name: claim
-WITH finishing AS (SELECT NULL::uuid AS id WHERE false), {claim_ctes}
+WITH {no_finish}, {claim_ctes}, {outcome_ctes}
 SELECT 'claimed' AS row, claimed.*, NULL::float8 AS rate_wait FROM claimed
 UNION ALL
 SELECT 'held', claimed.*, NULL FROM {held_row}
 UNION ALL
 SELECT 'rate', claimed.*, rate_wait.seconds FROM {rate_row}
 
--- One row when capacity held due runs back (LEFT JOIN ... ON false: claimed's columns, NULL);
--- referencing held_woke makes it run.
+-- One row when capacity or a full concurrency key held due runs back (LEFT JOIN ... ON false:
+-- claimed's columns, NULL): the worker then waits for a run to end (its own, or a NOTIFY from
+-- the statement that ends a run of a full key) instead of claiming again for runs it cannot
+-- take. A key is full for runs this claim held back, and for due runs its scan skipped.
 -- name: held_row
 (SELECT) AS one LEFT JOIN claimed ON false
- WHERE EXISTS (SELECT FROM short) AND (SELECT count(*) FROM held_woke) >= 0
+ WHERE EXISTS (SELECT FROM fitting WHERE NOT fits AND execute_at <= statement_timestamp())
+    OR EXISTS (SELECT FROM key_admission WHERE NOT admitted AND execute_at <= statement_timestamp())
+    OR EXISTS (SELECT FROM key_running kr JOIN tasks_concurrencykey k ON k.id = kr.key
+                WHERE kr.running >= k.max_running
+                  AND EXISTS (SELECT FROM tasks_run r
+                               WHERE r.concurrency_key_id = kr.key
+                                 AND r.status IN ('scheduled', 'waiting_for_resource')
+                                 AND r.execute_at <= statement_timestamp()))
 
 -- One row when rate limits hold runs that come free at a known instant: `rate_wait` says in
--- how many seconds (the worker sleeps no longer than that).
+-- how many seconds the worker should claim again (it sleeps no longer than that): the earliest
+-- next start of a full key with due runs (held here, or skipped by the scan), or a rate-limited
+-- candidate's due time (they are not claimed ahead of it). None: no row, and not asked when the
+-- batch is full (the worker claims again when a slot frees).
 -- name: rate_row
-rate_wait LEFT JOIN claimed ON false WHERE rate_wait.seconds IS NOT NULL
+(SELECT extract(epoch FROM min(at) - clock_timestamp())::float8 AS seconds
+   FROM (SELECT l.held_until AS at
+           FROM rate_admission a JOIN rate_log l ON l.id = a.rkey
+          WHERE NOT a.admitted AND a.execute_at <= a.now AND l.held_until > a.now
+         UNION ALL
+         SELECT execute_at FROM rate_admission WHERE NOT admitted AND execute_at > now
+         UNION ALL
+         SELECT k.held_until FROM tasks_ratekey k
+          WHERE k.held_until > statement_timestamp()
+            AND EXISTS (SELECT FROM tasks_run r
+                         WHERE r.rate_key_id = k.id
+                           AND r.status IN ('scheduled', 'waiting_for_resource')
+                           AND r.execute_at <= statement_timestamp()
+                                               + make_interval(secs => %(prefetch)s))) AS a
+  WHERE (SELECT count(*) FROM picked) < %(limit)s) AS rate_wait
+ LEFT JOIN claimed ON false WHERE rate_wait.seconds IS NOT NULL
 
 -- The outcome write, as CTEs that a claim can follow in the same statement (see `cycle`).
 -- name: finish_ctes
-v AS (
-    SELECT * FROM unnest(%(ids)s::uuid[], %(attempts)s::int[], %(statuses)s::text[],
-                         %(retry_in)s::float8[], %(started)s::timestamptz[], %(errors)s::text[],
-                         %(outputs)s::text[], %(exit_codes)s::int[], %(http_statuses)s::int[],
-                         %(outcomes)s::text[])
-           AS v(id, attempt, status, retry_in, started_at, error, output, exit_code, http_status,
-                outcome)
-), done AS (
+done AS (
+    -- The finished runs the worker still holds (fenced), with their outcomes written.
     UPDATE tasks_run r
        SET status = v.status,
            finished_at = CASE WHEN v.status = ANY(%(terminal)s) THEN clock_timestamp() END,
@@ -441,72 +518,25 @@ v AS (
                              ELSE r.started_at END,
            error = v.error, output = v.output, exit_code = v.exit_code,
            http_status = v.http_status
-      FROM v
+      FROM unnest(%(ids)s::uuid[], %(attempts)s::int[], %(statuses)s::text[],
+                  %(retry_in)s::float8[], %(started)s::timestamptz[], %(errors)s::text[],
+                  %(outputs)s::text[], %(exit_codes)s::int[], %(http_statuses)s::int[],
+                  %(outcomes)s::text[])
+           AS v(id, attempt, status, retry_in, started_at, error, output, exit_code, http_status,
+                outcome)
      WHERE r.id = v.id AND r.status = 'running' AND r.attempt = v.attempt AND r.worker = %(worker)s
     RETURNING r.id, r.task_id, r.status, v.attempt, v.outcome, r.scheduled_at, r.started_at,
-              r.finished_at
+              r.finished_at, v.started_at AS attempt_started_at, v.error AS attempt_error,
+              v.exit_code, v.http_status, r.concurrency_key_id AS ckey
 ), recorded AS (
+    -- Each finished attempt's row; its `finished_at` bounds the starts a cycle claims after it.
     INSERT INTO tasks_attempt (run_id, number, worker, started_at, finished_at, outcome, error,
                                exit_code, http_status)
-    SELECT v.id, v.attempt, %(worker)s, v.started_at, clock_timestamp(), v.outcome, v.error,
-           v.exit_code, v.http_status
-      FROM v JOIN done ON done.id = v.id
-    RETURNING run_id
-), completed AS (
-    -- A task whose last occurrence just finished has ended: nothing left to plan or to run;
-    -- `failed` when its last run failed (complete.sql). The snapshot still shows this batch's
-    -- runs as running (begun: attempt > 0), hence their status from `done` and the exclusion.
-    UPDATE tasks_task t
-       SET status = CASE WHEN (SELECT coalesce(d.status, o.status)
-                                 FROM tasks_run o LEFT JOIN done d ON d.id = o.id
-                                WHERE o.task_id = t.id
-                                  AND (o.attempt > 0 OR o.finished_at IS NOT NULL)
-                                ORDER BY o.scheduled_at DESC LIMIT 1) = 'failed'
-                         THEN 'failed' ELSE 'completed' END,
-           updated_at = clock_timestamp()
-     WHERE t.id IN (SELECT task_id FROM done WHERE status = ANY(%(terminal)s))
-       AND t.status = 'active' AND t.next_unplanned_at IS NULL
-       AND NOT EXISTS (
-           SELECT 1 FROM tasks_run o
-            WHERE o.task_id = t.id AND o.status IN ('scheduled', 'running', 'waiting_for_resource')
-              AND o.id NOT IN (SELECT id FROM done WHERE status = ANY(%(terminal)s)))
-), counted AS (
-    -- /metrics counters (tasks/counters.py): per-process shard, one upsert per batch.
-    INSERT INTO tasks_runcounter (metric, kind, outcome, shard, value)
-    SELECT c.metric, t.kind, c.outcome, %(shard)s, count(*)
-      FROM (SELECT task_id, 'attempt' AS metric, outcome FROM done
-            UNION ALL
-            SELECT task_id, 'finished', status FROM done WHERE status = ANY(%(terminal)s)) c
-      JOIN tasks_task t ON t.id = c.task_id
-     GROUP BY c.metric, t.kind, c.outcome
-     ORDER BY c.metric, t.kind, c.outcome
-    ON CONFLICT (metric, kind, outcome, shard)
-    DO UPDATE SET value = tasks_runcounter.value + EXCLUDED.value
-), events AS (
-    -- The transactional outbox (tasks/outbox.py): succeeded; a failed attempt that will
-    -- be retried -> failed; the last attempt failed -> retries_exhausted.
-    -- Only tasks that could notify at all reach notifications_enqueue: calling it costs more
-    -- than the rest of the statement (PL/pgSQL plans its query on every call).
-    SELECT d.id, d.task_id, d.attempt,
-           CASE WHEN d.status = 'succeeded' THEN 'succeeded'
-                WHEN d.status = 'failed' THEN 'retries_exhausted'
-                WHEN d.status = 'scheduled' AND d.outcome IN ('failed', 'timed_out') THEN 'failed'
-           END AS event
-      FROM done d JOIN tasks_task t ON t.id = d.task_id
-     WHERE (jsonb_typeof(t.notify) = 'array' AND t.notify <> '[]'::jsonb)
-        OR EXISTS (SELECT 1 FROM notifications_channel c
-                    WHERE c.owner_id = t.owner_id AND c.all_tasks_events <> '{{}}')
-), {judge_ctes}, notified AS (
-    SELECT notifications_enqueue(array_agg(id), array_agg(task_id), array_agg(attempt),
-                                 array_agg(event), %(window)s, %(channel)s) AS queued
-      FROM (SELECT id, task_id, attempt, event FROM events WHERE event IS NOT NULL
-            UNION ALL
-            SELECT id, task_id, attempt, event FROM alerts) AS e
-    HAVING count(*) > 0
-), woke AS (
-    -- Retries due now wake sleeping workers on commit.
-    SELECT pg_notify('scheduler_run_due', '') FROM done WHERE status = 'scheduled' LIMIT 1
-)
+    SELECT d.id, d.attempt, %(worker)s, d.attempt_started_at, clock_timestamp(), d.outcome,
+           d.attempt_error, d.exit_code, d.http_status
+      FROM done d
+    RETURNING run_id, finished_at
+), {judge_ctes}
 
 -- A task's expectations judged on the outcomes of `done` (tasks/expectations.py, which explains
 -- the health states): `failing` after failure_streak final failures in a row, `recovered` at
@@ -517,13 +547,8 @@ v AS (
 -- rows are locked: two workers finishing runs of one task judge one after the other, each on
 -- the state the other left. Of one task's runs in one batch, the latest scheduled is judged.
 -- name: judge_ctes
-locked AS (
-    SELECT h.task_id, h.health, h.failures, h.failure_streak, h.min_duration, h.repeat_every,
-           h.alerted_at
-      FROM tasks_taskhealth h
-     WHERE h.task_id = ANY(ARRAY(SELECT task_id FROM done WHERE status IN ('succeeded', 'failed')))
-       FOR UPDATE
-), judged AS (
+judged AS (
+    -- Each judged task's health row (locked) with the health this batch's latest outcome gives.
     SELECT j.*,
            CASE WHEN j.status = 'succeeded' THEN 'up'
                 WHEN j.failure_streak IS NOT NULL AND j.failures_after >= j.failure_streak
@@ -533,10 +558,17 @@ locked AS (
                    l.min_duration, l.repeat_every, l.alerted_at,
                    CASE WHEN d.status = 'succeeded' THEN 0 ELSE l.failures + 1 END
                        AS failures_after
-              FROM done d JOIN locked l ON l.task_id = d.task_id
+              FROM done d
+              JOIN (SELECT h.task_id, h.health, h.failures, h.failure_streak, h.min_duration,
+                           h.repeat_every, h.alerted_at
+                      FROM tasks_taskhealth h
+                     WHERE h.task_id = ANY(ARRAY(SELECT task_id FROM done
+                                                  WHERE status IN ('succeeded', 'failed')))
+                       FOR UPDATE) AS l ON l.task_id = d.task_id
              WHERE d.status IN ('succeeded', 'failed')
              ORDER BY d.task_id, d.scheduled_at DESC) AS j
 ), alerts AS (
+    -- The alerts the new health raises: a change, a reminder, or a success too fast.
     SELECT id, task_id, attempt,
            CASE WHEN health_after = 'up' THEN 'recovered' ELSE health_after END AS event
       FROM judged
@@ -548,6 +580,7 @@ locked AS (
     SELECT id, task_id, attempt, 'too_fast' FROM judged
      WHERE status = 'succeeded' AND took < make_interval(secs => min_duration)
 ), judged_written AS (
+    -- The new health, streak and alert times, on the rows `judged` locked.
     UPDATE tasks_taskhealth h
        SET health = j.health_after, failures = j.failures_after,
            succeeded_at = CASE WHEN j.status = 'succeeded' THEN clock_timestamp()
@@ -558,32 +591,35 @@ locked AS (
                              THEN clock_timestamp() ELSE h.alerted_at END
       FROM judged j
      WHERE h.task_id = j.task_id
-), alerts_counted AS (
-    -- scheduler_alerts_total (tasks/counters.py's table, its `alert` metric).
-    INSERT INTO tasks_runcounter (metric, kind, outcome, shard, value)
-    SELECT 'alert', t.kind, a.event, %(shard)s, count(*)
-      FROM alerts a JOIN tasks_task t ON t.id = a.task_id
-     GROUP BY t.kind, a.event
-     ORDER BY t.kind, a.event
-    ON CONFLICT (metric, kind, outcome, shard)
-    DO UPDATE SET value = tasks_runcounter.value + EXCLUDED.value
 )
 
 -- Referencing the SELECT-only CTEs makes PostgreSQL evaluate them (it skips unreferenced ones).
 -- name: record
-WITH {finish_ctes}
+WITH {finish_ctes}, {no_claim}, {outcome_ctes}
 SELECT {recorded_columns} FROM done
 
--- A recorded run; referencing the SELECT-only CTEs makes PostgreSQL evaluate them.
+-- A recorded run; `notified` makes PostgreSQL evaluate that SELECT-only CTE, and `woke` wakes
+-- sleeping workers on commit (one NOTIFY) when a retry is due now or a run of a key that was
+-- full ended (the workers it held wait for that: `held_row`).
 -- name: recorded_columns
 done.id AS recorded_id, done.task_id AS recorded_task_id, done.status AS recorded_status,
-(SELECT count(*) FROM woke) AS woke, (SELECT queued FROM notified) AS notified
+(SELECT count(*) FROM (
+     SELECT pg_notify('scheduler_run_due', '') FROM done d
+      WHERE d.status = 'scheduled'
+         OR d.ckey IN (SELECT k.id FROM tasks_concurrencykey k
+                        WHERE k.id IN (SELECT ckey FROM done)
+                          AND (SELECT count(*) FROM (
+                                   SELECT FROM tasks_run r
+                                    WHERE r.concurrency_key_id = k.id AND r.status = 'running'
+                                    LIMIT k.max_running) AS n) >= k.max_running)
+      LIMIT 1) AS w) AS woke,
+(SELECT queued FROM notified) AS notified
 
 -- One round trip per worker cycle: record the finished batch and claim the freed slots. The two
 -- UPDATEs touch disjoint rows (the finished runs are `running`, the claim takes `scheduled`
 -- ones), and in autocommit the statement is its own transaction: one commit per cycle.
 -- name: cycle
-WITH {finish_ctes}, finishing AS (SELECT id FROM done), {claim_ctes}
+WITH {finish_ctes}, {claim_ctes}, {outcome_ctes}
 SELECT 'recorded' AS row, {recorded_columns}, claimed.*, NULL::float8 AS rate_wait
   FROM done LEFT JOIN claimed ON false
 UNION ALL

@@ -3,22 +3,22 @@
 -- `waiting_for_resource` runs do, and schedule them again once a worker can. Claimable rows a
 -- claim has locked are left for the next pass.
 
--- Due executable runs, a batch per pass: each waits with %(reason)s, which starts with
--- %(prefix)s; a run already waiting for this with an older reason gets the new one, and so
--- does one the start SLA flagged (%(starved)s: that reason's start), this one being the cause.
+-- Due executable runs, a batch per pass: each waits with %(reason)s (kind `sandbox`); a run
+-- already waiting for this with older words gets the new ones, and so does one the start SLA
+-- flagged, this one being the cause.
 -- name: hold
 WITH judged AS (
     SELECT r.id FROM tasks_run r JOIN tasks_task t ON t.id = r.task_id
      WHERE t.kind = 'executable' AND r.execute_at <= statement_timestamp()
        AND (r.status = 'scheduled'
-            OR (r.status = 'waiting_for_resource' AND r.wait_reason <> %(reason)s
-                AND (starts_with(r.wait_reason, %(prefix)s)
-                     OR starts_with(r.wait_reason, %(starved)s))))
+            OR (r.status = 'waiting_for_resource' AND r.wait_kind IN ('sandbox', 'start_sla')
+                AND r.wait_reason <> %(reason)s))
      ORDER BY r.execute_at, r.id
      LIMIT %(batch)s
        FOR UPDATE OF r SKIP LOCKED
 )
-UPDATE tasks_run r SET status = 'waiting_for_resource', wait_reason = %(reason)s
+UPDATE tasks_run r
+   SET status = 'waiting_for_resource', wait_kind = 'sandbox', wait_reason = %(reason)s
   FROM judged WHERE r.id = judged.id
 RETURNING r.id
 
@@ -27,9 +27,9 @@ RETURNING r.id
 -- name: release
 WITH judged AS (
     SELECT id FROM tasks_run
-     WHERE status = 'waiting_for_resource' AND starts_with(wait_reason, %(prefix)s)
+     WHERE status = 'waiting_for_resource' AND wait_kind = 'sandbox'
        FOR UPDATE SKIP LOCKED
 )
-UPDATE tasks_run r SET status = 'scheduled', wait_reason = ''
+UPDATE tasks_run r SET status = 'scheduled', wait_kind = '', wait_reason = ''
   FROM judged WHERE r.id = judged.id
 RETURNING r.id

@@ -11,6 +11,6 @@ SELECT id, task_id, attempt FROM tasks_run
 -- A claimed run that must not start is recorded skipped or cancelled; it never ran, so the
 -- claim's attempt is given back.
 UPDATE tasks_run SET status = %(status)s, attempt = attempt - 1, finished_at = clock_timestamp(),
-       error = %(error)s
+       error = %(error)s, skip_kind = %(skip_kind)s
  WHERE id = ANY(%(ids)s) AND status = 'running' AND worker = %(worker)s
 RETURNING id, task_id

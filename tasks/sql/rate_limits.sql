@@ -20,12 +20,13 @@ WITH full_keys AS (
             WHERE r.rate_key_id = f.id
               AND r.status IN ('scheduled', 'waiting_for_resource')
               AND r.execute_at <= statement_timestamp()
-              AND (r.status = 'scheduled' OR starts_with(r.wait_reason, 'rate limit '))
+              AND (r.status = 'scheduled' OR r.wait_kind = 'rate_key')
             ORDER BY r.priority DESC, r.execute_at, r.id
             LIMIT %(batch)s
               FOR UPDATE OF r SKIP LOCKED) AS w
 )
-UPDATE tasks_run r SET status = 'waiting_for_resource', wait_reason = judged.reason
+UPDATE tasks_run r
+   SET status = 'waiting_for_resource', wait_kind = 'rate_key', wait_reason = judged.reason
   FROM judged
  WHERE r.id = judged.id AND (r.status <> 'waiting_for_resource' OR r.wait_reason <> judged.reason)
 RETURNING r.id

@@ -45,7 +45,7 @@ WITH starved AS (
        FOR UPDATE SKIP LOCKED
 )
 UPDATE tasks_run r
-   SET status = 'waiting_for_resource',
+   SET status = 'waiting_for_resource', wait_kind = 'start_sla',
        wait_reason = 'not started within the start SLA (' || %(sla)s || ' s)'
   FROM starved
  WHERE r.id = starved.id
@@ -73,7 +73,7 @@ WITH offers AS (
      WHERE r.status IN ('scheduled', 'waiting_for_resource')
        AND (r.cpu_millis > 0 OR r.memory_bytes > 0)
        AND r.execute_at <= statement_timestamp()
-       AND (r.wait_reason LIKE 'no live worker offers %%'
+       AND (r.wait_kind = 'resources'
             OR NOT EXISTS (SELECT FROM offers o
                             WHERE r.cpu_millis <= o.cpu AND r.memory_bytes <= o.memory))
        FOR UPDATE OF r SKIP LOCKED
@@ -91,7 +91,7 @@ WITH offers AS (
 )
 UPDATE tasks_run r
    SET status = CASE WHEN x.reason = '' THEN 'scheduled' ELSE 'waiting_for_resource' END,
-       wait_reason = x.reason
+       wait_kind = CASE WHEN x.reason = '' THEN '' ELSE 'resources' END, wait_reason = x.reason
   FROM reasons x
  WHERE r.id = x.id AND (r.wait_reason <> x.reason OR r.status <> 'waiting_for_resource')
 RETURNING r.id, r.wait_reason

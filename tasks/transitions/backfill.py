@@ -177,9 +177,7 @@ def _insert(
             rows = [(run_id, task.pk, 0) for run_id, _ in skipped]
             outbox.enqueue(cursor, events=events.skip_events(rows))
             counters.count_skipped(
-                cursor,
-                process=f"api:{os.getpid()}",
-                runs=[(task.pk, error) for _, error in skipped],
+                cursor, process=f"api:{os.getpid()}", runs=[(task.pk, "exclusion") for _ in skipped]
             )
     if len(inserted) > len(skipped):
         notify(RUN_DUE_CHANNEL)

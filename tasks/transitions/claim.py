@@ -21,7 +21,7 @@ from django.db import connection
 from psycopg.rows import dict_row
 
 from scheduler_project.sql import queries
-from tasks import counters, outbox
+from tasks import outbox
 from tasks.db import prepared_cursor
 from tasks.ids import idempotency_key
 from tasks.models import TERMINAL_STATUSES
@@ -281,7 +281,6 @@ def _finish_params(worker: str, outcomes: list[Outcome]) -> dict[str, Any]:
     return {
         "worker": worker,
         "terminal": list(TERMINAL_STATUSES),
-        "shard": counters.shard_of(worker),
         "window": settings.NOTIFICATIONS_RETRY_WINDOW_SECONDS,
         "channel": outbox.NOTIFICATION_CHANNEL,
         "ids": [o.run_id for o in outcomes],

@@ -20,7 +20,6 @@ from tasks import counters, events, expectations, outbox, schedules, task_fields
 from tasks import occurrences as planning
 from tasks.db import RUN_DUE_CHANNEL, TASK_CHANGED_CHANNEL, notify
 from tasks.exceptions import Conflict
-from tasks.exclusions import REASON_PREFIX as EXCLUDED_PREFIX
 from tasks.models import CLAIMABLE_STATUSES, ENDED, Run, Task
 from tasks.transitions import limits
 from tasks.transitions.completion import complete_finished_tasks
@@ -72,7 +71,7 @@ def _unplan_all(tasks: list[Task], *, excluded_from: datetime | None = None) -> 
             | Q(
                 task__in=tasks,
                 status=Run.Status.SKIPPED,
-                error__startswith=EXCLUDED_PREFIX,
+                skip_kind="exclusion",
                 scheduled_at__gte=excluded_from,
             )
         )
@@ -226,7 +225,7 @@ def _update_runs(tasks: list[Task], values, *, claimable: bool = False) -> None:
         runs.update(**dict(value))
         # A reason about the old requests no longer holds; workers and the reviewer say
         # again within a second whether the new ones wait.
-        runs.exclude(wait_reason="").update(status=Run.Status.SCHEDULED, wait_reason="")
+        runs.exclude(wait_kind="").update(status=Run.Status.SCHEDULED, wait_kind="", wait_reason="")
 
 
 def replan_exclusions(*, task: Task, now: datetime) -> None:
@@ -340,7 +339,12 @@ def skip_next(*, task: Task, now: datetime) -> Run:
             if not _is_occurrence(task.schedule, run.scheduled_at, _days_off(task)):
                 continue
             skipped = _unstarted_runs(task).filter(pk=run.pk)
-            if skipped.update(status=Run.Status.SKIPPED, finished_at=now, error=SKIPPED_ON_REQUEST):
+            if skipped.update(
+                status=Run.Status.SKIPPED,
+                finished_at=now,
+                skip_kind="request",
+                error=SKIPPED_ON_REQUEST,
+            ):
                 _skipped(run)
                 _complete_if_done(task)
                 run.refresh_from_db()
@@ -357,6 +361,7 @@ def skip_next(*, task: Task, now: datetime) -> Run:
             **task.requests,
             status=Run.Status.SKIPPED,
             finished_at=now,
+            skip_kind="request",
             error=SKIPPED_ON_REQUEST,
         )
         _skipped(run)
@@ -379,7 +384,7 @@ def _skipped(run: Run) -> None:
     outbox.enqueue(None, events=events.skip_events([(run.id, run.task_id, 0)]))
     with connection.cursor() as cursor:
         counters.count_skipped(
-            cursor, process=f"api:{os.getpid()}", runs=[(run.task_id, SKIPPED_ON_REQUEST)]
+            cursor, process=f"api:{os.getpid()}", runs=[(run.task_id, "request")]
         )
 
 

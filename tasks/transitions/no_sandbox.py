@@ -8,11 +8,10 @@ from django.db import connection, transaction
 
 from scheduler_project.sql import queries
 from tasks.db import RUN_DUE_CHANNEL, notify
-from tasks.processes import NO_SANDBOX_PREFIX, executables_unavailable, worker_sandboxes
+from tasks.processes import executables_unavailable, worker_sandboxes
 
 SQL = queries("tasks", "no_sandbox.sql")
 HOLD_BATCH = 1000  # runs marked per pass
-STARVED_PREFIX = "not started within the start SLA"  # rescue.sql flag_starved's reason
 
 
 def hold_or_release_executables(*, dead_after_seconds: float) -> tuple[int, int, str]:
@@ -27,15 +26,9 @@ def hold_or_release_executables(*, dead_after_seconds: float) -> tuple[int, int,
             return 0, 0, ""
         reason = executables_unavailable(workers)
         if reason:
-            params: dict[str, str | int] = {
-                "prefix": NO_SANDBOX_PREFIX,
-                "reason": reason,
-                "starved": STARVED_PREFIX,
-                "batch": HOLD_BATCH,
-            }
-            cursor.execute(SQL["hold"], params)
+            cursor.execute(SQL["hold"], {"reason": reason, "batch": HOLD_BATCH})
             return len(cursor.fetchall()), 0, reason
-        cursor.execute(SQL["release"], {"prefix": NO_SANDBOX_PREFIX})
+        cursor.execute(SQL["release"])
         released = len(cursor.fetchall())
         if released:
             notify(RUN_DUE_CHANNEL)

@@ -62,6 +62,7 @@ def resolve_overlaps(*, worker: str, claimed: list[ClaimedRun]) -> list[ClaimedR
                     "worker": worker,
                     "status": "skipped",
                     "error": OVERLAP_SKIPPED,
+                    "skip_kind": "overlap",
                 },
             )
             # Outbox: `missed` and `skipped` for each occurrence skipped, and the count of
@@ -69,12 +70,18 @@ def resolve_overlaps(*, worker: str, claimed: list[ClaimedRun]) -> list[ClaimedR
             rows = [(r, t, None) for r, t in cursor.fetchall()]
             outbox.enqueue(cursor, events=events.skipped_events(rows) + events.skip_events(rows))
             counters.count_skipped(
-                cursor, process=worker, runs=[(t, OVERLAP_SKIPPED) for _, t, _ in rows]
+                cursor, process=worker, runs=[(t, "overlap") for _, t, _ in rows]
             )
         if superseded:
             cursor.execute(
                 SQL["set_aside"],
-                {"ids": superseded, "worker": worker, "status": "cancelled", "error": SUPERSEDED},
+                {
+                    "ids": superseded,
+                    "worker": worker,
+                    "status": "cancelled",
+                    "error": SUPERSEDED,
+                    "skip_kind": "",
+                },
             )
         cancel_tasks = {task_id for task_id, runs in by_task.items() if runs[0].overlap != "skip"}
         now = db_now()

@@ -68,13 +68,15 @@ def _record_skips(runs: list[Run]) -> None:
     enqueue(None, events=missed + skip_events((r.id, r.task_id, 0) for r in skipped))
     with connection.cursor() as cursor:
         counters.count_skipped(
-            cursor, process=f"planner:{os.getpid()}", runs=[(r.task_id, r.error) for r in skipped]
+            cursor,
+            process=f"planner:{os.getpid()}",
+            runs=[(r.task_id, r.skip_kind) for r in skipped],
         )
 
 
 def _missed(run: Run) -> bool:
     # An occurrence skipped because its task was paused was not missed: nobody is told.
-    return run.status == Run.Status.SKIPPED and run.error == occurrences.MISSED_REASON
+    return run.status == Run.Status.SKIPPED and run.skip_kind == "misfire"
 
 
 def plan_due_tasks(*, now: datetime, batch: int = 500) -> PlanResult:

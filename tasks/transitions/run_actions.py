@@ -82,7 +82,7 @@ def retry_run(*, run: Run, now: datetime) -> Run:
         run.error = ""
         run.max_attempts = run.attempt + task.max_attempts
         run.cpu_millis, run.memory_bytes = task.cpu_millis, task.memory_bytes
-        run.wait_reason = ""
+        run.wait_kind = run.wait_reason = ""
         run.save(
             update_fields=[
                 "status",
@@ -94,6 +94,7 @@ def retry_run(*, run: Run, now: datetime) -> Run:
                 "max_attempts",
                 "cpu_millis",
                 "memory_bytes",
+                "wait_kind",
                 "wait_reason",
             ]
         )

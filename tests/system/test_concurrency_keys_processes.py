@@ -40,10 +40,10 @@ def keyed_runs(key: ConcurrencyKey | None, count: int, *, priority=lambda i: 5) 
     return runs
 
 
-# A worker records a run finished and claims the next one in one statement (one transaction):
-# the finish and the next run's start are clock readings of that statement, in no stated order,
-# a fraction of a millisecond apart. Within HANDOVER the finish counts first.
-HANDOVER = timedelta(milliseconds=10)
+# A worker records a run finished and claims the next one in one statement (one transaction);
+# the statement's starts are never before the finishes it records (claim.sql, `claimed`), so a
+# hand-over needs no tolerance: a finish at the instant of the next start counts first.
+HANDOVER = timedelta(0)
 
 
 def most_at_once(runs: list[Run] | list[Attempt]) -> int:

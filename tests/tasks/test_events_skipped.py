@@ -3,9 +3,11 @@ pause, skip-next), with its reason, and scheduler_runs_skipped_total counting th
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 
 import pytest
+from django.db import connection
 from django.utils import timezone
 
 from notifications.messages import build_message
@@ -108,13 +110,12 @@ def test_skip_next_raises_skipped_on_request(user) -> None:
     assert skipped_counts() == {"request": 1}
 
 
-def test_every_reason_of_a_skipping_transition_is_known() -> None:
-    from tasks import occurrences
-    from tasks.transitions.overlap import OVERLAP_SKIPPED
-
-    assert events.skip_reason(occurrences.MISSED_REASON) == "misfire"
-    assert events.skip_reason("missed: not started within its misfire grace period") == "misfire"
-    assert events.skip_reason(occurrences.PAUSED_REASON) == "pause"
-    assert events.skip_reason(OVERLAP_SKIPPED) == "overlap"
-    assert events.skip_reason(lifecycle.SKIPPED_ON_REQUEST) == "request"
-    assert events.skip_reason("something new") == "other"
+@pytest.mark.django_db
+def test_the_check_constraint_admits_exactly_the_skip_kinds() -> None:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_get_constraintdef(oid) FROM pg_constraint"
+            " WHERE conname = 'run_skip_kind_valid'"
+        )
+        [definition] = cursor.fetchone()
+    assert tuple(re.findall(r"'([^']*)'::", definition)) == ("", *events.SKIP_KINDS)

@@ -111,8 +111,8 @@ def test_the_workers_cycle_is_planned_once_per_connection() -> None:
     with prepared_cursor() as cursor:
         cursor.execute(
             "SELECT generic_plans, custom_plans FROM pg_prepared_statements"
-            " WHERE statement LIKE %s",
-            ["WITH v AS%"],
+            " WHERE statement LIKE %s AND statement LIKE %s",
+            ["WITH done AS%", "%'recorded' AS row%"],
         )
         [(generic, custom)] = cursor.fetchall()
     assert generic >= 3, (generic, custom)

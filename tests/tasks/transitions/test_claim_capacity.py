@@ -243,7 +243,9 @@ def test_runs_without_requests_or_not_due_are_left_alone() -> None:
 def test_changing_a_tasks_resources_changes_its_claimable_runs() -> None:
     run = due(5, {"cpu": "64"})
     Run.objects.filter(pk=run.pk).update(
-        status="waiting_for_resource", wait_reason="no live worker offers cpu=64"
+        status="waiting_for_resource",
+        wait_kind="resources",
+        wait_reason="no live worker offers cpu=64",
     )
     task = Task.objects.get(pk=run.task_id)
     update_task(
@@ -278,7 +280,9 @@ def test_runworker_refuses_a_malformed_quantity(flag: str) -> None:
 
 
 def test_the_api_shows_only_the_reason_of_a_current_wait(api, user) -> None:
-    waiting = due(5, {"cpu": "64"}, status="waiting_for_resource", wait_reason="why")
+    waiting = due(
+        5, {"cpu": "64"}, status="waiting_for_resource", wait_kind="resources", wait_reason="why"
+    )
     gone = due(
         5, {"cpu": "64"}, status="cancelled", wait_reason="why", finished_at=datetime.now(UTC)
     )

@@ -211,3 +211,39 @@ def test_a_cycle_refills_the_slot_its_own_finish_frees() -> None:
     )
     assert [r[0] for r in recorded] == [first.pk]
     assert [r.id for r in claimed] == [second.pk]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_worker_held_by_a_full_key_is_told_so_and_woken_when_a_run_of_it_ends() -> None:
+    """A full key's due runs, held back or skipped by the scan, answer the `held` row (the
+    worker waits for a run to end instead of claiming again every few milliseconds), and the
+    statement that ends a run of a full key NOTIFYs the workers it held; a key with room does
+    not wake anyone."""
+    key = ConcurrencyKey.objects.create(owner=UserFactory(), name="db", max_running=1)
+    task = keyed_task(key)
+    *_, oldest = [due(task, ago=i + 1) for i in range(3)]
+    [running] = claim.claim_runs(worker="a", limit=1, prefetch_seconds=0, owner_cap=0)
+    assert running.id == oldest.pk
+    held = claim.claim_runs(worker="b", limit=4, prefetch_seconds=0, owner_cap=0)
+    assert (list(held), held.held_back) == ([], True)
+    roomy = ConcurrencyKey.objects.create(owner=UserFactory(), name="roomy", max_running=9)
+    spare = due(keyed_task(roomy))
+    [other] = claim.claim_runs(worker="c", limit=1, prefetch_seconds=0, owner_cap=0)
+    assert other.id == spare.pk
+
+    def finish(run: claim.ClaimedRun, worker: str) -> list[str]:
+        params = connection.get_connection_params()
+        with psycopg.connect(**params, autocommit=True) as listener:
+            listener.execute("LISTEN scheduler_run_due")
+            outcome = claim.Outcome(
+                run_id=run.id,
+                attempt=run.attempt,
+                status="succeeded",
+                attempt_outcome="succeeded",
+                started_at=None,
+            )
+            claim.record_outcomes(worker=worker, outcomes=[outcome])
+            return [n.channel for n in listener.notifies(timeout=0.5, stop_after=1)]
+
+    assert finish(other, "c") == []  # its key had room: nobody waits for it
+    assert finish(running, "a") == ["scheduler_run_due"]

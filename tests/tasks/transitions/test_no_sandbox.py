@@ -94,7 +94,9 @@ def test_the_reviewer_holds_executable_runs_while_no_live_worker_can_run_them() 
 
 def test_a_run_the_start_sla_flagged_shows_the_sandbox_as_its_reason() -> None:
     run = executable_run(
-        status="waiting_for_resource", wait_reason="not started within the start SLA (10.0 s)"
+        status="waiting_for_resource",
+        wait_kind="start_sla",
+        wait_reason="not started within the start SLA (10.0 s)",
     )
     worker_row("w-1", "")
     assert hold_or_release_executables(dead_after_seconds=15)[0] == 1
@@ -103,7 +105,11 @@ def test_a_run_the_start_sla_flagged_shows_the_sandbox_as_its_reason() -> None:
 
 
 def test_the_reviewer_leaves_a_run_waiting_for_resources_alone() -> None:
-    run = executable_run(status="waiting_for_resource", wait_reason="no live worker offers cpu=64")
+    run = executable_run(
+        status="waiting_for_resource",
+        wait_kind="resources",
+        wait_reason="no live worker offers cpu=64",
+    )
     worker_row("w-1", "")
     assert hold_or_release_executables(dead_after_seconds=15)[:2] == (0, 0)
     run.refresh_from_db()
