@@ -17,9 +17,19 @@ WITH stale AS (
                               ELSE clock_timestamp() END,
            error = 'worker ' || r.worker || ' stopped heart-beating; run rescued',
            heartbeat_at = NULL,
-           worker = CASE WHEN r.attempt < r.max_attempts THEN '' ELSE r.worker END
-      FROM stale
-     WHERE r.id = stale.id
+           worker = CASE WHEN r.attempt < r.max_attempts THEN '' ELSE r.worker END,
+           -- A run queued again takes its task's requests and keys as they are now (a change
+           -- of the task while it ran moved only its runs not started), as any run made now.
+           cpu_millis = CASE WHEN r.attempt < r.max_attempts THEN t.cpu_millis
+                             ELSE r.cpu_millis END,
+           memory_bytes = CASE WHEN r.attempt < r.max_attempts THEN t.memory_bytes
+                               ELSE r.memory_bytes END,
+           concurrency_key_id = CASE WHEN r.attempt < r.max_attempts THEN t.concurrency_key_id
+                                     ELSE r.concurrency_key_id END,
+           rate_key_id = CASE WHEN r.attempt < r.max_attempts THEN t.rate_key_id
+                              ELSE r.rate_key_id END
+      FROM stale, tasks_task t
+     WHERE r.id = stale.id AND t.id = r.task_id
     RETURNING r.id, r.attempt, r.status, r.started_at, r.error, r.task_id,
               stale.worker AS old_worker
 ), recorded AS (
