@@ -14,7 +14,8 @@
 -- the task was `up` (a graver state stays), or as a reminder once `repeat_every` has passed
 -- since the last one. The cursor `late_through` moves to now - start_within: the runs
 -- scheduled up to it have been judged (a task with none late moves it every `cursor_every`
--- seconds, which bounds the runs each pass reads).
+-- seconds, which bounds the runs each pass reads). A backfilled run is history replayed on
+-- request, due long ago by design: never late.
 -- name: late
 WITH found AS (
     SELECT h.task_id, r.id AS run_id, r.scheduled_at
@@ -23,6 +24,7 @@ WITH found AS (
             WHERE r.task_id = h.task_id AND r.scheduled_at > h.late_through
               AND r.scheduled_at <= statement_timestamp() - make_interval(secs => h.start_within)
               AND r.attempt = 0 AND r.status IN ('scheduled', 'waiting_for_resource')
+              AND NOT r.backfill
             ORDER BY r.scheduled_at LIMIT 1) AS r
      WHERE h.start_within IS NOT NULL
 ), h AS (
