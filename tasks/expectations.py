@@ -90,9 +90,7 @@ def _late_from(tasks: list[Task], *, now: datetime) -> dict[Any, datetime]:
     occurrence not planned, when earlier than now. A one-time task due now, whose run is due at
     or before the moment its expectation is set, is judged too (the cursor is exclusive)."""
     earliest = dict(
-        Run.objects.filter(
-            task__in=tasks, attempt=0, status__in=CLAIMABLE_STATUSES, backfill=False
-        )
+        Run.objects.filter(task__in=tasks, attempt=0, status__in=CLAIMABLE_STATUSES, backfill=False)
         .values("task_id")
         .annotate(first=Min("scheduled_at"))
         .values_list("task_id", "first")
