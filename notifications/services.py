@@ -81,7 +81,7 @@ def deliver_pending(*, limit: int, now: datetime) -> int:
     rows = list(
         Notification.objects.select_related("channel", "run", "task").filter(id__in=claimed)
     )
-    attempts = {
+    attempts: dict[tuple[Any, int], Attempt] = {
         (a.run_id, a.number): a
         for a in Attempt.objects.filter(
             run_id__in={n.run_id for n in rows}, number__in={n.attempt for n in rows}

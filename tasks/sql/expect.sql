@@ -83,7 +83,8 @@ SELECT id, task_id, attempt FROM slow ORDER BY task_id, id
 
 -- No success for `success_within` makes an `up` or `late` task `overdue` (a `failing` one
 -- stays failing), with the task's latest run due by now as the one that shows it; a reminder
--- once `repeat_every` has passed. A task with no run due yet changes health without an alert.
+-- once `repeat_every` has passed. A task with no run due yet is alerted without a run (NULL):
+-- the dead man's switch, where nothing ran at all.
 -- name: overdue
 WITH h AS (
     SELECT task_id, health
@@ -103,11 +104,11 @@ WITH h AS (
       FROM h WHERE t.task_id = h.task_id
     RETURNING t.task_id
 )
-SELECT r.id, m.task_id, r.attempt
-  FROM moved m CROSS JOIN LATERAL (
+SELECT r.id, m.task_id, coalesce(r.attempt, 0)
+  FROM moved m LEFT JOIN LATERAL (
        SELECT id, attempt FROM tasks_run
         WHERE task_id = m.task_id AND scheduled_at <= statement_timestamp()
-        ORDER BY scheduled_at DESC LIMIT 1) AS r
+        ORDER BY scheduled_at DESC LIMIT 1) AS r ON true
  ORDER BY m.task_id
 
 -- Runs the reviewer's rescue recorded `failed` (no attempts left) count towards the streak of

@@ -212,3 +212,15 @@ def test_backfilled_runs_are_never_late(user) -> None:
     RunFactory(task=task, scheduled_at=ago(86400), backfill=True)
     assert review_expectations() == []
     assert TaskHealth.objects.get(task=task).health == "up"
+
+
+@pytest.mark.django_db
+def test_a_task_with_no_run_at_all_is_overdue_with_the_alert(user) -> None:
+    """The dead man's switch: nothing ran, so the alert names no run, but it is sent."""
+    task = expecting(user, {"success_within": 5}, since=timedelta(seconds=6))
+
+    assert review_expectations() == [(None, task.pk, 0, "overdue")]
+    assert review_expectations() == []
+
+    assert events(task) == [("None", "overdue")]
+    assert TaskHealth.objects.get(task=task).health == "overdue"
