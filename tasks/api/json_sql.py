@@ -109,7 +109,8 @@ SELECT '[' || coalesce(string_agg(r.shown, ',' ORDER BY r.scheduled_at DESC), ''
 _LAST_RUN_SQL = f"""(
 SELECT {_SUMMARY}
   FROM tasks_run
- WHERE task_id = t.id AND (attempt > 0 OR finished_at IS NOT NULL)
+ WHERE task_id = t.id
+   AND (attempt > 0 OR (finished_at IS NOT NULL AND scheduled_at <= %(now)s))  -- HAPPENED
  ORDER BY task_id DESC, scheduled_at DESC LIMIT 1)"""
 
 # The earliest runs ahead of an active task the scan did not see past: the index read forward
