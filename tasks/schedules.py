@@ -109,7 +109,10 @@ def _normalize_once(v: FieldReader, zone: ZoneInfo, now: datetime) -> dict:
         v.error("delay", "Give either run_at or delay, not both.")
     if delay is not None:
         run_at = now + timedelta(seconds=delay)
-    return {"type": "once", "run_at": _iso(run_at or now)}
+    out = {"type": "once", "run_at": _iso(run_at or now)}
+    if zone.key != "UTC":  # kept when given, for the words (schedule_describe) and round trips
+        out["timezone"] = zone.key
+    return out
 
 
 def _normalize_recurring(v: FieldReader, zone: ZoneInfo, now: datetime) -> dict:

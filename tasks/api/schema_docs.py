@@ -285,7 +285,7 @@ def _recurring(
 
 _ONCE = (
     "One run, at `run_at` or `delay` seconds from now (give one, not both; neither means now). "
-    "Answers show `run_at` alone, in UTC."
+    "Answers show `run_at` in UTC, with `timezone` when one other than UTC was given."
 )
 SCHEDULES: dict[str, Schema] = {
     "once": {
