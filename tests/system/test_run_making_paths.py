@@ -136,9 +136,7 @@ PATHS: list = [
         taskset,
         # Not this branch's to fix: `wanted` builds an ownerless Task and apply_fields resolves
         # keys with its owner. Strict: the mark must go once the apply answers 200.
-        marks=pytest.mark.xfail(
-            strict=True, reason="PUT /tasksets with concurrency answers 500 (issue 36)"
-        ),
+        marks=pytest.mark.xfail(strict=True, reason="PUT /tasksets with concurrency answers 500"),
     ),
 ]
 

@@ -1,6 +1,6 @@
 """The every-second guard for every schedule type that can fire every second: an rrule and an
-interval need `allow_every_second` as a cron expression does (issue 36: a FREQ=SECONDLY rule
-made 38 runs in 10 s without it)."""
+interval need `allow_every_second` as a cron expression does (a FREQ=SECONDLY rule made 38 runs
+in 10 s without it)."""
 
 from __future__ import annotations
 
