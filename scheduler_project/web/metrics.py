@@ -48,8 +48,11 @@ SELECT status, priority, count(*) FROM tasks_run
 UNION ALL
 SELECT status, priority, count(*) FROM tasks_run WHERE status = 'running' GROUP BY status, priority
 """
+# A backfilled run, due long ago by design, has waited since the backfill made it.
 _DUE_SQL = """
-SELECT count(*), coalesce(extract(epoch FROM now() - min(execute_at)), 0)::float8
+SELECT count(*),
+       coalesce(extract(epoch FROM now() - min(CASE WHEN backfill THEN created_at
+                                                    ELSE execute_at END)), 0)::float8
   FROM tasks_run
  WHERE status IN ('scheduled', 'waiting_for_resource') AND execute_at <= now()
 """

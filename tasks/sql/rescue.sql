@@ -44,11 +44,13 @@ SELECT id, status, task_id FROM moved
 -- holds: a claim taking one makes it running anyway, and an UPDATE waiting on claims' (or a
 -- second reviewer's) row locks would hold every due run it has locked out of the claims
 -- meanwhile, the oldest first, just when a backlog makes the pass long.
+-- A backfilled run is due long ago by design: its SLA counts from when the backfill made it.
 -- name: flag_starved
 WITH starved AS (
     SELECT id FROM tasks_run
      WHERE status = 'scheduled'
        AND execute_at < clock_timestamp() - make_interval(secs => %(sla)s)
+       AND (NOT backfill OR created_at < clock_timestamp() - make_interval(secs => %(sla)s))
      ORDER BY priority DESC, execute_at, id
      LIMIT %(batch)s
        FOR UPDATE SKIP LOCKED

@@ -256,3 +256,13 @@ def test_backfilled_runs_are_kept_out_of_start_lateness(client, db):
     text = scrape(client)
     assert value(text, "scheduler_run_start_lateness_seconds_gcount") == 1
     assert value(text, "scheduler_run_start_lateness_seconds_gsum") == pytest.approx(2, abs=0.01)
+
+
+def test_a_backfilled_run_waits_from_when_it_was_made(client, db):
+    """The "Runs start late" alert reads the oldest due run's wait: a backfill made just now of
+    runs due days ago has not waited days."""
+    days_ago = timezone.now() - timedelta(days=9)
+    RunFactory(scheduled_at=days_ago, execute_at=days_ago, backfill=True)
+    text = scrape(client)
+    assert value(text, "scheduler_queue_due_runs") == 1
+    assert value(text, "scheduler_queue_oldest_due_age_seconds") < 60
