@@ -63,7 +63,10 @@ def measure(
         floor.start()
         owner = bench_owner()
         began = time.monotonic()
-        raws = [{"type": "interval", "every": every}] * intervals
+        interval = {"type": "interval", "every": every}
+        if every == 1:
+            interval["allow_every_second"] = True
+        raws = [interval] * intervals
         raws += [{"type": "cron", "expression": cron, "allow_every_second": True}] * crons
         created = []
         # One by one, as clients create tasks, each through the API's service, spread over

@@ -53,7 +53,9 @@ def mixed_schedules(count: int, *, t0: datetime) -> list[dict]:
     for i in range(count):
         if i % 5 < 3:
             start = t0 + timedelta(milliseconds=(i * 37) % 1000)
-            raws.append({"type": "interval", "every": INTERVALS[i % 3], "start_at": _iso(start)})
+            every = INTERVALS[i % 3]
+            raw = {"type": "interval", "every": every, "start_at": _iso(start)}
+            raws.append({**raw, "allow_every_second": True} if every == 1 else raw)
         else:
             cron = {"type": "cron", "expression": CRONS[i % len(CRONS)], "start_at": _iso(t0)}
             raws.append({**cron, "allow_every_second": True})

@@ -54,7 +54,9 @@ class DeliveryThread(threading.Thread):
                 self.wake.clear()
                 close_old_connections()
                 try:
-                    claimed = services.deliver_pending(limit=limit, now=db_now())
+                    claimed = services.deliver_pending(
+                        limit=limit, now=db_now(), stopping=self.stopping
+                    )
                     self.delivered += claimed
                     wait = 0.0 if claimed >= limit else next_wait(poll)
                 except Exception as exc:  # a database restart or a bug: log, back off, carry on

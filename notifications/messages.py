@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.urls import reverse
+
 from notifications.models import Notification
 from notifications.transports.base import Message
 from tasks.models import Attempt
@@ -35,8 +37,8 @@ def expectation(event: str, task: Any, run: Any, attempt: Attempt | None) -> dic
     others): the message's `expectation` member and its Expected/Happened lines."""
     expect = task.expect or {}
     duration = expect.get("duration") or {}
-    started = attempt.started_at if attempt is not None else run.started_at
-    finished = attempt.finished_at if attempt is not None else run.finished_at
+    started = attempt.started_at if attempt is not None else getattr(run, "started_at", None)
+    finished = attempt.finished_at if attempt is not None else getattr(run, "finished_at", None)
     if event == "late":
         expected = (
             f"to start within {_seconds(expect.get('start_within', 0))} of its scheduled time"
@@ -56,7 +58,7 @@ def expectation(event: str, task: Any, run: Any, attempt: Attempt | None) -> dic
         happened = f"{streak} or more runs in a row failed for good, this one the latest"
     elif event == "overdue":
         expected = f"a successful run at least every {_seconds(expect.get('success_within', 0))}"
-        happened = "no run succeeded for that long"
+        happened = "no run succeeded for that long" if run else "no run at all for that long"
     elif event == "recovered":
         expected = "the task's expectations to hold again"
         happened = "this run succeeded: the task is up again"
@@ -73,51 +75,42 @@ def build_message(
     notification: Notification, *, attempt: Attempt | None, public_url: str
 ) -> Message:
     """The Message for `notification` (channel, run and task loaded). `attempt` is the attempt
-    the event is about, for its error; the run's own fields describe it as it is now."""
+    the event is about, for its error; the run's own fields describe it as it is now. An alert
+    about the task alone (no run: `overdue` before any run) has `run` null.
+
+    `url` in the webhook body is the JSON API's (for programs); the links a person clicks (the
+    mail's and Slack's) are the admin's pages, which a browser session opens."""
     run, task = notification.run, notification.task
     base = public_url.rstrip("/")
-    run_url = f"{base}/api/v1/runs/{run.id}"
-    error = (attempt.error if attempt is not None else "") or run.error
     task_data: dict[str, Any] = {
         "id": str(task.id),
         "name": task.name,
         "kind": task.kind,
         "url": f"{base}/api/v1/tasks/{task.id}",
+        "admin_url": base + reverse("admin:tasks_task_change", args=[task.id]),
     }
-    run_data: dict[str, Any] = {
-        "id": str(run.id),
-        "scheduled_at": run.scheduled_at,
-        "status": run.status,
-        "attempt": notification.attempt,
-        "max_attempts": run.max_attempts,
-        "started_at": attempt.started_at if attempt is not None else run.started_at,
-        "finished_at": attempt.finished_at if attempt is not None else run.finished_at,
-        "outcome": attempt.outcome if attempt is not None else None,
-        "error": error[:ERROR_MAX_CHARS],
-        "exit_code": attempt.exit_code if attempt is not None else run.exit_code,
-        "http_status": attempt.http_status if attempt is not None else run.http_status,
-        "url": run_url,
-    }
-    if notification.event == "zombie":  # when the run went quiet (null once it stirred again)
-        run_data["zombie_since"] = run.zombie_since
+    run_data = None if run is None else _run_data(notification, run, attempt, base)
+    page = (run_data or task_data)["admin_url"]
+    error = (run_data or {}).get("error") or ""
     label = task.name or str(task.id)
     subject = f"Task {label} {HEADLINES.get(notification.event, notification.event)}"
-    lines = [
-        subject,
-        "",
-        f"Task:    {label} ({task.id})",
-        f"Run:     {run.id} scheduled at {run.scheduled_at.isoformat()}",
-        f"Status:  {run.status} (event: {notification.event})",
-        f"Attempt: {notification.attempt} of {run.max_attempts}",
-    ]
-    if notification.event == "zombie" and run.zombie_since is not None:
+    lines = [subject, "", f"Task:    {label} ({task.id})"]
+    if run is None:
+        lines.append(f"Run:     none (event: {notification.event})")
+    else:
+        lines += [
+            f"Run:     {run.id} scheduled at {run.scheduled_at.isoformat()}",
+            f"Status:  {run.status} (event: {notification.event})",
+            f"Attempt: {notification.attempt} of {run.max_attempts}",
+        ]
+    if notification.event == "zombie" and run is not None and run.zombie_since is not None:
         lines.append(f"Quiet since: {run.zombie_since.isoformat()}")
     judged = expectation(notification.event, task, run, attempt)
     if judged is not None:
         lines += [f"Expected: {judged['expected']}", f"Happened: {judged['happened']}"]
     if error:
-        lines += ["", "Error:", error[:ERROR_MAX_CHARS]]
-    lines += ["", run_url, task_data["url"]]
+        lines += ["", "Error:", error]
+    lines += ["", *([run_data["admin_url"]] if run_data else []), task_data["admin_url"]]
     return Message(
         delivery_id=str(notification.id),
         event=notification.event,
@@ -133,6 +126,28 @@ def build_message(
             **({"expectation": judged} if judged is not None else {}),
         },
         task=task_data,
-        run=run_data,
-        run_url=run_url,
+        run=run_data or {},
+        run_url=page,
     )
+
+
+def _run_data(notification: Notification, run: Any, attempt: Attempt | None, base: str) -> dict:
+    error = (attempt.error if attempt is not None else "") or run.error
+    data: dict[str, Any] = {
+        "id": str(run.id),
+        "scheduled_at": run.scheduled_at,
+        "status": run.status,
+        "attempt": notification.attempt,
+        "max_attempts": run.max_attempts,
+        "started_at": attempt.started_at if attempt is not None else run.started_at,
+        "finished_at": attempt.finished_at if attempt is not None else run.finished_at,
+        "outcome": attempt.outcome if attempt is not None else None,
+        "error": error[:ERROR_MAX_CHARS],
+        "exit_code": attempt.exit_code if attempt is not None else run.exit_code,
+        "http_status": attempt.http_status if attempt is not None else run.http_status,
+        "url": f"{base}/api/v1/runs/{run.id}",
+        "admin_url": base + reverse("admin:tasks_run_change", args=[run.id]),
+    }
+    if notification.event == "zombie":  # when the run went quiet (null once it stirred again)
+        data["zombie_since"] = run.zombie_since
+    return data

@@ -85,8 +85,12 @@ class Notification(models.Model):
     # Also X-Scheduler-Delivery: stable across retries, the receiver's idempotency key.
     id = models.UUIDField(primary_key=True, default=uuid7, editable=False)
     channel = models.ForeignKey(Channel, on_delete=models.CASCADE, related_name="notifications")
-    # The unique key below starts with run_id and serves the foreign key's lookups.
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="+", db_index=False)
+    # The unique key below starts with run_id and serves the foreign key's lookups. NULL: an
+    # alert about the task alone (`overdue` before it has any run), raised once by the
+    # reviewer's compare-and-swap on the task's health row.
+    run = models.ForeignKey(
+        Run, on_delete=models.CASCADE, related_name="+", db_index=False, null=True, blank=True
+    )
     task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="+")
     attempt = models.PositiveIntegerField()
     event = models.CharField(max_length=24, choices=EVENT_CHOICES)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import random
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -67,13 +68,15 @@ def claim(*, limit: int, now: datetime) -> dict[UUID, int]:
         return dict(cursor.fetchall())
 
 
-def deliver_pending(*, limit: int, now: datetime) -> int:
+def deliver_pending(*, limit: int, now: datetime, stopping: threading.Event | None = None) -> int:
     """Deliver up to `limit` notifications due at `now`; returns how many were claimed.
 
     Any number of deliverers may run at once (SKIP LOCKED plus the lease): in normal operation
     each notification is sent once. Sent rows become `sent`; a transient failure is retried
     (first within NOTIFICATIONS_RETRY_BASE_SECONDS, doubling up to the cap) until its
     `retry_until`, then marked `failed` with the last error; a permanent one fails at once.
+    Once `stopping` is set no further send starts: the rows not tried are given back, due at
+    once for another deliverer, so a shutdown waits for the sends in flight only.
     """
     claimed = claim(limit=limit, now=now)
     if not claimed:
@@ -81,14 +84,15 @@ def deliver_pending(*, limit: int, now: datetime) -> int:
     rows = list(
         Notification.objects.select_related("channel", "run", "task").filter(id__in=claimed)
     )
-    attempts = {
+    attempts: dict[tuple[Any, int], Attempt] = {
         (a.run_id, a.number): a
         for a in Attempt.objects.filter(
             run_id__in={n.run_id for n in rows}, number__in={n.attempt for n in rows}
         )
     }
     options = transport_settings()
-    jobs = [(n, attempts.get((n.run_id, n.attempt)), options) for n in rows]
+    stop = stopping or threading.Event()
+    jobs = [(n, attempts.get((n.run_id, n.attempt)), options, stop) for n in rows]
     workers = min(settings.NOTIFICATIONS_DELIVERY_CONCURRENCY, len(jobs))
     started = time.monotonic()
     if workers <= 1:
@@ -97,13 +101,21 @@ def deliver_pending(*, limit: int, now: datetime) -> int:
         # Sends are network-bound; one slow receiver must not hold up the rest of the batch.
         with ThreadPoolExecutor(workers, thread_name_prefix="notify-send") as pool:
             results = list(pool.map(lambda job: _send(*job), jobs))
-    _record(results, claimed=claimed, now=now + timedelta(seconds=time.monotonic() - started))
+    tried = [result for result in results if result is not None]
+    _record(tried, claimed=claimed, now=now + timedelta(seconds=time.monotonic() - started))
+    _release([job[0] for job, result in zip(jobs, results, strict=True) if result is None], claimed)
     return len(claimed)
 
 
 def _send(
-    notification: Notification, attempt: Attempt | None, options: TransportSettings
-) -> Result:
+    notification: Notification,
+    attempt: Attempt | None,
+    options: TransportSettings,
+    stopping: threading.Event,
+) -> Result | None:
+    """The outcome of one send; None when the deliverer is stopping and did not try."""
+    if stopping.is_set():
+        return None
     try:
         message = build_message(
             notification, attempt=attempt, public_url=settings.SCHEDULER_PUBLIC_URL
@@ -154,6 +166,17 @@ def _record(results: list[Result], *, claimed: dict[UUID, int], now: datetime) -
         )
     with connection.cursor() as cursor:
         cursor.execute(SQL["record"], values)
+
+
+def _release(untried: list[Notification], claimed: dict[UUID, int]) -> None:
+    if not untried:
+        return
+    logger.info("stopping: %d claimed notifications given back untried", len(untried))
+    with connection.cursor() as cursor:
+        cursor.execute(
+            SQL["release"],
+            {"ids": [n.id for n in untried], "attempts": [claimed[n.id] for n in untried]},
+        )
 
 
 def seconds_until_next_due() -> float | None:

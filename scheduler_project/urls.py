@@ -7,6 +7,7 @@ from django.conf import settings
 from django.contrib import admin
 from django.http import HttpRequest, HttpResponse
 from django.urls import include, path
+from django.views.generic import RedirectView
 from drf_spectacular.views import (
     SpectacularAPIView,
     SpectacularRedocView,
@@ -37,6 +38,8 @@ def same_origin_only(view: Callable[..., HttpResponse]) -> Callable[..., HttpRes
 
 
 urlpatterns = [
+    # The address `make run` prints: a browser lands on the admin (its login when signed out).
+    path("", RedirectView.as_view(url="/admin/", permanent=False), name="root"),
     # Operations: the admin dashboard (staff only) sits before the admin's catch-all.
     path("admin/dashboard/", admin.site.admin_view(dashboard_view), name="admin-dashboard"),
     path("admin/", admin.site.urls),

@@ -9,11 +9,12 @@ checks read only the tasks concerned (tasks/sql/expect.sql).
 from __future__ import annotations
 
 from collections.abc import Iterable
-from datetime import datetime
+from datetime import datetime, timedelta
+from typing import Any
 
-from django.db.models import Q, QuerySet
+from django.db.models import Min, Q, QuerySet
 
-from tasks.models import Task, TaskHealth
+from tasks.models import CLAIMABLE_STATUSES, Run, Task, TaskHealth
 
 # The column of the expectation that puts a task in each state other than `up`.
 RAISED_BY = {"late": "start_within", "failing": "failure_streak", "overdue": "success_within"}
@@ -48,6 +49,7 @@ def sync(tasks: Iterable[Task], *, now: datetime) -> None:
     if not expecting:
         return
     existing = {h.task_id: h for h in TaskHealth.objects.filter(task__in=expecting)}
+    judged_from = _late_from(expecting, now=now)
     new: list[TaskHealth] = []
     changed: list[TaskHealth] = []
     for task in expecting:
@@ -59,7 +61,7 @@ def sync(tasks: Iterable[Task], *, now: datetime) -> None:
                     task=task,
                     succeeded_at=now,
                     changed_at=now,
-                    late_through=now,
+                    late_through=judged_from[task.pk],
                     slow_through=now,
                     **values,
                 )
@@ -67,7 +69,7 @@ def sync(tasks: Iterable[Task], *, now: datetime) -> None:
             continue
         # A check turned on now starts from now, not from the row's old cursor.
         if row.start_within is None:
-            row.late_through = now
+            row.late_through = judged_from[task.pk]
         if row.max_duration is None:
             row.slow_through = now
         for name, value in values.items():
@@ -81,6 +83,23 @@ def sync(tasks: Iterable[Task], *, now: datetime) -> None:
     if changed:
         written = [*columns({}), "late_through", "slow_through", "health", "changed_at"]
         TaskHealth.objects.bulk_update(changed, written)
+
+
+def _late_from(tasks: list[Task], *, now: datetime) -> dict[Any, datetime]:
+    """Where each task's `late` cursor starts: before its first run not started and its first
+    occurrence not planned, when earlier than now. A one-time task due now, whose run is due at
+    or before the moment its expectation is set, is judged too (the cursor is exclusive)."""
+    earliest = dict(
+        Run.objects.filter(task__in=tasks, attempt=0, status__in=CLAIMABLE_STATUSES, backfill=False)
+        .values("task_id")
+        .annotate(first=Min("scheduled_at"))
+        .values_list("task_id", "first")
+    )
+    starts = {}
+    for task in tasks:
+        known = [t for t in (earliest.get(task.pk), task.next_unplanned_at) if t is not None]
+        starts[task.pk] = min([now, *known]) - timedelta(microseconds=1)
+    return starts
 
 
 def with_health(tasks: QuerySet[Task], health: str) -> QuerySet[Task]:

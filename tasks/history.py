@@ -5,7 +5,8 @@ A task's runs split in two at a time `now`. Its *next runs* are the occurrences 
 begun, due at `now` or later: claimable, never attempted. Every other run is in its *history*
 (`runs`, newest occurrence first): those that have begun (started at least once, a pending
 retry too, or ended without starting: skipped, cancelled) and those due but still waiting for a
-worker. Its *last run* is its latest begun run, by `scheduled_at`.
+worker. Its *last run* is its latest begun run, by `scheduled_at`, that happened: a skip of an
+occurrence still ahead has not.
 """
 
 from __future__ import annotations
@@ -14,13 +15,11 @@ from datetime import datetime
 from uuid import UUID
 
 from django.db.models import Case, F, OuterRef, Q, QuerySet, Subquery, When
-from django.db.models.functions import Least
+from django.db.models.functions import Least, Now
 
 from tasks.models import CLAIMABLE_STATUSES, Run, Task
 
 RECENT_RUNS = 20  # a task's `runs` in the API, and its runs on its admin page
-
-BEGUN = Q(attempt__gt=0) | Q(finished_at__isnull=False)
 
 
 def upcoming(now: datetime) -> Q:
@@ -35,9 +34,15 @@ def recent_runs(task_id: UUID, *, now: datetime, count: int = RECENT_RUNS) -> Qu
     return history.order_by("-scheduled_at")[:count]
 
 
+# A run that happened: started, or ended without starting once its time came (a skip of an
+# occurrence still ahead, skip-next's, has not happened yet).
+HAPPENED = Q(attempt__gt=0) | Q(finished_at__isnull=False, scheduled_at__lte=Now())
+
+
 def last_run(field: str) -> Subquery:
-    """`field` of each task's (OuterRef "pk") latest begun run, for annotate() or alias()."""
-    latest = Run.objects.filter(BEGUN, task_id=OuterRef("pk")).order_by("-scheduled_at")
+    """`field` of each task's (OuterRef "pk") latest run that happened, for annotate() or
+    alias()."""
+    latest = Run.objects.filter(HAPPENED, task_id=OuterRef("pk")).order_by("-scheduled_at")
     return Subquery(latest.values(field)[:1])
 
 

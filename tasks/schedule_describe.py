@@ -4,6 +4,9 @@ expressions are described by cron-descriptor, the other types here."""
 
 from __future__ import annotations
 
+from datetime import datetime
+from zoneinfo import ZoneInfo
+
 from cron_descriptor import ExpressionDescriptor, Options
 
 from tasks.schedule_cron import MACROS
@@ -46,7 +49,11 @@ def describe(schedule: dict) -> str:
 def _describe(schedule: dict) -> str:
     kind = schedule["type"]
     if kind == "once":
-        return f"Once, at {schedule['run_at']}"
+        if not schedule.get("timezone"):
+            return f"Once, at {schedule['run_at']}"
+        zone = ZoneInfo(schedule["timezone"])
+        local = datetime.fromisoformat(schedule["run_at"].replace("Z", "+00:00")).astimezone(zone)
+        return f"Once, at {local.strftime('%Y-%m-%d %H:%M:%S')} ({zone.key})"
     text = {
         "interval": _interval,
         "daily": _daily,

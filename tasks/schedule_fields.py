@@ -198,26 +198,37 @@ class FieldReader:
         if not spec.can_fire():
             self.error("expression", "This expression never fires: no month has that day.")
             return None
-        if spec.every_second() and self.flag("allow_every_second") is not True:
-            # Six stars typed for five make a task that fires 86,400 times a day.
-            self.error(
-                "expression",
-                "This expression fires every second (with 6 fields the first is seconds, "
-                'and it is "*"); if that is meant, add "allow_every_second": true to the '
-                'schedule (or use {"type": "interval", "every": 1}).',
-            )
+        # Six stars typed for five make a task that fires 86,400 times a day.
+        why = 'with 6 fields the first is seconds, and it is "*"'
+        if spec.every_second() and not self.every_second_allowed("expression", why):
             return None
         return text
+
+    def every_second_allowed(self, field: str, why: str) -> bool:
+        """A schedule that fires every second must say so (`allow_every_second`), whatever its
+        type: else an error on `field` and False."""
+        if self.raw.get("allow_every_second") is True:
+            return True
+        self.error(
+            field,
+            f"This schedule fires every second ({why}); if that is meant, add "
+            '"allow_every_second": true to the schedule.',
+        )
+        return False
 
     def rule(self) -> str | None:
         """An RFC 5545 rule, canonical; errors name the part (`rule.BYSETPOS`)."""
         try:
-            return schedule_rrule.parse(self.raw.get("rule")).text
+            rule = schedule_rrule.parse(self.raw.get("rule"))
         except schedule_rrule.RuleError as exc:
             for field, messages in exc.errors.items():
                 for message in messages:
                     self.error(field, message)
             return None
+        why = "FREQ=SECONDLY at INTERVAL 1, or a BYSECOND of all 60 seconds"
+        if schedule_rrule.fires_every_second(rule) and not self.every_second_allowed("rule", why):
+            return None
+        return rule.text
 
     def exdates(self, zone: ZoneInfo) -> list[str]:
         """Excluded dates (`2026-12-24`: every occurrence that local day) and date-times (that

@@ -85,6 +85,19 @@ class Rule:
     count: int | None
 
 
+def fires_every_second(rule: Rule) -> bool:
+    """Whether the rule fires on consecutive seconds, as a cron `* ...` seconds field does:
+    FREQ=SECONDLY at INTERVAL 1, or a BYSECOND listing all 60 seconds, unrestricted by the
+    other."""
+    kwargs = dict(rule.kwargs)
+    seconds = kwargs.get("bysecond")
+    listed = isinstance(seconds, tuple)
+    every = not isinstance(seconds, tuple) or len(set(seconds)) == 60
+    if rule.freq == "SECONDLY":
+        return kwargs.get("interval", 1) == 1 and every
+    return listed and every
+
+
 def parse(value: object) -> Rule:
     """Validate rule text (`FREQ=...;BY...=...`, an `RRULE:` prefix allowed) part by part."""
     if not isinstance(value, str) or not value.strip():

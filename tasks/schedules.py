@@ -36,12 +36,12 @@ MAX_RUNS = 1_000_000_000
 _SECONDS_RANGE = f"Must be between {{}} and {MAX_SECONDS} seconds (ten years)."
 _TYPE_FIELDS: dict[str, tuple[str, ...]] = {
     "once": ("run_at", "delay", "timezone"),
-    "interval": ("every",),
+    "interval": ("every", "allow_every_second"),
     "daily": ("at", "business_days_only"),
     "weekly": ("days", "at", "business_days_only"),
     "monthly": ("day", "weekday", "week", "business_day", "at"),
     "cron": ("expression", "allow_every_second"),
-    "rrule": ("rule", "exdates"),
+    "rrule": ("rule", "exdates", "allow_every_second"),
 }
 _COMMON_FIELDS: tuple[str, ...] = ("timezone", "start_at", "end_at", "max_runs", "jitter")
 _COMMON_FIELDS += ("misfire", "misfire_grace", "overlap", "anchor")  # anchor: for round trips
@@ -109,7 +109,10 @@ def _normalize_once(v: FieldReader, zone: ZoneInfo, now: datetime) -> dict:
         v.error("delay", "Give either run_at or delay, not both.")
     if delay is not None:
         run_at = now + timedelta(seconds=delay)
-    return {"type": "once", "run_at": _iso(run_at or now)}
+    out = {"type": "once", "run_at": _iso(run_at or now)}
+    if zone.key != "UTC":  # kept when given, for the words (schedule_describe) and round trips
+        out["timezone"] = zone.key
+    return out
 
 
 def _normalize_recurring(v: FieldReader, zone: ZoneInfo, now: datetime) -> dict:
@@ -120,6 +123,8 @@ def _normalize_recurring(v: FieldReader, zone: ZoneInfo, now: datetime) -> dict:
         out["every"] = v.number(
             "every", minimum=1, maximum=MAX_SECONDS, integer=True, need=True, message=message
         )
+        if out["every"] == 1 and not v.every_second_allowed("every", "every is 1"):
+            out["every"] = None
     if kind == "weekly":
         out["days"] = v.days()
     if kind == "monthly":
@@ -130,11 +135,11 @@ def _normalize_recurring(v: FieldReader, zone: ZoneInfo, now: datetime) -> dict:
         out["business_days_only"] = True  # kept only when set, like allow_every_second
     if kind == "cron":
         out["expression"] = v.expression()
-        if v.raw.get("allow_every_second") is True:  # kept, so the schedule round-trips
-            out["allow_every_second"] = True
     if kind == "rrule":
         out["rule"] = v.rule()
         out["exdates"] = v.exdates(zone)
+    if v.flag("allow_every_second") is True:  # kept, so the schedule round-trips
+        out["allow_every_second"] = True
     start, end = v.instant("start_at", zone), v.instant("end_at", zone)
     if start is not None and end is not None and end <= start:
         v.error("end_at", "Must be later than start_at.")

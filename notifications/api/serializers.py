@@ -94,6 +94,10 @@ class ChannelInputSerializer(StrictSerializer):
             raise serializers.ValidationError(
                 {"kind": ["A channel's kind cannot change; create another channel."]}
             )
+        if kind == "slack" and "webhook_url" in attrs and ("token" in attrs or "channel" in attrs):
+            raise serializers.ValidationError(
+                {"webhook_url": ["Give webhook_url, or token and channel: not both."]}
+            )
         unused = [f for f in CONFIG_FIELDS - KIND_FIELDS[kind] if f in attrs]
         if unused:
             raise serializers.ValidationError(

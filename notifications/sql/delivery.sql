@@ -31,3 +31,11 @@ UPDATE notifications_notification n
               %(sent_at)s::timestamptz[], %(next_at)s::timestamptz[], %(errors)s::text[])
        AS v(id, attempts, status, sent_at, next_attempt_at, error)
  WHERE n.id = v.id AND n.status = 'pending' AND (v.status = 'sent' OR n.attempts = v.attempts)
+
+-- name: release
+-- Claimed rows a stopping deliverer did not try: due again at once, their claim not counted as
+-- a try, and only while this deliverer still holds the claim (attempts unchanged).
+UPDATE notifications_notification n
+   SET attempts = n.attempts - 1, next_attempt_at = clock_timestamp()
+  FROM unnest(%(ids)s::uuid[], %(attempts)s::int[]) AS v(id, attempts)
+ WHERE n.id = v.id AND n.status = 'pending' AND n.attempts = v.attempts

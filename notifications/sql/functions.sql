@@ -10,7 +10,8 @@
 -- are the channels a task's `notify` names for the event (compared as text, so a malformed id
 -- matches nothing instead of failing the caller's transaction) and the owner's channels listing
 -- the event in `all_tasks_events`; a channel must belong to the task's owner. A NULL attempt
--- means the run's current one. Ids are version-7 UUIDs like tasks.ids.uuid7.
+-- means the run's current one. A NULL run is an alert about the task alone (`overdue` before
+-- any run). Ids are version-7 UUIDs like tasks.ids.uuid7.
 CREATE OR REPLACE FUNCTION notifications_enqueue(
     p_runs uuid[], p_tasks uuid[], p_attempts integer[], p_events text[],
     p_window double precision, p_channel text
@@ -23,11 +24,12 @@ BEGIN
         SELECT * FROM unnest(p_runs, p_tasks, p_attempts, p_events)
                AS e(run_id, task_id, attempt, event)
     ), ev AS (
-        SELECT e.run_id, e.task_id, coalesce(e.attempt, r.attempt) AS attempt, e.event,
+        SELECT e.run_id, e.task_id, coalesce(e.attempt, r.attempt, 0) AS attempt, e.event,
                t.owner_id,
                CASE WHEN jsonb_typeof(t.notify) = 'array' THEN t.notify ELSE '[]'::jsonb END
                    AS notify
-          FROM e JOIN tasks_run r ON r.id = e.run_id JOIN tasks_task t ON t.id = e.task_id
+          FROM e LEFT JOIN tasks_run r ON r.id = e.run_id JOIN tasks_task t ON t.id = e.task_id
+         WHERE e.run_id IS NULL OR r.id IS NOT NULL
     ), wanted AS (
         SELECT ev.run_id, ev.task_id, ev.attempt, ev.event, ev.owner_id,
                lower(s.value ->> 'channel') AS channel

@@ -45,8 +45,8 @@ class Message:
     text: str
     body: dict[str, Any]  # the webhook JSON document: {"id", "event", "task", "run", "created_at"}
     task: dict[str, Any]
-    run: dict[str, Any]
-    run_url: str
+    run: dict[str, Any]  # {} for an alert about the task alone
+    run_url: str  # the page a person opens: the run's admin page (the task's without a run)
 
 
 @dataclass(frozen=True)

@@ -79,7 +79,7 @@ def build_payload(message: Message) -> dict[str, Any]:
         attempt = f"{attempt} of {run['max_attempts']}"
     fields = [
         f"*Task*\n{_escape(task_name)} (`{_escape(str(task.get('id', '')))}`)",
-        f"*Run*\n`{_escape(str(run.get('id', '')))}`",
+        f"*Run*\n`{_escape(str(run.get('id', '-')))}`",
         f"*Status*\n{_escape(str(status))} ({_escape(message.event)})",
         f"*Attempt*\n{_escape(str(attempt if attempt is not None else '-'))}",
     ]
@@ -100,7 +100,10 @@ def build_payload(message: Message) -> dict[str, Any]:
     blocks.append(
         {
             "type": "section",
-            "text": {"type": "mrkdwn", "text": f"{icon} <{message.run_url}|View run>"},
+            "text": {
+                "type": "mrkdwn",
+                "text": f"{icon} <{message.run_url}|View {'run' if run else 'task'}>",
+            },
         }
     )
     return {"text": f"{message.subject} {message.run_url}", "blocks": blocks}

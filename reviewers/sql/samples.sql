@@ -7,7 +7,11 @@
 -- minute's slice of run_status_finished_idx (status, finished_at).
 WITH m AS (SELECT date_trunc('minute', clock_timestamp()) - interval '1 minute' AS minute),
 finished AS (
-    SELECT r.status, greatest(0, extract(epoch FROM r.started_at - r.execute_at))::float8 AS late
+    -- A backfilled run is finished work but no lateness: due long ago by design (NULL, which
+    -- the percentiles and max leave out).
+    SELECT r.status, CASE WHEN NOT r.backfill
+                          THEN greatest(0, extract(epoch FROM r.started_at - r.execute_at))::float8
+                     END AS late
       FROM m, tasks_run r
      WHERE r.status IN ('succeeded', 'failed')
        AND r.finished_at >= m.minute AND r.finished_at < m.minute + interval '1 minute'

@@ -50,8 +50,11 @@ SELECT status, priority, count(*) FROM tasks_run
 UNION ALL
 SELECT status, priority, count(*) FROM tasks_run WHERE status = 'running' GROUP BY status, priority
 """
+# A backfilled run, due long ago by design, has waited since the backfill made it.
 _DUE_SQL = """
-SELECT count(*), coalesce(extract(epoch FROM now() - min(execute_at)), 0)::float8
+SELECT count(*),
+       coalesce(extract(epoch FROM now() - min(CASE WHEN backfill THEN created_at
+                                                    ELSE execute_at END)), 0)::float8
   FROM tasks_run
  WHERE status IN ('scheduled', 'waiting_for_resource') AND execute_at <= now()
 """
@@ -104,15 +107,16 @@ SELECT h.health, count(*) FROM tasks_taskhealth h JOIN tasks_task t ON t.id = h.
 # The newest runs per status through run_status_finished_idx, read backwards and cut off.
 # now() (the scrape transaction's start), not clock_timestamp(): only a stable value can bound
 # an index scan; a volatile one would be a filter and the scan would walk the whole history.
+# A backfilled run is due long ago by design (replayed history): no start lateness.
 _LATENESS_SQL = """
 WITH late AS (
     (SELECT greatest(0, extract(epoch FROM started_at - execute_at))::float8 AS s FROM tasks_run
-      WHERE status = 'succeeded' AND started_at IS NOT NULL
+      WHERE status = 'succeeded' AND started_at IS NOT NULL AND NOT backfill
         AND finished_at >= now() - make_interval(secs => %(window)s)
       ORDER BY finished_at DESC LIMIT %(sample)s)
     UNION ALL
     (SELECT greatest(0, extract(epoch FROM started_at - execute_at))::float8 FROM tasks_run
-      WHERE status = 'failed' AND started_at IS NOT NULL
+      WHERE status = 'failed' AND started_at IS NOT NULL AND NOT backfill
         AND finished_at >= now() - make_interval(secs => %(window)s)
       ORDER BY finished_at DESC LIMIT %(sample)s)
 )
@@ -282,7 +286,8 @@ def lateness_metrics(cursor: Any) -> Iterator[Metric]:
     yield GaugeHistogramMetricFamily(
         "scheduler_run_start_lateness_seconds",
         "Start lateness (started_at - execute_at) of the runs finished in the last "
-        "SCHEDULER_METRICS_WINDOW_SECONDS; a gauge histogram: use histogram_quantile, no rate().",
+        "SCHEDULER_METRICS_WINDOW_SECONDS, backfilled runs left out; a gauge histogram: use "
+        "histogram_quantile, no rate().",
         buckets=[*buckets, ("+Inf", count)],
         gsum_value=total,
     )

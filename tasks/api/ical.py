@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 
-from icalendar import Calendar, Event
+from icalendar import Calendar, Event, vDuration
 
 from tasks.ids import idempotency_key
 from tasks.models import Task
@@ -31,7 +31,9 @@ def calendar_ics(title: str, entries: Iterable[tuple[Task, datetime]], *, now: d
     calendar.add("method", "PUBLISH")
     calendar.add("x-wr-calname", title)
     calendar.add("refresh-interval", REFRESH, parameters={"VALUE": "DURATION"})
-    calendar.add("x-published-ttl", REFRESH)
+    # An X- property has no known type: given as a vDuration it is written as one (PT1H), not
+    # as the timedelta's text (1:00:00), which calendar apps refuse.
+    calendar.add("x-published-ttl", vDuration(REFRESH))
     stamp = now.astimezone(UTC).replace(microsecond=0)
     described: dict[str, str] = {}
     for task, at in entries:

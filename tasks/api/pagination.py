@@ -3,15 +3,17 @@ writes the page (tasks/api/json_sql.py): a list page is one round trip."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from django.core.paginator import Paginator
 from django.db.models import QuerySet
-from rest_framework.exceptions import NotFound
+from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.pagination import PageNumberPagination
 from rest_framework.request import Request
 
 _BIGINT_MAX = 2**63 - 1
+_WHOLE = re.compile(r"[0-9]+")
 
 
 class Pagination(PageNumberPagination):
@@ -26,19 +28,34 @@ class Pagination(PageNumberPagination):
         self.request = request
         self.counted = queryset
         self._paginator: Any = self.django_paginator_class(queryset, page_size)
-        raw: Any = request.query_params.get(self.page_query_param) or 1
+        raw: Any = self.get_page_number(request, self._paginator)
         if raw in self.last_page_strings:  # the last page's number needs the count first
             raw = self._paginator.num_pages
-        try:
-            self._number = int(raw)
-        except (TypeError, ValueError):
-            raise self._invalid(raw, Paginator.default_error_messages["invalid_page"]) from None
-        if self._number < 1:
-            raise self._invalid(raw, Paginator.default_error_messages["min_page"])
+        self._number = int(raw)
         bottom = (self._number - 1) * page_size
         if bottom + page_size > _BIGINT_MAX:  # past any table's rows, and past OFFSET's bigint
             raise self._invalid(raw, Paginator.default_error_messages["no_results"])
         return queryset[bottom : bottom + page_size]
+
+    def get_page_size(self, request: Request) -> int:
+        """`page_size`, at most max_page_size; a value that is no whole number from 1 is a 400
+        naming it (DRF would fall back to the default silently)."""
+        raw = request.query_params.get(self.page_size_query_param)
+        if raw is None or raw == "":
+            return self.page_size  # type: ignore[return-value]
+        if not _WHOLE.fullmatch(raw) or int(raw) < 1:
+            raise ValidationError(
+                {"page_size": [f"Must be a whole number from 1 (at most {self.max_page_size})."]}
+            )
+        return min(int(raw), self.max_page_size)
+
+    def get_page_number(self, request: Request, paginator: Any) -> str:
+        """`page`: a whole number from 1 or `last`; anything else is a 400 naming it (a page
+        past the last stays a 404, as DRF answers it)."""
+        raw = request.query_params.get(self.page_query_param) or "1"
+        if raw not in self.last_page_strings and not (_WHOLE.fullmatch(raw) and int(raw) >= 1):
+            raise ValidationError({"page": ["Must be a whole number from 1, or last."]})
+        return raw
 
     def settle(self, total: int | None) -> None:
         """The page's count as its statement found it; None: the page has no rows, so it is

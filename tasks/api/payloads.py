@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from typing import Any, NoReturn
 from urllib.parse import urlsplit
 
@@ -12,6 +13,8 @@ from rest_framework import serializers
 from tasks import handlers
 
 HTTP_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS")
+_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+_HEADER_VALUE = re.compile(r"(?:[^\s][^\r\n\x00]*)?")
 
 
 def _fail(field: str, message: str) -> NoReturn:
@@ -28,6 +31,31 @@ def _string_map(value: Any, field: str) -> dict[str, str]:
     if len(value) > 100:
         _fail(field, "At most 100 entries.")
     return value
+
+
+def _headers(value: Any) -> dict[str, str]:
+    """Request headers as HTTP sends them: a name is an RFC 9110 token, a value one line of
+    Latin-1 text not starting with white space (what the HTTP client refuses would fail every
+    attempt)."""
+    headers = _string_map(value, "headers")
+    for name, text in headers.items():
+        if not _TOKEN.fullmatch(name):
+            _fail("headers", f"Header {name!r}: a name is letters, digits and !#$%&'*+-.^_`|~.")
+        if not _HEADER_VALUE.fullmatch(text) or not _latin1(text):
+            _fail(
+                "headers",
+                f"Header {name!r}: a value is one line of Latin-1 text (no CR, LF or NUL), "
+                "not starting with white space.",
+            )
+    return headers
+
+
+def _latin1(text: str) -> bool:
+    try:
+        text.encode("latin-1")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _validate_handler(payload: dict) -> dict:
@@ -76,7 +104,7 @@ def _validate_http(payload: dict) -> dict:
         _fail("url", "Must be an http or https URL with a host.")
     _check_outbound(url)
     clean: dict[str, Any] = {"method": method.upper(), "url": url}
-    clean["headers"] = _string_map(payload.get("headers"), "headers")
+    clean["headers"] = _headers(payload.get("headers"))
     if "body" in payload and payload["body"] is not None:
         if not isinstance(payload["body"], (str, dict, list)):
             _fail("body", "Must be a string or a JSON object/array.")

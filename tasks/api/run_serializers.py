@@ -21,9 +21,9 @@ class RunSummarySerializer(serializers.ModelSerializer):
 
 
 class LastRunSerializer(RunSummarySerializer):
-    """A task's `last_run`: its latest run, by `scheduled_at`, that has begun (started at least
-    once, or ended without starting: skipped, cancelled), as its `runs` show a run; null when
-    none has."""
+    """A task's `last_run`: its latest run, by `scheduled_at`, that happened (started at least
+    once, or ended without starting once its time came: skipped, cancelled), as its `runs` show
+    a run; null when none has."""
 
 
 class NextRunSerializer(serializers.Serializer):

@@ -250,6 +250,13 @@ RECURRING_FIELDS: Schema = {
 }
 
 
+ALLOW_EVERY_SECOND: Schema = {
+    "type": "boolean",
+    "default": False,
+    "description": "Required (true) when the schedule fires every second: a cron expression "
+    "whose seconds field is every second, an rrule at FREQ=SECONDLY with INTERVAL 1 (or a "
+    "BYSECOND of all 60), an interval of 1. Shown only when true.",
+}
 BUSINESS_DAYS_ONLY: Schema = {
     "type": "boolean",
     "default": False,
@@ -278,7 +285,7 @@ def _recurring(
 
 _ONCE = (
     "One run, at `run_at` or `delay` seconds from now (give one, not both; neither means now). "
-    "Answers show `run_at` alone, in UTC."
+    "Answers show `run_at` in UTC, with `timezone` when one other than UTC was given."
 )
 SCHEDULES: dict[str, Schema] = {
     "once": {
@@ -310,7 +317,8 @@ SCHEDULES: dict[str, Schema] = {
                 "minimum": 1,
                 "maximum": _TEN_YEARS,
                 "description": "Seconds between occurrences.",
-            }
+            },
+            "allow_every_second": ALLOW_EVERY_SECOND,
         },
         ["every"],
         {"every": 300, "jitter": 5, "misfire": "skip"},
@@ -387,7 +395,8 @@ SCHEDULES: dict[str, Schema] = {
                 "maxLength": 200,
                 "description": "Five fields (minute hour day month weekday), or six with "
                 "seconds first, e.g. `*/15 * * * *`.",
-            }
+            },
+            "allow_every_second": ALLOW_EVERY_SECOND,
         },
         ["expression"],
         {"expression": "0 9 * * mon-fri", "timezone": "Europe/Berlin"},
@@ -414,6 +423,7 @@ SCHEDULES: dict[str, Schema] = {
                 "that local day) or a date-time (that occurrence; no offset means local time). "
                 "Answers show dates and UTC instants.",
             },
+            "allow_every_second": ALLOW_EVERY_SECOND,
         },
         ["rule"],
         {"rule": "FREQ=MONTHLY;BYDAY=FR;BYSETPOS=-1;BYHOUR=17", "timezone": "Europe/Berlin"},

@@ -505,7 +505,15 @@ class HolidaysSerializer(StrictSerializer):
     country = serializers.CharField(max_length=8)
     subdivision = serializers.CharField(max_length=64, required=False, allow_null=True)
 
+    def run_validation(self, data: Any = serializers.empty) -> Any:
+        # `{}` is what a calendar without holidays shows: sent back, it means none.
+        if data == {}:
+            return None
+        return super().run_validation(data)
+
     def validate(self, attrs: dict) -> dict:
+        if "country" not in attrs:  # a PATCH replaces the holidays whole: no partial object
+            raise serializers.ValidationError({"country": ["This field is required."]})
         known = exclusions.supported()
         country = attrs["country"].strip().upper()
         if country not in known:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, cast
 
 import django_filters
@@ -45,6 +46,7 @@ from tasks.api.serializers import (
     TaskInputSerializer,
     TaskOutputSerializer,
 )
+from tasks.api.strict import unknown_fields
 from tasks.db import db_now
 from tasks.models import Run, Task
 from tasks.schedule_describe import describe
@@ -358,11 +360,24 @@ ACTION_RESPONSES: dict[str, dict[int, Any]] = {
 
 
 def action_view(base: type[APIView], verb: str) -> Any:
-    """The view of one action verb, with that verb's own answers in the schema."""
+    """The view of one action verb, with that verb's own answers in the schema. An action takes
+    no body: a member sent is a 400 naming it (before the action, which then does nothing)."""
     responses = {**ACTION_RESPONSES[verb], **ERRORS, **CONFLICT}
     schema = extend_schema_view(post=extend_schema(request=None, responses=responses))
-    view: type[APIView] = type(f"{base.__name__}_{verb}", (base,), {"verb": verb})
+    view: type[APIView] = type(
+        f"{base.__name__}_{verb}", (base,), {"verb": verb, "initial": _initial_without_body}
+    )
     return schema(view).as_view()
+
+
+def _initial_without_body(self: APIView, request: Request, *args: Any, **kwargs: Any) -> None:
+    APIView.initial(self, request, *args, **kwargs)  # authentication and permissions first
+    if isinstance(request.data, Mapping):
+        unknown = unknown_fields(request.data, ())
+    else:
+        unknown = {"non_field_errors": ["This action takes no body."]} if request.data else {}
+    if unknown:
+        raise serializers.ValidationError(unknown)
 
 
 PREVIEW_OUTPUT = inline_serializer(

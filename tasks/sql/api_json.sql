@@ -86,12 +86,14 @@ SELECT '[' || coalesce(string_agg(r.shown, ',' ORDER BY r.scheduled_at DESC), ''
          WHERE task_id = t.id AND NOT {upcoming}
          ORDER BY scheduled_at DESC LIMIT {recent_runs}) AS r)
 
--- A task's last run: its first begun one, looked for further back than the scan.
+-- A task's last run: the latest that happened (tasks/history.py's HAPPENED: begun, or ended
+-- without starting once its time had come), looked for further back than the scan.
 -- name: last_run_of_task
 (
 SELECT {summary}
   FROM tasks_run
- WHERE task_id = t.id AND (attempt > 0 OR finished_at IS NOT NULL)
+ WHERE task_id = t.id
+   AND (attempt > 0 OR (finished_at IS NOT NULL AND scheduled_at <= %(now)s))
  ORDER BY task_id DESC, scheduled_at DESC LIMIT 1)
 
 -- The earliest runs ahead of an active task the scan did not see past: the index read forward

@@ -14,7 +14,8 @@
 -- the task was `up` (a graver state stays), or as a reminder once `repeat_every` has passed
 -- since the last one. The cursor `late_through` moves to now - start_within: the runs
 -- scheduled up to it have been judged (a task with none late moves it every `cursor_every`
--- seconds, which bounds the runs each pass reads).
+-- seconds, which bounds the runs each pass reads). A backfilled run is history replayed on
+-- request, due long ago by design: never late.
 -- name: late
 WITH found AS (
     SELECT h.task_id, r.id AS run_id, r.scheduled_at
@@ -23,6 +24,7 @@ WITH found AS (
             WHERE r.task_id = h.task_id AND r.scheduled_at > h.late_through
               AND r.scheduled_at <= statement_timestamp() - make_interval(secs => h.start_within)
               AND r.attempt = 0 AND r.status IN ('scheduled', 'waiting_for_resource')
+              AND NOT r.backfill
             ORDER BY r.scheduled_at LIMIT 1) AS r
      WHERE h.start_within IS NOT NULL
 ), h AS (
@@ -81,7 +83,8 @@ SELECT id, task_id, attempt FROM slow ORDER BY task_id, id
 
 -- No success for `success_within` makes an `up` or `late` task `overdue` (a `failing` one
 -- stays failing), with the task's latest run due by now as the one that shows it; a reminder
--- once `repeat_every` has passed. A task with no run due yet changes health without an alert.
+-- once `repeat_every` has passed. A task with no run due yet is alerted without a run (NULL):
+-- the dead man's switch, where nothing ran at all.
 -- name: overdue
 WITH h AS (
     SELECT task_id, health
@@ -101,11 +104,11 @@ WITH h AS (
       FROM h WHERE t.task_id = h.task_id
     RETURNING t.task_id
 )
-SELECT r.id, m.task_id, r.attempt
-  FROM moved m CROSS JOIN LATERAL (
+SELECT r.id, m.task_id, coalesce(r.attempt, 0)
+  FROM moved m LEFT JOIN LATERAL (
        SELECT id, attempt FROM tasks_run
         WHERE task_id = m.task_id AND scheduled_at <= statement_timestamp()
-        ORDER BY scheduled_at DESC LIMIT 1) AS r
+        ORDER BY scheduled_at DESC LIMIT 1) AS r ON true
  ORDER BY m.task_id
 
 -- Runs the reviewer's rescue recorded `failed` (no attempts left) count towards the streak of

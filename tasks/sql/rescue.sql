@@ -18,9 +18,19 @@ WITH stale AS (
                               ELSE clock_timestamp() END,
            error = 'worker ' || r.worker || ' stopped heart-beating; run rescued',
            heartbeat_at = NULL,
-           worker = CASE WHEN r.attempt < r.max_attempts THEN '' ELSE r.worker END
-      FROM stale
-     WHERE r.id = stale.id
+           worker = CASE WHEN r.attempt < r.max_attempts THEN '' ELSE r.worker END,
+           -- A run queued again takes its task's requests and keys as they are now (a change
+           -- of the task while it ran moved only its runs not started), as any run made now.
+           cpu_millis = CASE WHEN r.attempt < r.max_attempts THEN t.cpu_millis
+                             ELSE r.cpu_millis END,
+           memory_bytes = CASE WHEN r.attempt < r.max_attempts THEN t.memory_bytes
+                               ELSE r.memory_bytes END,
+           concurrency_key_id = CASE WHEN r.attempt < r.max_attempts THEN t.concurrency_key_id
+                                     ELSE r.concurrency_key_id END,
+           rate_key_id = CASE WHEN r.attempt < r.max_attempts THEN t.rate_key_id
+                              ELSE r.rate_key_id END
+      FROM stale, tasks_task t
+     WHERE r.id = stale.id AND t.id = r.task_id
     RETURNING r.id, r.attempt, r.status, r.started_at, r.error, r.task_id,
               stale.worker AS old_worker
 ), recorded AS (
@@ -35,11 +45,13 @@ SELECT id, status, task_id FROM moved
 -- holds: a claim taking one makes it running anyway, and an UPDATE waiting on claims' (or a
 -- second reviewer's) row locks would hold every due run it has locked out of the claims
 -- meanwhile, the oldest first, just when a backlog makes the pass long.
+-- A backfilled run is due long ago by design: its SLA counts from when the backfill made it.
 -- name: flag_starved
 WITH starved AS (
     SELECT id FROM tasks_run
      WHERE status = 'scheduled'
        AND execute_at < clock_timestamp() - make_interval(secs => %(sla)s)
+       AND (NOT backfill OR created_at < clock_timestamp() - make_interval(secs => %(sla)s))
      ORDER BY priority DESC, execute_at, id
      LIMIT %(batch)s
        FOR UPDATE SKIP LOCKED

@@ -81,7 +81,10 @@ def retry_run(*, run: Run, now: datetime) -> Run:
         run.heartbeat_at = None
         run.error = ""
         run.max_attempts = run.attempt + task.max_attempts
-        run.cpu_millis, run.memory_bytes = task.cpu_millis, task.memory_bytes
+        # The task's requests and keys as they are now: the claim then judges the retry by
+        # the keys' current state, as any run made now.
+        for name, value in task.requests.items():
+            setattr(run, name, value)
         run.wait_kind = run.wait_reason = ""
         run.save(
             update_fields=[
@@ -92,8 +95,7 @@ def retry_run(*, run: Run, now: datetime) -> Run:
                 "heartbeat_at",
                 "error",
                 "max_attempts",
-                "cpu_millis",
-                "memory_bytes",
+                *task.requests,
                 "wait_kind",
                 "wait_reason",
             ]

@@ -16,7 +16,9 @@ from django.test import override_settings
 
 from notifications import services
 from notifications.models import Notification
+from tasks import expectations
 from tasks.db import db_now
+from tasks.transitions.expectations import review_expectations
 from tests.notifications.conftest import (
     SECRET,
     ChannelFactory,
@@ -192,7 +194,7 @@ def mailbox() -> Iterator[_Mailbox]:
     controller.stop()
 
 
-def test_email_arrives_over_smtp(mailbox: _Mailbox, user) -> None:
+def test_email_arrives_over_smtp(mailbox: _Mailbox, user, client) -> None:
     channel = ChannelFactory(owner=user, kind="email", config={"address": "ops@example.com"})
     notification = pending_for(channel, ["retries_exhausted"], status="failed")
 
@@ -204,7 +206,16 @@ def test_email_arrives_over_smtp(mailbox: _Mailbox, user) -> None:
     assert mime["Subject"] == "Task nightly report failed: retries exhausted"
     assert mime["X-Scheduler-Delivery"] == str(notification.id)
     assert "boom: the payload failed" in text
-    assert f"/api/v1/runs/{notification.run_id}" in text
+    # The links a person clicks open the admin's pages in their browser session (the JSON API
+    # wants a token: a 401).
+    links = [line for line in text.split() if line.startswith("https://scheduler.example/")]
+    assert links == [
+        f"https://scheduler.example/admin/tasks/run/{notification.run_id}/change/",
+        f"https://scheduler.example/admin/tasks/task/{notification.task_id}/change/",
+    ]
+    client.force_login(user)
+    for link in links:
+        assert client.get(link.removeprefix("https://scheduler.example")).status_code == 200
     notification.refresh_from_db()
     assert notification.status == "sent"
 
@@ -308,3 +319,22 @@ def test_secret_that_cannot_be_decrypted_is_retried(
     assert "does not decrypt" in notification.last_error
     assert receiver.deliveries == []
     assert SECRET not in notification.last_error
+
+
+def test_an_overdue_task_with_no_run_is_delivered_naming_the_task(receiver: Receiver, user) -> None:
+    """The dead man's switch: `overdue` before the task has any run reaches a webhook with
+    `run: null` and the task's links."""
+    channel = webhook_channel(receiver, user)
+    task = subscribed_task(
+        channel, ["overdue"], name="nightly report", expect={"success_within": 5}
+    )
+    expectations.sync([task], now=db_now() - timedelta(seconds=6))
+    assert review_expectations() == [(None, task.pk, 0, "overdue")]
+
+    assert services.deliver_pending(limit=10, now=db_now()) == 1
+
+    [delivery] = receiver.deliveries
+    body = delivery["body"]
+    assert (body["event"], body["run"], body["task"]["name"]) == ("overdue", None, "nightly report")
+    assert body["expectation"]["happened"] == "no run at all for that long"
+    assert Notification.objects.get(task=task).status == "sent"

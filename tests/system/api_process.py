@@ -109,7 +109,7 @@ def sign_in_with_every_second_task(base: str, username: str, password: str) -> t
             "name": "every-second",
             "kind": "handler",
             "payload": {"name": "record"},
-            "schedule": {"type": "interval", "every": 1},
+            "schedule": {"type": "interval", "every": 1, "allow_every_second": True},
         },
     ).json()["id"]
     return token, recurring

@@ -48,7 +48,12 @@ def test_late_reaches_the_webhook_once_with_three_reviewers(
     now = db_now()
     task = recurring_task(
         user,
-        {"type": "interval", "every": 1, "start_at": (now + timedelta(seconds=3)).isoformat()},
+        {
+            "type": "interval",
+            "every": 1,
+            "allow_every_second": True,
+            "start_at": (now + timedelta(seconds=3)).isoformat(),
+        },
         now=now,
         notify=[{"channel": str(channel.id), "events": ALERTS}],
         expect={"start_within": 2},

@@ -58,7 +58,13 @@ def test_each_misfire_policy_after_ten_minutes_without_a_scheduler(processes):
     }
     capped = recurring_task(
         owner,
-        {"type": "interval", "every": 1, "start_at": iso(began), "misfire": "run_all"},
+        {
+            "type": "interval",
+            "every": 1,
+            "allow_every_second": True,
+            "start_at": iso(began),
+            "misfire": "run_all",
+        },
         now=now,
         payload=NOOP,
     )

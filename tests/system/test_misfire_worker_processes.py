@@ -27,7 +27,13 @@ POLICIES = ("run_once", "skip", "run_all")
 
 
 def create(owner: object, policy: str, *, now: datetime) -> Task:
-    raw = {"type": "interval", "every": 1, "misfire": policy, "misfire_grace": GRACE}
+    raw = {
+        "type": "interval",
+        "every": 1,
+        "allow_every_second": True,
+        "misfire": policy,
+        "misfire_grace": GRACE,
+    }
     data = {
         "kind": "handler",
         "payload": {"name": "record", "args": {}},

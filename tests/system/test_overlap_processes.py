@@ -136,7 +136,7 @@ def test_overlap_cancel_previous_kills_the_payload_process(processes, settings, 
 def test_overlap_allow_runs_both(processes):
     start_fleet(processes)
     sleep = {"name": "sleep", "args": {"seconds": 2.5}}
-    task = create({"type": "interval", "every": 1}, payload=sleep)
+    task = create({"type": "interval", "every": 1, "allow_every_second": True}, payload=sleep)
 
     wait_for(lambda: finished(task, "succeeded", 4), timeout=40)
 
@@ -148,10 +148,14 @@ def test_overlap_allow_runs_both(processes):
 def test_max_runs_and_end_at_complete_the_task(processes):
     start_fleet(processes)
     noop = {"name": "noop", "args": {}}
-    by_count = create({"type": "interval", "every": 1, "max_runs": 3}, payload=noop)
+    by_count = create(
+        {"type": "interval", "every": 1, "allow_every_second": True, "max_runs": 3}, payload=noop
+    )
     start = db_now() + timedelta(seconds=1)
     window = {"start_at": iso(start), "end_at": iso(start + timedelta(seconds=2.5))}
-    by_end = create({"type": "interval", "every": 1, **window}, payload=noop)
+    by_end = create(
+        {"type": "interval", "every": 1, "allow_every_second": True, **window}, payload=noop
+    )
 
     for task in (by_count, by_end):
         wait_for(lambda t=task: Task.objects.get(pk=t.pk).status == "completed", timeout=30)

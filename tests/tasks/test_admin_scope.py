@@ -130,7 +130,13 @@ def test_operators_only_see_processes_users_and_the_dashboard(people) -> None:
     assert "Tasks" in index and "Processes" not in index and "Users" not in index
     assert client.get(reverse("admin:tasks_process_changelist")).status_code == 403
     assert client.get(reverse("admin:auth_user_changelist")).status_code == 403
-    assert client.get(reverse("admin-dashboard")).status_code == 403
+    # The dashboard is the whole queue's: a user is sent to the pages of their own, told why.
+    dashboard = client.get(reverse("admin-dashboard"), follow=True)
+    assert dashboard.redirect_chain == [(reverse("admin:index"), 302)]
+    shown = [str(m) for m in dashboard.context["messages"]]
+    assert shown == [
+        "The dashboard shows the whole queue, for operators only; your tasks and runs are below."
+    ]
 
 
 def test_an_operator_sees_everyones_tasks_with_an_owner_filter(people) -> None:

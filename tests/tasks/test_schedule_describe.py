@@ -69,3 +69,21 @@ NOW = datetime(2026, 1, 1, tzinfo=UTC)
 )
 def test_describe(raw: object, text: str) -> None:
     assert describe(normalize(raw, now=NOW)) == text  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("raw", "text"),
+    [
+        (
+            {"type": "once", "run_at": "2030-07-01T09:00", "timezone": "Europe/Berlin"},
+            "Once, at 2030-07-01 09:00:00 (Europe/Berlin)",
+        ),
+        (
+            {"type": "once", "run_at": "2030-07-01T09:00:00Z", "timezone": "Asia/Tokyo"},
+            "Once, at 2030-07-01 18:00:00 (Asia/Tokyo)",
+        ),
+        ({"type": "once", "run_at": "2030-07-01T09:00:00Z"}, "Once, at 2030-07-01T09:00:00Z"),
+    ],
+)
+def test_a_one_time_schedule_is_described_in_its_zone(raw: dict, text: str) -> None:
+    assert describe(normalize(raw, now=NOW)) == text

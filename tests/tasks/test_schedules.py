@@ -324,7 +324,8 @@ def test_naive_times_are_local_to_the_schedule_zone() -> None:
     )
     assert schedule["start_at"] == "2025-03-30T01:00:00Z"
     once = normalize({"type": "once", "run_at": "2025-11-02T01:30", "timezone": NEW_YORK}, now=NOW)
-    assert once == {"type": "once", "run_at": "2025-11-02T05:30:00Z"}  # first of the two 01:30s
+    # The first of the two 01:30s; the zone kept for the words and round trips.
+    assert once == {"type": "once", "run_at": "2025-11-02T05:30:00Z", "timezone": NEW_YORK}
 
 
 def test_first_instant_at_or_after() -> None:

@@ -25,7 +25,9 @@ class Command(DaemonCommand):
 
     def run_once(self) -> bool:
         limit = settings.NOTIFICATIONS_BATCH_SIZE
-        return services.deliver_pending(limit=limit, now=db_now()) >= limit
+        # Stopping (SIGTERM), it starts no further send and gives the rest of the batch back.
+        claimed = services.deliver_pending(limit=limit, now=db_now(), stopping=self.stop)
+        return claimed >= limit
 
     def sleep_seconds(self) -> float:
         # Wake at least every heartbeat interval so /health sees this process alive.

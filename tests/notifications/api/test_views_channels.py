@@ -225,3 +225,20 @@ def test_openapi_schema_keeps_secrets_write_only(api: APIClient) -> None:
     )
     for secret in SECRETS:
         assert secret not in response.content.decode()
+
+
+@pytest.mark.parametrize(
+    "extra", [{"token": "xoxb-1", "channel": "C1"}, {"token": "xoxb-1"}, {"channel": "C1"}]
+)
+def test_a_slack_webhook_and_a_token_together_are_a_400(api: APIClient, extra: dict) -> None:
+    """Either one, not both: which one the deliverer used would be a guess."""
+    webhook = {"kind": "slack", "webhook_url": "http://127.0.0.1:8080" + SECRETS[2]}
+
+    response = api.post("/api/v1/channels", {**webhook, **extra}, format="json")
+
+    assert response.status_code == 400, response.content
+    assert list(response.json()) == ["webhook_url"]
+    assert not Channel.objects.exists()
+    created = api.post("/api/v1/channels", webhook, format="json").json()
+    patched = api.patch(f"/api/v1/channels/{created['id']}", {**webhook, **extra}, format="json")
+    assert patched.status_code == 400, patched.content

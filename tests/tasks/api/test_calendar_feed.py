@@ -4,8 +4,13 @@ shuts the old URLs; a wrong token tells nothing about which tasks exist."""
 
 from __future__ import annotations
 
+import json
+import re
+import shutil
+import subprocess
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo
 
@@ -13,10 +18,11 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
-from icalendar import Calendar
+from icalendar import Calendar, vDuration
 from rest_framework.test import APIClient
 
 from tasks.api.calendar_feed import EVENTS_PER_TASK, FEED_DAYS
+from tasks.api.ical import calendar_ics
 from tasks.ids import idempotency_key
 
 pytestmark = pytest.mark.django_db
@@ -219,3 +225,55 @@ def test_a_list_page_reads_the_token_in_its_own_statement(
     assert len({t["calendar_url"].split("token=")[1] for t in page}) == 1  # one token per user
     reading = [q["sql"] for q in queries.captured_queries if "tasks_calendarfeed" in q["sql"]]
     assert len(reading) == 1 and "json_build_object" in reading[0]  # the page's statement
+
+
+# RFC 5545 3.3.6 dur-value: PnW, or PnD with an optional time part, or a time part alone.
+DURATION = re.compile(r"[+-]?P(\d+W|(\d+D)?(T(\d+H(\d+M(\d+S)?)?|\d+M(\d+S)?|\d+S))?)")
+TTLS = ("REFRESH-INTERVAL", "X-PUBLISHED-TTL")
+
+
+def test_the_refresh_properties_are_icalendar_durations() -> None:
+    text = calendar_ics("feed", [], now=timezone.now()).decode()
+    values = {
+        line.split(":", 1)[0].split(";")[0]: line.split(":", 1)[1] for line in text.splitlines()
+    }
+    for name in TTLS:
+        assert DURATION.fullmatch(values[name]) and values[name] != "P", (name, values[name])
+        assert vDuration.from_ical(values[name]) == timedelta(hours=1)
+
+
+@pytest.fixture(scope="session")
+def ical_js(tmp_path_factory) -> Path:
+    """npm's ical.js (what calendar apps on the web parse feeds with), installed for the run."""
+    if shutil.which("node") is None or shutil.which("npm") is None:
+        pytest.skip("node and npm are not installed")
+    where = tmp_path_factory.mktemp("icaljs")
+    install = ["npm", "install", "--prefix", str(where), "--no-audit", "--no-fund", ICAL_JS]
+    if subprocess.run(install, capture_output=True, timeout=300).returncode != 0:
+        pytest.skip(f"npm could not install {ICAL_JS}")
+    return where
+
+
+ICAL_JS = "ical.js@2.2.1"
+READ_TTLS = """
+import ICAL from "ical.js";
+import fs from "fs";
+const calendar = new ICAL.Component(ICAL.parse(fs.readFileSync(0, "utf8")));
+const seconds = {};
+for (const name of %s) {
+  const value = String(calendar.getFirstPropertyValue(name.toLowerCase()));
+  seconds[name] = ICAL.Duration.fromString(value).toSeconds();
+}
+console.log(JSON.stringify(seconds));
+"""
+
+
+def test_ical_js_reads_the_refresh_properties_as_durations(ical_js: Path) -> None:
+    script = ical_js / "ttl.mjs"
+    script.write_text(READ_TTLS % json.dumps(list(TTLS)))
+    feed = calendar_ics("feed", [], now=timezone.now())
+    done = subprocess.run(
+        ["node", str(script)], input=feed, capture_output=True, timeout=60, cwd=ical_js
+    )
+    assert done.returncode == 0, done.stderr.decode()
+    assert json.loads(done.stdout) == dict.fromkeys(TTLS, 3600)

@@ -134,3 +134,29 @@ def test_next_runs_leave_out_what_a_calendar_excludes(
     api.patch(f"{URL}/{calendar['id']}", {"dates": [], "holidays": None}, format="json")
     shown = api.get(f"/api/v1/tasks/{task['id']}").json()["next_runs"]
     assert shown[:2] == ["2030-12-24T08:00:00Z", "2030-12-25T08:00:00Z"]
+
+
+def test_a_calendar_read_back_and_patched_whole_is_a_200(api: APIClient, db) -> None:
+    """Found by fuzzing: `holidays: {}` (what a calendar without holidays shows) in a PATCH
+    answered 500."""
+    calendar = make(api, name="plant", holidays={"country": "DE"}, dates=["2030-01-02"])
+    body = {"name": "0", "timezone": "UTC", "holidays": {}, "dates": [], "windows": []}
+
+    response = api.patch(f"{URL}/{calendar['id']}", body, format="json")
+
+    assert response.status_code == 200, response.content
+    assert {k: response.json()[k] for k in body} == body
+    shown = api.get(f"{URL}/{calendar['id']}").json()
+    again = api.put(f"{URL}/{calendar['id']}", {k: shown[k] for k in body}, format="json")
+    assert again.status_code == 200, again.content
+
+
+@pytest.mark.parametrize("method", ["patch", "put"])
+def test_holidays_without_a_country_is_a_400_naming_it(api: APIClient, db, method: str) -> None:
+    calendar = make(api, name="plant")
+    body = {"name": "plant", "holidays": {"subdivision": "BY"}}
+
+    response = getattr(api, method)(f"{URL}/{calendar['id']}", body, format="json")
+
+    assert response.status_code == 400, response.content
+    assert response.json() == {"holidays": {"country": ["This field is required."]}}

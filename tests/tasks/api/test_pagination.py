@@ -40,11 +40,36 @@ def test_last_page_by_name(api, seven):
     assert last["count"] == 7 and len(last["results"]) == 1 and last["next"] is None
 
 
-@pytest.mark.parametrize("page", ["4", "0", "-1", "abc"])
-def test_a_page_that_does_not_exist_is_404(api, seven, page):
-    response = api.get(f"/api/v1/tasks?page_size=3&page={page}")
+def test_a_page_past_the_last_is_404(api, seven):
+    response = api.get("/api/v1/tasks?page_size=3&page=4")
     assert response.status_code == 404, response.content
     assert response.json()["detail"] == "Invalid page."
+
+
+LISTS = ["/api/v1/tasks", "/api/v1/runs", "/api/v1/calendars", "/api/v1/notifications"]
+
+
+@pytest.mark.parametrize("path", LISTS)
+@pytest.mark.parametrize("page", ["0", "-1", "abc", "1.5", "\u00b2", ""])
+def test_a_page_that_is_no_page_number_is_a_400_naming_it(api, path, page):
+    response = api.get(f"{path}?page={page}")
+    if page == "":  # absent, as DRF reads an empty value: the first page
+        assert response.status_code == 200, response.content
+        return
+    assert response.status_code == 400, response.content
+    assert list(response.json()) == ["page"]
+
+
+@pytest.mark.parametrize("path", LISTS)
+@pytest.mark.parametrize("size", ["-1", "0", "abc", "2.5", "\u00b2"])
+def test_a_bad_page_size_is_a_400_naming_it(api, path, size):
+    response = api.get(f"{path}?page_size={size}")
+    assert response.status_code == 400, response.content
+    assert list(response.json()) == ["page_size"]
+
+
+def test_a_page_size_above_the_most_is_the_most(api, seven):
+    assert len(api.get("/api/v1/tasks?page_size=100000").json()["results"]) == 7
 
 
 @pytest.mark.parametrize("page", ["5204318448225670144", str(2**63), "9" * 40])

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import http.client
 import json
 
 import pytest
+import requests
 from rest_framework.test import APIClient
 
 from tasks.models import Task
@@ -297,3 +299,55 @@ def test_bad_seed_status_task_id(api: APIClient, db) -> None:
 
     assert response.status_code == 400
     assert "task_id" in response.json()
+
+
+# (headers, whether the HTTP client refuses them: then every attempt of the task fails); a name
+# that is no RFC 9110 token (a space) may pass http.client but is no header.
+BAD_HEADERS = [
+    ({"X-Token": "abc\r\nX-Injected: 1"}, True),
+    ({"X-Token": "abc\ndef"}, True),
+    ({"X-Token": " leading space"}, True),
+    ({"X-Token": "snowman \u2603"}, True),
+    ({"X Token": "abc"}, False),
+    ({"X-Token:": "abc"}, True),
+    ({"": "abc"}, True),
+]
+
+
+@pytest.mark.parametrize(("headers", "client_refuses"), BAD_HEADERS)
+def test_a_header_that_is_no_http_header_is_a_400_naming_it(
+    api: APIClient, headers: dict, client_refuses: bool
+) -> None:
+    url = "http://127.0.0.1/"
+    assert _client_takes(headers) is not client_refuses
+
+    errors = errors_of(api, {"kind": "http", "payload": {"url": url, "headers": headers}})
+
+    (name,) = headers
+    assert repr(name) in errors["payload"]["headers"][0]
+
+
+def test_ordinary_headers_are_accepted(api: APIClient) -> None:
+    headers = {"X-Token": "a b\tc", "Accept": "", "X-Odd!#$%&'*+-.^_`|~": "\u00e9"}
+    assert _client_takes(headers)
+
+    response = api.post(
+        "/api/v1/tasks",
+        {"kind": "http", "payload": {"url": "http://127.0.0.1/", "headers": headers}},
+        format="json",
+    )
+
+    assert response.status_code == 201, response.content
+
+
+def _client_takes(headers: dict) -> bool:
+    """Whether requests and http.client, which send a task's request, accept the headers."""
+    try:
+        requests.Request("GET", "http://127.0.0.1/", headers=headers).prepare()
+        connection = http.client.HTTPConnection("127.0.0.1")
+        connection.putrequest("GET", "/")
+        for name, value in headers.items():
+            connection.putheader(name, value)
+    except (requests.exceptions.InvalidHeader, ValueError):  # UnicodeEncodeError too
+        return False
+    return True

@@ -60,12 +60,3 @@ def test_the_opt_in_is_a_boolean(api: APIClient) -> None:
 
     assert response.status_code == 400
     assert response.json()["schedule"]["allow_every_second"] == ["Must be true or false."]
-
-
-def test_the_opt_in_is_a_cron_field_only(api: APIClient) -> None:
-    schedule = {"type": "interval", "every": 1, "allow_every_second": True}
-
-    response = api.post("/api/v1/tasks", {**NOOP, "schedule": schedule}, format="json")
-
-    assert response.status_code == 400
-    assert "allow_every_second" in response.json()["schedule"]

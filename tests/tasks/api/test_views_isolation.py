@@ -196,8 +196,10 @@ def test_b_cannot_point_its_own_task_at_a_s_channel(other_api, other_user, a_obj
 # Deliberately public: the token endpoints (how one gets a token), the probes (/health/live says
 # "the process answers"; /health reports component status and process counts, never user data),
 # the Prometheus scrape (open unless SCHEDULER_METRICS_TOKEN is set, for scrapers inside the
-# network), and the API schema and its docs pages (descriptions of the API, no data).
+# network), the API schema and its docs pages (descriptions of the API, no data), and the root
+# (a redirect to the admin, which asks for a login).
 PUBLIC = {
+    "",
     "api/v1/auth/token",
     "api/v1/auth/token/refresh",
     "health",
@@ -299,7 +301,8 @@ def test_ordinary_users_get_their_own_lists_but_not_the_dashboard(client, user) 
     client.force_login(user)  # a valid session, not staff
 
     assert client.get("/admin/tasks/task/").status_code == 200
-    assert client.get("/admin/dashboard/").status_code == 403
+    dashboard = client.get("/admin/dashboard/")
+    assert (dashboard.status_code, dashboard["Location"]) == (302, "/admin/")
 
 
 def test_admin_admits_staff(client) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import datetime, timedelta
 
+import pytest
 from rest_framework.test import APIClient
 
 from tasks.models import Attempt, Run, Task
@@ -185,3 +186,31 @@ def test_skip_next_is_409_when_nothing_is_left(api: APIClient, create: Callable)
     assert response.status_code == 409
     assert response.json()["code"] == "conflict"
     assert statuses(task["id"]) == ["skipped"]
+
+
+@pytest.mark.parametrize("verb", ["pause", "resume", "run-now", "skip-next"])
+def test_a_task_action_with_a_body_member_is_a_400_naming_it(
+    api: APIClient, create: Callable, verb: str
+) -> None:
+    task = create(schedule={"type": "daily", "at": "03:00"})
+    before = statuses(task["id"])
+
+    response = api.post(f"/api/v1/tasks/{task['id']}/{verb}", {"foo": 1}, format="json")
+
+    assert response.status_code == 400, response.content
+    assert list(response.json()) == ["foo"]
+    assert statuses(task["id"]) == before
+    assert api.post(f"/api/v1/tasks/{task['id']}/{verb}", {}, format="json").status_code < 300
+
+
+@pytest.mark.parametrize("verb", ["cancel", "retry"])
+def test_a_run_action_with_a_body_member_is_a_400_naming_it(
+    api: APIClient, create: Callable, verb: str
+) -> None:
+    run = Run.objects.get(task_id=create()["id"])
+
+    response = api.post(f"/api/v1/runs/{run.pk}/{verb}", {"force": True}, format="json")
+
+    assert response.status_code == 400, response.content
+    assert list(response.json()) == ["force"]
+    assert Run.objects.get(pk=run.pk).status == run.status

@@ -100,7 +100,7 @@ def test_retrying_the_failed_run_makes_the_task_active_again(api: APIClient, cre
 def test_a_task_firing_every_second_shows_the_runs_that_ran_newest_first(
     api: APIClient, create
 ) -> None:
-    task = create(schedule={"type": "interval", "every": 1})
+    task = create(schedule={"type": "interval", "every": 1, "allow_every_second": True})
     ran: list[str] = []
     deadline = time.monotonic() + 3.5
     while time.monotonic() < deadline:
@@ -204,3 +204,25 @@ def test_a_bad_last_run_status_is_a_400_naming_it(api: APIClient) -> None:
     response = api.get("/api/v1/tasks", {"last_run_status": "done"})
     assert response.status_code == 400
     assert set(response.json()) == {"last_run_status"}
+
+
+def test_last_run_is_the_last_that_happened_not_a_future_skipped_occurrence(
+    api: APIClient, create
+) -> None:
+    task = create(schedule={"type": "daily", "at": "03:00"})
+    ran = RunFactory(
+        task=Task.objects.get(pk=task["id"]),
+        scheduled_at=datetime.now(UTC) - timedelta(hours=1),
+        status="succeeded",
+        attempt=1,
+        started_at=datetime.now(UTC),
+        finished_at=datetime.now(UTC),
+    )
+    skipped = api.post(f"/api/v1/tasks/{task['id']}/skip-next", {}, format="json")
+    assert skipped.status_code == 200, skipped.content
+    assert parse(skipped.json()["scheduled_at"]) > datetime.now(UTC)
+
+    assert read(api, task["id"])["last_run"]["id"] == str(ran.pk)
+    found = api.get("/api/v1/tasks?last_run_status=succeeded").json()
+    assert ids(found) == [task["id"]]
+    assert ids(api.get("/api/v1/tasks?last_run_status=skipped").json()) == []

@@ -32,6 +32,7 @@ def planned_on_time(policy: str, *, seconds: int = 30, **extra: object) -> Task:
     raw = {
         "type": "interval",
         "every": 1,
+        "allow_every_second": True,
         "start_at": iso(now - timedelta(seconds=seconds)),
         "misfire": policy,
         "misfire_grace": GRACE,

@@ -421,3 +421,18 @@ def test_flagging_starved_runs_skips_runs_a_claim_holds_a_batch_at_a_time() -> N
         assert status_of(held) == "scheduled"
     assert flag_starved_runs(sla_seconds=10, batch=2) == 1  # released: flagged on the next pass
     assert status_of(held) == "waiting_for_resource"
+
+
+@pytest.mark.django_db
+def test_a_backfilled_run_is_starved_only_the_sla_after_it_was_made(user) -> None:
+    """Due days ago by design: a backfill just made is not late, and sends no `stuck`."""
+    task = TaskFactory(owner=user)
+    days_ago = datetime.now(UTC) - timedelta(days=9)
+    fresh = RunFactory(task=task, scheduled_at=days_ago, backfill=True)
+    old = RunFactory(task=task, scheduled_at=days_ago + timedelta(days=1), backfill=True)
+    Run.objects.filter(pk=old.pk).update(created_at=datetime.now(UTC) - timedelta(seconds=20))
+
+    assert flag_starved_runs(sla_seconds=10) == 1
+
+    assert status_of(fresh) == "scheduled"
+    assert status_of(old) == "waiting_for_resource"

@@ -4,6 +4,7 @@ several reviewers checking at the same moment on connections of their own."""
 from __future__ import annotations
 
 import threading
+import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -185,3 +186,41 @@ def test_a_healthy_tasks_row_is_written_once_a_minute_not_every_pass(user) -> No
     after = {h.task_id: (h.late_through, h.slow_through) for h in TaskHealth.objects.all()}
     assert after[recent.id] == before[recent.id]  # nothing due: not locked, not written
     assert after[stale.id][0] > before[stale.id][0] + timedelta(minutes=4)  # its cursor moved
+
+
+@pytest.mark.django_db
+def test_a_one_time_task_due_now_whose_run_does_not_start_is_late(api) -> None:
+    body = {
+        "kind": "handler",
+        "payload": {"name": "noop"},
+        "schedule": {"type": "once", "run_at": datetime.now(UTC).isoformat()},
+        "expect": {"start_within": 1},
+    }
+    response = api.post("/api/v1/tasks", body, format="json")
+    assert response.status_code == 201, response.content
+    task = Task.objects.get(pk=response.json()["id"])
+    run = task.runs.get()
+    assert review_expectations() == []  # not late yet
+    time.sleep(1.1)  # no worker: the run has not started start_within after it was due
+    assert review_expectations() == [(run.pk, task.pk, 0, "late")]
+    assert TaskHealth.objects.get(task=task).health == "late"
+
+
+@pytest.mark.django_db
+def test_backfilled_runs_are_never_late(user) -> None:
+    task = expecting(user, {"start_within": 1}, since=timedelta(days=2))
+    RunFactory(task=task, scheduled_at=ago(86400), backfill=True)
+    assert review_expectations() == []
+    assert TaskHealth.objects.get(task=task).health == "up"
+
+
+@pytest.mark.django_db
+def test_a_task_with_no_run_at_all_is_overdue_with_the_alert(user) -> None:
+    """The dead man's switch: nothing ran, so the alert names no run, but it is sent."""
+    task = expecting(user, {"success_within": 5}, since=timedelta(seconds=6))
+
+    assert review_expectations() == [(None, task.pk, 0, "overdue")]
+    assert review_expectations() == []
+
+    assert events(task) == [("None", "overdue")]
+    assert TaskHealth.objects.get(task=task).health == "overdue"

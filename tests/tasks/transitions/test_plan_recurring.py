@@ -225,7 +225,9 @@ def test_scheduler_sleeps_until_half_a_lookahead_before_the_earliest_occurrence(
 
 def test_overlap_skip_holds_between_runs_claimed_together(owner) -> None:
     now = db_now()
-    schedule = schedules.normalize({"type": "interval", "every": 1, "overlap": "skip"}, now=now)
+    schedule = schedules.normalize(
+        {"type": "interval", "every": 1, "allow_every_second": True, "overlap": "skip"}, now=now
+    )
     task = TaskFactory(owner=owner, schedule=schedule, schedule_type="interval")
     for seconds in (3, 2):
         RunFactory(task=task, scheduled_at=now - timedelta(seconds=seconds))
@@ -240,7 +242,8 @@ def test_overlap_skip_holds_between_runs_claimed_together(owner) -> None:
 def test_overlap_cancel_previous_runs_only_the_newest_of_a_batch(owner) -> None:
     now = db_now()
     schedule = schedules.normalize(
-        {"type": "interval", "every": 1, "overlap": "cancel_previous"}, now=now
+        {"type": "interval", "every": 1, "allow_every_second": True, "overlap": "cancel_previous"},
+        now=now,
     )
     task = TaskFactory(owner=owner, schedule=schedule, schedule_type="interval")
     for seconds in (3, 2):
