@@ -64,7 +64,7 @@ fmt: $(VENV)/.dev ## format and auto-fix
 	$(VENV)/bin/ruff format .
 	$(VENV)/bin/ruff check --fix .
 
-taskset-schema: $(VENV)/.dev ## rewrite cli/schedctl/taskset.schema.json after a task field changes
+taskset-schema: $(VENV)/.dev ## rewrite the copies cli/schedctl ships (task set schema, cron parser)
 	SCHEDULER_TESTING=true $(PY) manage.py tasksetschema
 
 bench: $(VENV)/.dev ## the benchmark set (docs/benchmarks.md)

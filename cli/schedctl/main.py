@@ -7,6 +7,7 @@ import json
 import sys
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import typer
 from rich.console import Console
@@ -29,6 +30,9 @@ EXIT_DIFFERS = 2
 
 FileOption = Annotated[Path, typer.Option("--file", "-f", help="A task set file (YAML or JSON).")]
 JsonOption = Annotated[bool, typer.Option("--json", help="JSON for scripts.")]
+TzOption = Annotated[
+    str | None, typer.Option("--tz", help="Show times in this IANA time zone (else UTC).")
+]
 State: dict[str, Any] = {}
 
 
@@ -60,6 +64,15 @@ def api_failed(exc: ApiError, where: str = "") -> NoReturn:
     for path, message in exc.problems:
         err.print(f"  {path}: {message}" if path else f"  {message}", highlight=False, markup=False)
     raise typer.Exit(EXIT_ERROR)
+
+
+def zone_of(name: str | None) -> ZoneInfo | None:
+    if name is None:
+        return None
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        fail(f"--tz: {name!r} is not an IANA time zone")
 
 
 def emit(value: Any) -> None:
@@ -256,7 +269,8 @@ def preview(
     count: Annotated[int, typer.Option(help="How many fire times.")] = 5,
     as_json: JsonOption = False,
 ) -> None:
-    """The next fire times of a cron expression."""
+    """The next fire times of a cron expression in a zone, as read there (and in UTC)."""
+    zone = zone_of(tz)
     body = {"schedule": {"type": "cron", "expression": expression, "timezone": tz}, "count": count}
     try:
         found = client().post("/api/v1/schedules/preview", body)
@@ -266,7 +280,7 @@ def preview(
         emit(found)
         return
     for at in found["next_runs"]:
-        out.print(at)
+        out.print(f"{render.local_time(at, zone)}  ({at})", highlight=False)
 
 
 @tasks_app.command("ls")
@@ -277,9 +291,11 @@ def tasks_ls(
     ] = None,
     taskset: Annotated[str | None, typer.Option(help="One task set's tasks.")] = None,
     limit: Annotated[int, typer.Option(help="At most this many.")] = 50,
+    tz: TzOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """The tasks, newest first."""
+    zone = zone_of(tz)
     query = {"status": status, "health": health, "taskset": taskset, "page_size": limit}
     try:
         page = client().get("/api/v1/tasks", **query)
@@ -288,7 +304,7 @@ def tasks_ls(
     if as_json:
         emit(page["results"])
         return
-    out.print(render.tasks_table(page["results"]))
+    render.print_table(out, render.tasks_table(page["results"], zone))
 
 
 @tasks_app.command("get")
@@ -302,17 +318,34 @@ def runs_ls(
     task: Annotated[str | None, typer.Option(help="One task's runs.")] = None,
     status: Annotated[str | None, typer.Option(help="scheduled, running, failed, ...")] = None,
     limit: Annotated[int, typer.Option(help="At most this many.")] = 50,
+    tz: TzOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """The runs, newest occurrence first."""
+    """The runs, newest occurrence first, each with its task's name."""
+    zone = zone_of(tz)
+    api = client()
     try:
-        page = client().get("/api/v1/runs", task=task, status=status, page_size=limit)
+        page = api.get("/api/v1/runs", task=task, status=status, page_size=limit)
     except ApiError as exc:
         api_failed(exc, "runs ls")
     if as_json:
         emit(page["results"])
         return
-    out.print(render.runs_table(page["results"]))
+    render.print_table(
+        out, render.runs_table(page["results"], task_names(api, page["results"]), zone)
+    )
+
+
+def task_names(api: Client, runs: list[dict[str, Any]]) -> dict[str, str]:
+    """The name of each task the runs belong to, one request per task (a page has at most a
+    page's worth); a task gone or unnamed shows by its id."""
+    names = {}
+    for task_id in dict.fromkeys(str(run.get("task")) for run in runs if run.get("task")):
+        try:
+            names[task_id] = api.get(f"/api/v1/tasks/{task_id}").get("name") or ""
+        except ApiError:
+            names[task_id] = ""
+    return names
 
 
 @runs_app.command("get")

@@ -3,11 +3,18 @@
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from typing import Any
+from zoneinfo import ZoneInfo
 
+from rich import box
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
+
+# A schedule's members the service keeps for itself: an interval's or rrule's `anchor` is the
+# instant it was first stored, not something a file declares or a person changes.
+INTERNAL = ("anchor",)
 
 
 def compact(value: Any) -> str:
@@ -18,7 +25,7 @@ def changed_parts(before: Any, after: Any) -> dict[str, tuple[Any, Any]]:
     """For two objects, the members that differ (so a schedule shows `expression`, not all of
     it); otherwise the values themselves under ""."""
     if isinstance(before, dict) and isinstance(after, dict):
-        keys = sorted(set(before) | set(after))
+        keys = sorted((set(before) | set(after)) - set(INTERNAL))
         return {k: (before.get(k), after.get(k)) for k in keys if before.get(k) != after.get(k)}
     return {"": (before, after)}
 
@@ -34,6 +41,7 @@ def schedule_text(schedule: Any) -> str:
         "weekly": f"{','.join(schedule.get('days') or [])} {schedule.get('at')}",
         "monthly": f"day {schedule.get('day')} {schedule.get('at')}",
         "once": schedule.get("run_at"),
+        "rrule": schedule.get("rule"),
     }.get(str(kind), "")
     zone = schedule.get("timezone")
     return f"{kind} {detail}" + (f" ({zone})" if zone and zone != "UTC" else "")
@@ -72,8 +80,42 @@ def changes(plan: dict[str, Any]) -> int:
     return len(plan["create"]) + len(plan["update"]) + len(plan["delete"])
 
 
-def tasks_table(tasks: list[dict[str, Any]]) -> Table:
-    table = Table("id", "name", "status", "set/key", "schedule", "next run", "last run")
+def local_time(value: str | None, zone: ZoneInfo | None) -> str:
+    """An API instant (UTC, ISO 8601) as read in `zone` ("2026-12-07 09:00:00+01:00 CET"); as
+    given without a zone."""
+    if not value or zone is None:
+        return value or ""
+    at = datetime.fromisoformat(value).astimezone(zone)
+    return f"{at.isoformat(sep=' ', timespec='seconds')} {at.tzname()}"
+
+
+def listing(*headers: str) -> Table:
+    """A table of rows as `kubectl get` prints them: a header, no borders."""
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
+    for header in headers:
+        table.add_column(header, no_wrap=True)
+    return table
+
+
+def print_table(console: Console, table: Table) -> None:
+    """Print `table` at its natural width, past a narrower terminal's: nothing is cut or folded,
+    so an id shown is an id whole, to paste into the next command."""
+    natural = console.measure(table, options=console.options.update_width(10_000)).maximum
+    if natural <= console.width:
+        console.print(table)
+        return
+    wide = Console(
+        file=console.file,
+        width=natural,
+        soft_wrap=True,
+        force_terminal=console.is_terminal,
+        no_color=console.no_color,
+    )
+    wide.print(table)
+
+
+def tasks_table(tasks: list[dict[str, Any]], zone: ZoneInfo | None = None) -> Table:
+    table = listing("id", "name", "status", "set/key", "schedule", "next run", "last run")
     for task in tasks:
         last = task.get("last_run") or {}
         member = f"{task['taskset']}/{task['key']}" if task.get("taskset") else ""
@@ -83,22 +125,26 @@ def tasks_table(tasks: list[dict[str, Any]]) -> Table:
             task.get("status", ""),
             escape(member),
             escape(schedule_text(task.get("schedule"))),
-            task.get("next_run_at") or "",
+            local_time(task.get("next_run_at"), zone),
             last.get("status", ""),
         )
     return table
 
 
-def runs_table(runs: list[dict[str, Any]]) -> Table:
-    table = Table("id", "task", "scheduled", "status", "attempt", "finished", "error")
+def runs_table(
+    runs: list[dict[str, Any]], names: dict[str, str], zone: ZoneInfo | None = None
+) -> Table:
+    """`names`: task id -> the task's name, shown in place of its id."""
+    table = listing("id", "task", "scheduled", "status", "attempt", "finished", "error")
     for run in runs:
+        task = str(run.get("task", ""))
         table.add_row(
             run["id"],
-            str(run.get("task", "")),
-            run.get("scheduled_at") or "",
+            escape(names.get(task) or task),
+            local_time(run.get("scheduled_at"), zone),
             run.get("status", ""),
             str(run.get("attempt", "")),
-            run.get("finished_at") or "",
+            local_time(run.get("finished_at"), zone),
             escape((run.get("error") or "")[:60]),
         )
     return table

@@ -30,13 +30,19 @@ from prometheus_client.registry import Collector
 
 from scheduler_project.web import request_metrics
 from tasks.db import is_unavailable
-from tasks.events import ALERTS
-from tasks.models import HEALTHS
+from tasks.events import ALERTS, SKIP_KINDS
+from tasks.models import HEALTHS, Attempt, Task
 from tasks.outages import DATABASE
 
 logger = logging.getLogger(__name__)
 
 ROLES = ("scheduler", "worker", "reviewer")
+# Every label value a counter can take is exported from the first scrape, at 0 until counted:
+# a series that first appears at 1 is no increase() to Prometheus, so the first rescue or failure
+# would fire no alert.
+LOOP_ROLES = (*ROLES, "notifier")
+FINISHED_OUTCOMES = ("succeeded", "failed", "cancelled")
+SKIP_REASON_LABELS = SKIP_KINDS
 LATENESS_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
 # Lateness is measured over at most this many of the newest runs per final status in the window:
 # the scrape costs the same at ten runs a minute as at ten thousand a second.
@@ -236,10 +242,14 @@ def counter_metrics(cursor: Any) -> Iterator[Metric]:
         "Alerts raised by tasks' expectations, by event (reminders included).",
         labels=["event"],
     )
-    by_role = dict.fromkeys(ROLES, 0)
+    by_role = dict.fromkeys(LOOP_ROLES, 0)
     # Summed over task kinds: the reason or event is what an alert rule asks about.
-    by_reason: dict[str, int] = dict.fromkeys(("misfire", "overlap", "pause"), 0)
+    by_reason: dict[str, int] = dict.fromkeys(SKIP_REASON_LABELS, 0)
     by_event: dict[str, int] = dict.fromkeys(ALERTS, 0)
+    by_outcome: dict[str, dict[tuple[str, str], int]] = {
+        "finished": {(k, o): 0 for k in Task.Kind.values for o in FINISHED_OUTCOMES},
+        "attempt": {(k, o): 0 for k in Task.Kind.values for o in Attempt.Outcome.values},
+    }
     for metric, kind, outcome, value in _label_rows(cursor, _COUNTERS_SQL):
         if metric == "loop_error":
             by_role[kind] = by_role.get(kind, 0) + value
@@ -247,9 +257,12 @@ def counter_metrics(cursor: Any) -> Iterator[Metric]:
             by_reason[outcome] = by_reason.get(outcome, 0) + value
         elif metric == "alert":
             by_event[outcome] = by_event.get(outcome, 0) + value
-        elif metric in ("finished", "attempt"):
-            family = finished if metric == "finished" else attempts
-            family.add_metric([kind, outcome], value)
+        elif metric in by_outcome:
+            counts = by_outcome[metric]
+            counts[kind, outcome] = counts.get((kind, outcome), 0) + value
+    for family, metric in ((finished, "finished"), (attempts, "attempt")):
+        for labels, value in sorted(by_outcome[metric].items()):
+            family.add_metric(list(labels), value)
     for role, value in sorted(by_role.items()):
         loop_errors.add_metric([role], value)
     for reason, value in sorted(by_reason.items()):

@@ -10,12 +10,21 @@ asserts its own volume: at least MIN_REQUESTS requests in all.
 
 schemathesis's pytest plugin (`schema.parametrize()`) does not work with pytest 9, so the
 operations are driven with its strategies and Hypothesis directly.
+
+The stateful test walks the API as schemathesis's state machine does: OpenAPI links (LINKS, added
+to the served schema here) take the ids a response returns (a task created, its run, a calendar,
+a channel, a concurrency key, a rate limit, a task set's name, a notification listed), and the
+seeded objects' ids (SEEDED), into the operations that take them, and the calendar feeds get the
+user's real token (and a notification's detail the seeded notification: no operation makes
+one); every operation that takes an id must be reached with a real one (answered other than 404)
+at least once.
 """
 
 from __future__ import annotations
 
 import ipaddress
 import time
+import uuid
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -24,9 +33,10 @@ import pytest
 import schemathesis
 from django.core.files.base import ContentFile
 from django.core.wsgi import get_wsgi_application
+from django.test import Client
 from hypothesis import HealthCheck, Phase, given
 from hypothesis import settings as hypothesis_settings
-from hypothesis.errors import Unsatisfiable
+from hypothesis.errors import Flaky, Unsatisfiable
 from rest_framework_simplejwt.tokens import RefreshToken
 from schemathesis import checks as core_checks
 from schemathesis.generation.modes import GenerationMode
@@ -34,7 +44,8 @@ from schemathesis.specs.openapi import checks as openapi_checks
 
 from notifications.models import Notification
 from scheduler_project import outbound_http as http
-from tasks import schedules
+from tasks import feed_tokens, schedules
+from tasks.models import Calendar, ConcurrencyKey, RateKey, TaskSet
 from tests.factories import RunFactory, TaskFactory, UserFactory
 from tests.notifications.conftest import ChannelFactory
 
@@ -71,8 +82,9 @@ def fuzz_settings(settings, tmp_path, monkeypatch) -> None:
     monkeypatch.setattr(http, "_resolve", resolve)
 
 
-def seed(user: Any) -> dict[str, list[str]]:
-    """Objects of every kind the user owns, in the states the actions care about."""
+def seed(user: Any, taskset: str = "") -> dict[str, list[str]]:
+    """Objects of every kind the user owns, in the states the actions care about; the task set
+    `taskset` (made again when gone), else one of a new name."""
     now = datetime.now(UTC)
     every_minute = schedules.normalize({"type": "interval", "every": 60}, now=now)
     tasks = [
@@ -107,11 +119,25 @@ def seed(user: Any) -> dict[str, list[str]]:
         event="failed",
         retry_until=now + timedelta(hours=1),
     )
+    fresh = uuid.uuid4().hex[:8]  # a new set of names for each operation
+    calendar = Calendar.objects.create(
+        owner=user, name=f"holidays-{fresh}", dates=["2026-12-24"], timezone="Europe/Berlin"
+    )
+    key = ConcurrencyKey.objects.create(owner=user, name=f"db-{fresh}", max_running=2)
+    rate = RateKey.objects.create(owner=user, name=f"api-{fresh}", rate_limit=5, per_seconds=60)
+    named, made = TaskSet.objects.get_or_create(owner=user, name=taskset or f"nightly-{fresh}")
+    if made:
+        TaskFactory(owner=user, taskset=named, taskset_key="a")
     return {
         "task": [str(t.id) for t in tasks],
         "run": [str(r.id) for r in runs],
         "channel": [str(c.id) for c in channels],
         "notification": [str(notification.id)],
+        "calendar": [str(calendar.id)],
+        "concurrency_key": [str(key.id)],
+        "rate_limit": [str(rate.id)],
+        "taskset": [named.name],
+        "feed": [feed_tokens.token_for(user.pk)],
     }
 
 
@@ -120,6 +146,10 @@ def kind_of(path: str) -> str:
         ("/api/v1/runs/", "run"),
         ("/api/v1/channels/", "channel"),
         ("/api/v1/notifications/", "notification"),
+        ("/api/v1/calendars/", "calendar"),
+        ("/api/v1/concurrency-keys/", "concurrency_key"),
+        ("/api/v1/rate-limits/", "rate_limit"),
+        ("/api/v1/tasksets/", "taskset"),
     ):
         if path.startswith(prefix):
             return kind
@@ -138,8 +168,12 @@ def use_real_ids(case: Any, ids: dict[str, list[str]]) -> None:
 
     if case.path_parameters and "id" in case.path_parameters:
         case.path_parameters["id"] = swap(case.path_parameters["id"])
+    if case.path_parameters and "name" in case.path_parameters:
+        case.path_parameters["name"] = swap(case.path_parameters["name"])
     if case.query and "id" in case.query:
         case.query["id"] = swap(case.query["id"])
+    if case.query and "token" in case.query and not sum(map(ord, str(case.query["token"]))) % 2:
+        case.query["token"] = ids["feed"][0]
     if isinstance(case.body, dict) and "task_id" in case.body:
         case.body["task_id"] = swap(case.body["task_id"])
 
@@ -201,3 +235,199 @@ def test_enough_requests_were_made() -> None:
         f"statuses {dict(sorted(STATS['statuses'].items()))}"
     )
     assert STATS["requests"] >= MIN_REQUESTS
+
+
+# The walks go on for STATEFUL_SECONDS, and longer while some operation that takes an id has not
+# been reached with a real one, up to STATEFUL_MAX_SECONDS; STATEFUL_SCENARIOS walks per round.
+STATEFUL_SECONDS = 30
+STATEFUL_MAX_SECONDS = 120
+STATEFUL_SCENARIOS = 5
+STATEFUL_STEPS = 20
+# (producer path, method, status, {parameter: where in its answer}, consumers (path, method)).
+ID = "$response.body#/id"  # of the object a producer made
+FIRST = "$response.body#/results/0/id"  # of the first object a list shows
+TASK_OPERATIONS = (
+    [("/api/v1/tasks/{id}", method) for method in ("get", "put", "patch", "delete")]
+    + [
+        ("/api/v1/tasks/{id}/" + action, "post")
+        for action in ("backfill", "pause", "resume", "run-now", "skip-next")
+    ]
+    + [("/api/v1/tasks/{id}/runs", "get"), ("/api/v1/tasks/{id}/calendar.ics", "get")]
+)
+SEED_ROUTE_OPERATIONS = [("/task/{id}", "get"), ("/task/{id}", "put"), ("/task/{id}", "delete")]
+TASKSET_OPERATIONS = [
+    (f"/api/v1/tasksets/{{name}}{tail}", method)
+    for tail, method in (("", "get"), ("", "put"), ("", "delete"), ("/drift", "get"))
+]
+RUN_OPERATIONS = [
+    ("/api/v1/runs/{id}", "get"),
+    ("/api/v1/runs/{id}/cancel", "post"),
+    ("/api/v1/runs/{id}/retry", "post"),
+]
+
+
+def member_operations(collection: str, methods: tuple[str, ...]) -> list[tuple[str, str]]:
+    return [(f"{collection}/{{id}}", method) for method in methods]
+
+
+LINKS: list[tuple[str, str, str, dict[str, str], list[tuple[str, str]]]] = [
+    ("/api/v1/tasks", "post", "201", {"id": ID}, TASK_OPERATIONS + SEED_ROUTE_OPERATIONS),
+    ("/api/v1/tasks", "get", "200", {"id": FIRST}, TASK_OPERATIONS + SEED_ROUTE_OPERATIONS),
+    ("/task", "post", "201", {"id": ID}, TASK_OPERATIONS + SEED_ROUTE_OPERATIONS),
+    ("/task", "post", "201", {"query.id": ID}, [("/task", "get")]),
+    ("/api/v1/tasks/{id}/run-now", "post", "201", {"id": ID}, RUN_OPERATIONS),
+    ("/api/v1/runs", "get", "200", {"id": FIRST}, RUN_OPERATIONS),
+    *(
+        (collection, verb, status, {"id": where}, member_operations(collection, methods))
+        for collection, methods in (
+            ("/api/v1/calendars", ("get", "put", "patch", "delete")),
+            ("/api/v1/channels", ("get", "patch", "delete")),
+            ("/api/v1/concurrency-keys", ("get", "patch")),
+            ("/api/v1/rate-limits", ("get", "patch")),
+        )
+        for verb, status, where in (("post", "201", ID), ("get", "200", FIRST))
+    ),
+    ("/api/v1/notifications", "get", "200", {"id": FIRST}, [("/api/v1/notifications/{id}", "get")]),
+    ("/api/v1/tasksets/{name}", "put", "200", {"name": "$response.body#/name"}, TASKSET_OPERATIONS),
+    # The feeds take the user's token (injected: a link cannot read it out of the feed's URL).
+    ("/api/v1/calendar-feed", "get", "200", {}, [("/api/v1/calendar.ics", "get")]),
+]
+# The seeded objects, by their ids as constants, from a root that always answers 200: a list
+# filtered by generated parameters is often empty and generated bodies seldom create, so without
+# these a bounded walk reaches some operations by chance alone. Not DELETE: the walk takes a
+# producer's links in order and would delete them first (the links above reach DELETE).
+SEEDED: list[tuple[str, str, list[tuple[str, str]]]] = [
+    ("task", "id", TASK_OPERATIONS + SEED_ROUTE_OPERATIONS),
+    ("task", "query.id", [("/task", "get")]),
+    ("run", "id", RUN_OPERATIONS),
+    ("calendar", "id", member_operations("/api/v1/calendars", ("get", "put", "patch"))),
+    ("channel", "id", member_operations("/api/v1/channels", ("get", "patch"))),
+    ("concurrency_key", "id", member_operations("/api/v1/concurrency-keys", ("get", "patch"))),
+    ("rate_limit", "id", member_operations("/api/v1/rate-limits", ("get", "patch"))),
+    ("taskset", "name", TASKSET_OPERATIONS),
+]
+# Each round makes the seeded set again by its name, so it may be deleted: from a root of its own,
+# or the walk would delete it before anything else reads it.
+SEEDED_DELETE = (
+    "/api/v1/tasksets/schema",
+    "taskset",
+    "name",
+    [("/api/v1/tasksets/{name}", "delete")],
+)
+
+
+def with_links(raw: dict[str, Any], ids: dict[str, list[str]]) -> dict[str, Any]:
+    """The served schema with LINKS added to the producers' responses, and SEEDED's links from
+    GET /api/v1/calendar-feed to the seeded objects `ids` (and SEEDED_DELETE's)."""
+    paths = raw["paths"]
+    seeded = [
+        (
+            "/api/v1/calendar-feed",
+            "get",
+            "200",
+            {parameter: ids[kind][0]},
+            [(path, method) for path, method in consumers if method != "delete"],
+        )
+        for kind, parameter, consumers in SEEDED
+    ]
+    root, kind, parameter, consumers = SEEDED_DELETE
+    seeded.append((root, "get", "200", {parameter: ids[kind][0]}, consumers))
+    for path, method, status, parameters, consumers in [*LINKS, *seeded]:
+        response = paths[path][method]["responses"][status]
+        links = response.setdefault("links", {})
+        for target, verb in consumers:
+            name = f"{verb}{target}".replace("/", "_").replace("{", "").replace("}", "")
+            links[name] = {
+                "operationId": paths[target][verb]["operationId"],
+                "parameters": parameters,
+            }
+    return raw
+
+
+def test_stateful_fuzz_reaches_every_operation_with_real_ids(
+    transactional_db, fuzz_settings
+) -> None:
+    user = UserFactory()
+    token = str(RefreshToken.for_user(user).access_token)
+    ids = seed(user)
+    served = Client().get("/api/schema/?format=json")
+    assert served.status_code == 200
+    # Positive cases alone (the test above sends the negative ones), and only the links above:
+    # the budget goes to chains that reach real rows.
+    config = schemathesis.config.SchemathesisConfig.from_dict(
+        {
+            "generation": {"mode": "positive"},
+            "phases": {"stateful": {"inference": {"algorithms": []}}},
+        }
+    )
+    schema = schemathesis.openapi.from_dict(with_links(served.json(), ids), config=config)
+    schema.app = get_wsgi_application()
+    reached: dict[str, Counter] = {}
+    failures: dict[str, str] = {}
+
+    class Walk(schema.as_state_machine()):  # type: ignore[misc]
+        def before_call(self, case: Any) -> None:
+            if case.query and "token" in case.query:
+                case.query["token"] = ids["feed"][0]
+            if isinstance(case.body, dict) and "task_id" in case.body:
+                case.body["task_id"] = ids["task"][0]
+            if case.operation.path == "/api/v1/notifications/{id}":
+                # No operation makes a notification (deliveries do): the round's seeded one, as
+                # a list filtered by generated parameters is often empty.
+                case.path_parameters["id"] = ids["notification"][0]
+
+        def get_call_kwargs(self, case: Any) -> dict[str, Any]:
+            return {"headers": {"Authorization": f"Bearer {token}"}}
+
+        def validate_response(self, response: Any, case: Any, **kwargs: Any) -> None:
+            label = case.operation.label
+            reached.setdefault(label, Counter())[response.status_code] += 1
+            checks = PROBE_CHECKS if case.operation.path == "/health" else CHECKS
+            try:
+                case.validate_response(response, checks=checks)
+            except (AssertionError, BaseExceptionGroup) as exc:
+                # Kept, not raised: a replay of a walk over live rows is not the same walk.
+                curl = case.as_curl_command(headers={"Authorization": "Bearer ..."})
+                failures.setdefault(label, f"{exc}\n{curl}\n{response.content[:300]!r}")
+
+    # Short walks, many of them: Hypothesis's state machine expects the same draws to replay
+    # the same way, which a walk over rows earlier walks changed cannot promise; when it notices
+    # (Flaky), that round ends and the next starts afresh.
+    takes_ids = {
+        f"{verb.upper()} {target}" for *_, consumers in LINKS for target, verb in consumers
+    }
+
+    def unreached() -> dict[str, dict[int, int]]:
+        return {
+            label: dict(reached.get(label, {}))
+            for label in sorted(takes_ids)
+            if not any(status != 404 for status in reached.get(label, {}))
+        }
+
+    flaky = 0
+    started = time.monotonic()
+    while (elapsed := time.monotonic() - started) < STATEFUL_SECONDS or (
+        unreached() and elapsed < STATEFUL_MAX_SECONDS
+    ):
+        # A walk deletes what it reaches: each round starts with the seeded objects there again.
+        ids.update(seed(user, taskset=ids["taskset"][0]))
+        try:
+            Walk.run(
+                settings=hypothesis_settings(
+                    max_examples=STATEFUL_SCENARIOS,
+                    stateful_step_count=STATEFUL_STEPS,
+                    deadline=None,
+                    database=None,
+                    phases=[Phase.generate],
+                    suppress_health_check=list(HealthCheck),
+                )
+            )
+        except Flaky:
+            flaky += 1
+    print(
+        f"\nstateful fuzz: {sum(sum(c.values()) for c in reached.values())} requests; "
+        f"{flaky} rounds cut short (Flaky); "
+        f"{time.monotonic() - started:.0f} s"
+    )
+    assert not failures, "\n\n".join(f"{label}:\n{text}" for label, text in failures.items())
+    assert not unreached(), f"never reached with a real id: {unreached()}"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 import subprocess
 import sys
@@ -288,3 +289,102 @@ def test_a_file_of_several_sets_plans_and_applies_each(served, tmp_path) -> None
     assert schedctl("tasksets", "delete", "two", "--yes").returncode == 0
     assert live("two") == {}
     assert schedctl("tasksets", "get", "two").returncode == 1
+
+
+UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
+
+
+@pytest.mark.parametrize("columns", ["80", "120"])
+def test_tables_show_whole_ids_that_paste_into_the_next_command(served, tmp_path, columns) -> None:
+    base, _ = served
+    schedctl = runner(tmp_path, SCHEDULER_URL=base, COLUMNS=columns)
+    long = [
+        {**task(f"k{i}", f"{i} 3 * * *"), "name": f"a rather long task name {i}"} for i in (1, 2)
+    ]
+    schedctl("apply", "-f", str(write(tmp_path / "s.yaml", long)), "--yes")
+    tasks = list(Task.objects.order_by("taskset_key"))
+    for mine in tasks:
+        RunFactory(task=mine, owner=mine.owner, status="failed", finished_at=timezone.now())
+
+    listed = schedctl("tasks", "ls")
+    assert listed.returncode == 0, listed.stderr
+    assert {str(t.pk) for t in tasks} <= set(re.findall(UUID, listed.stdout)), listed.stdout
+    runs = schedctl("runs", "ls")
+    assert runs.returncode == 0, runs.stderr
+    run_ids = {str(pk) for pk in Run.objects.values_list("pk", flat=True)}
+    assert run_ids <= set(re.findall(UUID, runs.stdout)), runs.stdout
+
+    pasted = re.findall(UUID, listed.stdout)[0]
+    assert schedctl("pause", pasted).returncode == 0
+    assert Task.objects.get(pk=pasted).status == "paused"
+
+
+def test_runs_ls_names_each_runs_task(served, tmp_path) -> None:
+    _, schedctl = served
+    entry = {**task("a", "0 3 * * *"), "name": "nightly-report"}
+    schedctl("apply", "-f", str(write(tmp_path / "s.yaml", [entry])), "--yes")
+    mine = Task.objects.get()
+    RunFactory(task=mine, owner=mine.owner, status="failed", finished_at=timezone.now())
+    shown = schedctl("runs", "ls")
+    assert shown.returncode == 0, shown.stderr
+    assert "nightly-report" in shown.stdout
+    assert str(mine.pk) not in shown.stdout
+
+
+def test_preview_and_tables_read_times_in_the_zone_given(served, tmp_path) -> None:
+    _, schedctl = served
+    shown = schedctl("preview", "0 9 * * *", "--tz", "America/New_York", "--count", "3")
+    assert shown.returncode == 0, shown.stderr
+    lines = shown.stdout.strip().splitlines()
+    assert len(lines) == 3
+    for line in lines:  # 09:00 there is 13:00 or 14:00 UTC, whichever DST says
+        assert re.search(r" 09:00:00-0[45]:00 E[DS]T +\(\S+T1[34]:00:00Z\)$", line), line
+    schedctl("apply", "-f", str(write(tmp_path / "s.yaml", [task("a", "0 3 * * *")])), "--yes")
+    table = schedctl("tasks", "ls", "--tz", "Asia/Tokyo")
+    assert table.returncode == 0, table.stderr
+    assert re.search(r"12:00:00\+09:00", table.stdout), table.stdout  # 03:00 UTC in Tokyo
+    refused = schedctl("tasks", "ls", "--tz", "Mars/Olympus")
+    assert refused.returncode == 1 and "--tz" in refused.stderr
+
+
+def test_plan_shows_an_rrules_rule_and_never_its_anchor(served, tmp_path) -> None:
+    _, schedctl = served
+
+    def rrule(rule: str) -> dict:
+        return {**task("r", ""), "schedule": {"type": "rrule", "rule": rule}}
+
+    path = write(tmp_path / "s.yaml", [rrule("FREQ=WEEKLY;BYDAY=MO")])
+    created = schedctl("plan", "-f", str(path))
+    assert "rrule FREQ=WEEKLY;BYDAY=MO" in created.stdout, created.stdout
+    assert schedctl("apply", "-f", str(path), "--yes").returncode == 0
+    write(path, [rrule("FREQ=WEEKLY;BYDAY=TU")])
+    changed = schedctl("plan", "-f", str(path))
+    assert changed.returncode == 0, changed.stderr
+    assert "~ update r" in changed.stdout
+    assert "schedule.rule:" in changed.stdout and "BYDAY=TU" in changed.stdout, changed.stdout
+    assert "anchor" not in changed.stdout
+
+
+def test_validate_refuses_the_cron_expressions_the_service_refuses(served, tmp_path) -> None:
+    _, schedctl = served
+    expressions = [
+        "61 * * * *",
+        "0 25 * * *",
+        "0 0 31 2 *",
+        "*/0 * * * *",
+        "* * * * * *",
+        "0 9 * * mon-fri",
+        "@hourly",
+        "0 0 L * *",
+        "0 0 1-31/2 * *",
+    ]
+    for expression in expressions:
+        path = write(tmp_path / "one.yaml", [task("a", expression)])
+        offline = schedctl("validate", "-f", str(path))
+        served_verdict = schedctl("plan", "-f", str(path))
+        assert offline.returncode == served_verdict.returncode, (expression, offline.stderr)
+        if offline.returncode:
+            assert "tasks[0].schedule.expression:" in offline.stderr
+    refused = schedctl("validate", "-f", str(write(tmp_path / "b.yaml", [task("a", "61 * * * *")])))
+    assert refused.returncode == 1
+    assert "tasks[0].schedule.expression: minute field: 61 is out of range 0-59" in refused.stderr

@@ -164,6 +164,23 @@ def test_rescues_are_counted(client, db):
     assert value(text, "scheduler_runs_finished_total", kind="handler", outcome="failed") == 1
 
 
+def test_every_counter_is_exported_at_zero_for_every_label_value_before_any_count(client, db):
+    # increase() sees no rise in a series that first appears at 1: the first rescue must find
+    # its series already there, at 0, or "Workers dying" never fires on it.
+    text = scrape(client)
+    for kind in ("http", "executable", "handler"):
+        for outcome in ("succeeded", "failed", "timed_out", "cancelled", "released", "rescued"):
+            assert value(text, "scheduler_run_attempts_total", kind=kind, outcome=outcome) == 0
+        for outcome in ("succeeded", "failed", "cancelled"):
+            assert value(text, "scheduler_runs_finished_total", kind=kind, outcome=outcome) == 0
+    for reason in ("misfire", "overlap", "pause", "request", "exclusion"):
+        assert value(text, "scheduler_runs_skipped_total", reason=reason) == 0
+    for event in ("late", "too_fast", "too_slow", "failing", "overdue", "recovered"):
+        assert value(text, "scheduler_alerts_total", event=event) == 0
+    for role in ("scheduler", "worker", "reviewer", "notifier"):
+        assert value(text, "scheduler_loop_errors_total", role=role) == 0
+
+
 def test_heartbeat_age_and_alive_processes_by_role(client, db):
     now = timezone.now()
     Process.objects.create(

@@ -37,6 +37,12 @@ def test_the_shipped_copy_is_what_the_service_serves(served) -> None:
     assert json.loads(SHIPPED.read_text()) == served, "`make taskset-schema` rewrites the copy"
 
 
+def test_the_shipped_cron_parser_is_the_services() -> None:
+    shipped = ROOT / "cli" / "schedctl" / "schedule_cron.py"
+    served = ROOT / "tasks" / "schedule_cron.py"
+    assert shipped.read_text() == served.read_text(), "`make taskset-schema` rewrites the copy"
+
+
 def test_what_the_api_takes_the_schema_takes(served, api) -> None:
     body = {"name": "n", "tasks": [ENTRY]}
     Draft202012Validator(served).validate(body)
