@@ -25,6 +25,7 @@ from django.utils.html import format_html, format_html_join
 
 from tasks import (
     admin_calendars,  # noqa: F401  (registers the calendars' admin)
+    admin_display,
     admin_limits,  # noqa: F401  (registers the limit keys' admin)
     expectations,
     history,
@@ -40,6 +41,7 @@ from tasks.admin_bulk import (
 )
 from tasks.admin_forms import SCHEDULE_FIELDS, TaskAdminForm, schedule_help
 from tasks.admin_lists import (
+    CancelledFilter,
     DateRangeFilter,
     EstimatedCountPaginator,
     HealthFilter,
@@ -53,6 +55,8 @@ from tasks.admin_notify import NotifyPicker
 from tasks.admin_preview import SchedulePreview
 from tasks.admin_run_page import RunPageButtons
 from tasks.admin_scope import OwnedAdmin, OwnedInline, is_operator
+from tasks.admin_task_list import TaskListColumns
+from tasks.admin_task_page import TaskSummaryPage
 from tasks.db import db_now
 from tasks.exceptions import TasksError
 from tasks.models import (
@@ -87,55 +91,25 @@ def _apply(
         modeladmin.message_user(request, line, messages.WARNING)
 
 
-class RunInline(OwnedInline, admin.TabularInline):
-    model = Run
-    fields = readonly_fields = (
-        "scheduled_at",
-        "status",
-        "wait_reason",
-        "attempt",
-        "started_at",
-        "finished_at",
-        "error",
-    )
-    ordering = ["-scheduled_at"]
-    extra = 0
-    max_num = 0
-    show_change_link = True
-
-    def runs_of(self, request: HttpRequest, task: Task | None) -> QuerySet[Run]:
-        """The task's latest runs as its API `runs` lists them (tasks/history.py): a recurring
-        task may have millions, and the planned ones ahead are its next fire times."""
-        queryset = super().get_queryset(request)
-        if task is None or task.pk is None:
-            return queryset.none()
-        recent = history.recent_runs(task.pk, now=timezone.now())
-        ids = list(recent.values_list("id", flat=True))
-        return queryset.filter(id__in=ids)
-
-    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    # Shown, never edited or deleted from the task's page: runs change through their actions.
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-
 TIMES = ["created_at", "updated_at"]
 
 
 @admin.register(Task)
-class TaskAdmin(TaskBackfill, BulkMatching, NotifyPicker, SchedulePreview, OwnedAdmin):
-    list_display = ["__str__", "owner", "kind", "schedule_type", "priority", "status"]
-    list_display += ["health", "next_run", "last_run", "runs_link"]
-    list_filter = ["status", "kind", HealthFilter, LastRunFilter, OwnerFilter, PriorityFilter]
-    list_filter += [ScheduleTypeFilter]
+class TaskAdmin(
+    TaskSummaryPage,
+    TaskListColumns,
+    TaskBackfill,
+    BulkMatching,
+    NotifyPicker,
+    SchedulePreview,
+    OwnedAdmin,
+):
+    list_display = ["__str__", "owner", "kind", "status_badge", "health_badge", "schedule_words"]
+    list_display += ["next_run", "last_run", "recent_runs"]
+    list_filter = ["status", CancelledFilter, "kind", HealthFilter, LastRunFilter, OwnerFilter]
+    list_filter += [PriorityFilter, ScheduleTypeFilter]
     list_select_related = ["owner", "health_state"]
     search_fields = ["name", "dedup_key", "=owner__username"]
-    inlines = [RunInline]
     show_full_result_count = False
     paginator = EstimatedCountPaginator
     actions = ["pause", "resume", "run_now", "skip_next", "backfill", "cancel"]
@@ -158,7 +132,7 @@ class TaskAdmin(TaskBackfill, BulkMatching, NotifyPicker, SchedulePreview, Owned
     class Media:
         # The schedule type's fields only (task form); rows that refresh themselves (list).
         js = ["tasks/admin_schedule.js", "tasks/admin_live.js", "tasks/admin_preview.js"]
-        css = {"all": ["tasks/admin_lists.css"]}
+        css = {"all": ["tasks/admin_lists.css", "tasks/admin_console.css"]}
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Task]:
         # Two index probes per task shown (a page of the list, or the one task's page).
@@ -171,14 +145,6 @@ class TaskAdmin(TaskBackfill, BulkMatching, NotifyPicker, SchedulePreview, Owned
                 last_run_scheduled_at=history.last_run("scheduled_at"),
             )
         )
-
-    def get_formset_kwargs(
-        self, request: HttpRequest, obj: Any, inline: Any, prefix: str
-    ) -> dict[str, Any]:
-        kwargs = super().get_formset_kwargs(request, obj, inline, prefix)
-        if isinstance(inline, RunInline):  # this task's own runs, whatever other tasks do
-            kwargs["queryset"] = inline.runs_of(request, obj)
-        return kwargs
 
     @admin.display(description="health", ordering="health_state__health")
     def health(self, task: Task) -> str:
@@ -196,17 +162,17 @@ class TaskAdmin(TaskBackfill, BulkMatching, NotifyPicker, SchedulePreview, Owned
         )
 
     @admin.display(description="next run at", ordering="next_run_at")
-    def next_run(self, task: Task) -> Any:
+    def next_run(self, task: Task) -> str:
         """The next fire time (the API's `next_run_at`), not the planner's cursor."""
-        return getattr(task, "next_run_at", None)
+        return admin_display.local(getattr(task, "next_run_at", None))
 
     @admin.display(description="last run")
     def last_run(self, task: Task) -> str:
         status = getattr(task, "last_run_status", None)
         if status is None:
             return "-"
-        at = task.last_run_scheduled_at.astimezone(UTC)  # type: ignore[attr-defined]
-        return f"{status} ({at:%Y-%m-%d %H:%M:%S} UTC)"
+        at = task.last_run_scheduled_at  # type: ignore[attr-defined]
+        return format_html("{} {}", admin_display.badge(status), admin_display.local(at))
 
     def get_changeform_initial_data(self, request: HttpRequest) -> dict[str, Any]:
         return {"owner": request.user.pk, **super().get_changeform_initial_data(request)}
@@ -290,11 +256,6 @@ class TaskAdmin(TaskBackfill, BulkMatching, NotifyPicker, SchedulePreview, Owned
             return queryset.filter(pk=task_id), False
         return super().get_search_results(request, queryset, search_term)
 
-    @admin.display(description="runs")
-    def runs_link(self, task: Task) -> str:
-        url = reverse("admin:tasks_run_changelist") + f"?task__id__exact={task.pk}"
-        return format_html('<a href="{}">runs</a>', url)
-
     @admin.action(description="Pause the selected tasks", permissions=["change"])
     def pause(self, request: HttpRequest, queryset: QuerySet[Task]) -> None:
         _apply(
@@ -369,8 +330,8 @@ class AttemptInline(OwnedInline, admin.TabularInline):
 
 @admin.register(Run)
 class RunAdmin(BulkMatching, RunPageButtons, OwnedAdmin):
-    list_display = ["id", "task", "scheduled_at", "status", "attempt", "priority", "worker"]
-    list_display += ["started_at", "finished_at", "wait_reason", "zombie_since"]
+    list_display = ["id", "task", "scheduled", "status_badge", "attempt", "priority", "worker"]
+    list_display += ["started", "duration", "wait_reason", "zombie_since"]
     # Date: Today / Past 7 days / This month / This year, or a range typed in; no
     # date_hierarchy, whose drill-down runs SELECT DISTINCT over the whole table.
     list_filter = ["status", ("scheduled_at", DateRangeFilter), OwnerFilter]
@@ -409,7 +370,7 @@ class RunAdmin(BulkMatching, RunPageButtons, OwnedAdmin):
 
     class Media:
         js = ["tasks/admin_live.js"]  # the list's rows refresh themselves
-        css = {"all": ["tasks/admin_lists.css"]}  # and fit 1,280 px
+        css = {"all": ["tasks/admin_lists.css", "tasks/admin_console.css"]}  # and fit 1,280 px
 
     def get_ordering(self, request: HttpRequest) -> tuple[str, ...]:
         # An ordering the filter's index can serve, read backwards and cut at the page size:
@@ -440,6 +401,22 @@ class RunAdmin(BulkMatching, RunPageButtons, OwnedAdmin):
             .values_list("pk", flat=True)
         )
         return queryset.filter(task__in=list(tasks[:100])), False
+
+    @admin.display(description="scheduled at", ordering="scheduled_at")
+    def scheduled(self, run: Run) -> str:
+        return admin_display.local(run.scheduled_at)
+
+    @admin.display(description="status", ordering="status")
+    def status_badge(self, run: Run) -> str:
+        return admin_display.badge(run.status)
+
+    @admin.display(description="started at", ordering="started_at")
+    def started(self, run: Run) -> str:
+        return admin_display.local(run.started_at)
+
+    @admin.display(description="duration")
+    def duration(self, run: Run) -> str:
+        return admin_display.duration(run)
 
     @admin.display(description="output")
     def output_text(self, run: Run) -> str:

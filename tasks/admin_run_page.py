@@ -1,4 +1,9 @@
-"""Retry and cancel buttons on a run's own page, beside the list's actions.
+"""A run's own page: why it ended as it did, above its fields, and its retry and cancel buttons.
+
+The summary comes first: status, duration, the error in full (a traceback as the worker kept
+it), then the attempts, the output, the task and its schedule; the run's internal fields
+(resources used, keys, heartbeat) follow as the admin lists them.
+
 
 Each button posts to `<run id>/retry/` or `<run id>/cancel/`, which finds the run through the
 admin's scoped queryset (another user's run is a 404), calls the same transition as the API and
@@ -20,10 +25,13 @@ from django.http import (
     HttpResponseRedirect,
 )
 from django.urls import path, reverse
+from django.utils import timezone
 
+from tasks import admin_display, schedule_describe
+from tasks.admin_strips import LIST_STRIP, recent_runs
 from tasks.db import db_now
 from tasks.exceptions import TasksError
-from tasks.models import CLAIMABLE_STATUSES, Run
+from tasks.models import CLAIMABLE_STATUSES, Attempt, Run
 from tasks.transitions import run_actions
 
 RETRYABLE = (Run.Status.FAILED, Run.Status.CANCELLED)
@@ -50,9 +58,12 @@ class RunPageButtons(admin.ModelAdmin):
     ) -> HttpResponse:
         run = self._run(request, object_id)
         buttons = {"may_retry": run.status in RETRYABLE, "may_cancel": run.status in CANCELLABLE}
-        return super().change_view(
-            request, object_id, form_url, {**(extra_context or {}), **buttons}
+        shown = {**(extra_context or {}), **buttons, "run_summary": summary(run)}
+        # The heading names the task and the time, not the run's raw `id@timestamp`.
+        shown["subtitle"] = (
+            f"{run.task.name or run.task_id}, {admin_display.local(run.scheduled_at)}"
         )
+        return super().change_view(request, object_id, form_url, shown)
 
     def _run(self, request: HttpRequest, object_id: str) -> Run:
         run = self.get_object(request, object_id)  # scoped: another user's run is None
@@ -80,3 +91,53 @@ class RunPageButtons(admin.ModelAdmin):
             self.log_change(request, run, verb)
             self.message_user(request, f"{verb}.", messages.SUCCESS)
         return HttpResponseRedirect(reverse("admin:tasks_run_change", args=[run.pk]))
+
+
+def summary(run: Run) -> dict[str, Any]:
+    """What the page shows above the run's fields, ready for the template."""
+    now = timezone.now()
+    task = run.task
+    attempts = Attempt.objects.filter(run_id=run.pk).order_by("number")
+    facts = [
+        ("execute at", admin_display.local(run.execute_at)),
+        ("worker", run.worker or "-"),
+    ]
+    facts += [(name, str(value)) for name, value in _outcome(run) if value not in (None, "")]
+    return {
+        "status": admin_display.badge(run.status),
+        "scheduled_at": admin_display.local(run.scheduled_at),
+        "duration": admin_display.duration(run, now),
+        "attempt": f"{run.attempt} of at most {run.max_attempts}",
+        "started_at": admin_display.local(run.started_at),
+        "finished_at": admin_display.local(run.finished_at),
+        "facts": facts,
+        "error": run.error,
+        "output": run.output,
+        "attempts": [
+            {
+                "number": attempt.number,
+                "outcome": admin_display.badge(attempt.outcome),
+                "started_at": admin_display.local(attempt.started_at),
+                "finished_at": admin_display.local(attempt.finished_at),
+                "duration": admin_display.duration(attempt),
+                "worker": attempt.worker or "-",
+                "error": attempt.error,
+            }
+            for attempt in attempts
+        ],
+        "task_name": task.name or str(task.pk),
+        "task_url": reverse("admin:tasks_task_change", args=[task.pk]),
+        "task_status": admin_display.badge(task.status),
+        "schedule": schedule_describe.describe(task.schedule) or task.schedule_type,
+        "strip": admin_display.strip(recent_runs([task.pk], now=now, count=LIST_STRIP)[task.pk]),
+    }
+
+
+def _outcome(run: Run) -> list[tuple[str, Any]]:
+    return [
+        ("exit code", run.exit_code),
+        ("HTTP status", run.http_status),
+        ("waits for", run.wait_reason),
+        ("zombie since", run.zombie_since and admin_display.local(run.zombie_since)),
+        ("backfill", "yes" if run.backfill else ""),
+    ]
