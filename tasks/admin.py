@@ -57,6 +57,7 @@ from tasks.admin_run_page import RunPageButtons
 from tasks.admin_scope import OwnedAdmin, OwnedInline, is_operator
 from tasks.admin_task_list import TaskListColumns
 from tasks.admin_task_page import TaskSummaryPage
+from tasks.admin_timeline import RunTimeline
 from tasks.db import db_now
 from tasks.exceptions import TasksError
 from tasks.models import (
@@ -329,7 +330,7 @@ class AttemptInline(OwnedInline, admin.TabularInline):
 
 
 @admin.register(Run)
-class RunAdmin(BulkMatching, RunPageButtons, OwnedAdmin):
+class RunAdmin(BulkMatching, RunPageButtons, RunTimeline, OwnedAdmin):
     list_display = ["id", "task", "scheduled", "status_badge", "attempt", "priority", "worker"]
     list_display += ["started", "duration", "wait_reason", "zombie_since"]
     # Date: Today / Past 7 days / This month / This year, or a range typed in; no
