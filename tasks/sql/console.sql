@@ -1,4 +1,4 @@
--- Reads of the admin console's pages (tasks/admin_strips.py).
+-- Reads of the admin console's pages (tasks/admin/strips.py).
 
 -- The latest `count` runs of each task of a page, newest first per task, for its strip of
 -- squares: one backward probe of run_unique_task_scheduled_at (task, scheduled_at) per task,

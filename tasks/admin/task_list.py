@@ -1,6 +1,6 @@
 """The task list's columns that scan: status and health badges, the schedule in words, times in
 the viewer's zone and each task's recent runs as a strip of squares, read for the whole page in
-one query (tasks/admin_strips.py) when the page is listed, not once per row."""
+one query (tasks/admin/strips.py) when the page is listed, not once per row."""
 
 from __future__ import annotations
 
@@ -11,8 +11,9 @@ from django.http import HttpRequest
 from django.utils import timezone
 from django.utils.safestring import SafeString
 
-from tasks import admin_display, expectations, schedule_describe
-from tasks.admin_strips import LIST_STRIP, recent_runs
+import tasks.admin.display as display
+from tasks import expectations, schedule_describe
+from tasks.admin.strips import LIST_STRIP, recent_runs
 from tasks.models import Task
 
 
@@ -27,12 +28,12 @@ class TaskListColumns(admin.ModelAdmin):
 
     @admin.display(description="status", ordering="status")
     def status_badge(self, task: Task) -> SafeString:
-        return admin_display.badge(task.status)
+        return display.badge(task.status)
 
     @admin.display(description="health", ordering="health_state__health")
     def health_badge(self, task: Task) -> SafeString:
         """Against the task's `expect` (up when it expects nothing)."""
-        return admin_display.badge(expectations.health_of(task))
+        return display.badge(expectations.health_of(task))
 
     @admin.display(description="schedule")
     def schedule_words(self, task: Task) -> str:
@@ -40,4 +41,4 @@ class TaskListColumns(admin.ModelAdmin):
 
     @admin.display(description="recent runs")
     def recent_runs(self, task: Task) -> SafeString:
-        return admin_display.strip(getattr(task, "recent_strip", []))
+        return display.strip(getattr(task, "recent_strip", []))

@@ -27,8 +27,9 @@ from django.http import (
 from django.urls import path, reverse
 from django.utils import timezone
 
-from tasks import admin_display, schedule_describe
-from tasks.admin_strips import LIST_STRIP, recent_runs
+import tasks.admin.display as display
+from tasks import schedule_describe
+from tasks.admin.strips import LIST_STRIP, recent_runs
 from tasks.db import db_now
 from tasks.exceptions import TasksError
 from tasks.models import CLAIMABLE_STATUSES, Attempt, Run
@@ -60,9 +61,7 @@ class RunPageButtons(admin.ModelAdmin):
         buttons = {"may_retry": run.status in RETRYABLE, "may_cancel": run.status in CANCELLABLE}
         shown = {**(extra_context or {}), **buttons, "run_summary": summary(run)}
         # The heading names the task and the time, not the run's raw `id@timestamp`.
-        shown["subtitle"] = (
-            f"{run.task.name or run.task_id}, {admin_display.local(run.scheduled_at)}"
-        )
+        shown["subtitle"] = f"{run.task.name or run.task_id}, {display.local(run.scheduled_at)}"
         return super().change_view(request, object_id, form_url, shown)
 
     def _run(self, request: HttpRequest, object_id: str) -> Run:
@@ -99,27 +98,27 @@ def summary(run: Run) -> dict[str, Any]:
     task = run.task
     attempts = Attempt.objects.filter(run_id=run.pk).order_by("number")
     facts = [
-        ("execute at", admin_display.local(run.execute_at)),
+        ("execute at", display.local(run.execute_at)),
         ("worker", run.worker or "-"),
     ]
     facts += [(name, str(value)) for name, value in _outcome(run) if value not in (None, "")]
     return {
-        "status": admin_display.badge(run.status),
-        "scheduled_at": admin_display.local(run.scheduled_at),
-        "duration": admin_display.duration(run, now),
+        "status": display.badge(run.status),
+        "scheduled_at": display.local(run.scheduled_at),
+        "duration": display.duration(run, now),
         "attempt": f"{run.attempt} of at most {run.max_attempts}",
-        "started_at": admin_display.local(run.started_at),
-        "finished_at": admin_display.local(run.finished_at),
+        "started_at": display.local(run.started_at),
+        "finished_at": display.local(run.finished_at),
         "facts": facts,
         "error": run.error,
         "output": run.output,
         "attempts": [
             {
                 "number": attempt.number,
-                "outcome": admin_display.badge(attempt.outcome),
-                "started_at": admin_display.local(attempt.started_at),
-                "finished_at": admin_display.local(attempt.finished_at),
-                "duration": admin_display.duration(attempt),
+                "outcome": display.badge(attempt.outcome),
+                "started_at": display.local(attempt.started_at),
+                "finished_at": display.local(attempt.finished_at),
+                "duration": display.duration(attempt),
                 "worker": attempt.worker or "-",
                 "error": attempt.error,
             }
@@ -127,9 +126,9 @@ def summary(run: Run) -> dict[str, Any]:
         ],
         "task_name": task.name or str(task.pk),
         "task_url": reverse("admin:tasks_task_change", args=[task.pk]),
-        "task_status": admin_display.badge(task.status),
+        "task_status": display.badge(task.status),
         "schedule": schedule_describe.describe(task.schedule) or task.schedule_type,
-        "strip": admin_display.strip(recent_runs([task.pk], now=now, count=LIST_STRIP)[task.pk]),
+        "strip": display.strip(recent_runs([task.pk], now=now, count=LIST_STRIP)[task.pk]),
     }
 
 
@@ -138,6 +137,6 @@ def _outcome(run: Run) -> list[tuple[str, Any]]:
         ("exit code", run.exit_code),
         ("HTTP status", run.http_status),
         ("waits for", run.wait_reason),
-        ("zombie since", run.zombie_since and admin_display.local(run.zombie_since)),
+        ("zombie since", run.zombie_since and display.local(run.zombie_since)),
         ("backfill", "yes" if run.backfill else ""),
     ]

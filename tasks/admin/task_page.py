@@ -5,7 +5,7 @@ The summary: name, status and health badges; the schedule in words with its next
 times in the task's zone and the viewer's; expectations, keys and limits; calendars and
 exclusions; the last PAGE_STRIP runs as a strip of squares, each a link to its run; then those
 runs as a table with duration and error. The task is the one the page's scoped queryset found
-(tasks/admin_scope.py), its runs read in one query (tasks/admin_strips.py).
+(tasks/admin_scope.py), its runs read in one query (tasks/admin/strips.py).
 """
 
 from __future__ import annotations
@@ -18,8 +18,9 @@ from django.contrib import admin
 from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 
-from tasks import admin_display, expectations, occurrences, schedule_describe
-from tasks.admin_strips import PAGE_STRIP, recent_runs
+import tasks.admin.display as display
+from tasks import expectations, occurrences, schedule_describe
+from tasks.admin.strips import PAGE_STRIP, recent_runs
 from tasks.models import Calendar, Task, TaskHealth
 
 ERROR_SHOWN = 300  # characters of a run's error in the table; its page has all of it
@@ -47,28 +48,28 @@ def summary(task: Task, *, now: datetime) -> dict[str, Any]:
     zone = zoneinfo.ZoneInfo(task.schedule.get("timezone") or "UTC")
     runs = recent_runs([task.pk], now=now, count=PAGE_STRIP)[task.pk]
     return {
-        "status": admin_display.badge(task.status),
-        "health": admin_display.badge(expectations.health_of(task)),
+        "status": display.badge(task.status),
+        "health": display.badge(expectations.health_of(task)),
         "schedule": schedule_describe.describe(task.schedule) or task.schedule_type,
         "zone": zone.key,
         "viewer_zone": timezone.get_current_timezone_name(),
         "fire_times": [
-            (at.astimezone(zone).strftime("%a %Y-%m-%d %H:%M:%S %Z"), admin_display.local(at))
+            (at.astimezone(zone).strftime("%a %Y-%m-%d %H:%M:%S %Z"), display.local(at))
             for at in occurrences.next_runs(task, now=now, count=5)
         ],
         "expectations": _expectations(task),
         "limits": _limits(task),
         "exclusions": _exclusions(task),
-        "strip": admin_display.strip(runs),
+        "strip": display.strip(runs),
         "runs": [
             {
                 "id": run.pk,
-                "url": admin_display.run_url(run.pk),
-                "scheduled_at": admin_display.local(run.scheduled_at),
-                "status": admin_display.badge(run.status),
+                "url": display.run_url(run.pk),
+                "scheduled_at": display.local(run.scheduled_at),
+                "status": display.badge(run.status),
                 "attempt": f"{run.attempt}/{run.max_attempts}",
-                "started_at": admin_display.local(run.started_at),
-                "duration": admin_display.duration(run, now),
+                "started_at": display.local(run.started_at),
+                "duration": display.duration(run, now),
                 "error": _first_line(run.error),
             }
             for run in runs
@@ -82,7 +83,7 @@ def _first_line(error: str) -> str:
 
 
 def _seconds(value: Any) -> str:
-    return admin_display.span(float(value)) if value is not None else "-"
+    return display.span(float(value)) if value is not None else "-"
 
 
 def _expectations(task: Task) -> list[tuple[str, str]]:
@@ -106,8 +107,8 @@ def _expectations(task: Task) -> list[tuple[str, str]]:
     except TaskHealth.DoesNotExist:
         return rows
     rows.append(("failures in a row", str(state.failures)))
-    rows.append(("last success", admin_display.local(state.succeeded_at)))
-    rows.append(("health since", admin_display.local(state.changed_at)))
+    rows.append(("last success", display.local(state.succeeded_at)))
+    rows.append(("health since", display.local(state.changed_at)))
     return rows
 
 

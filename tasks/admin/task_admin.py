@@ -1,48 +1,34 @@
-"""The Django admin operators run the service from: tasks, runs, processes, and the dashboard.
+"""The task admin: its list (tasks/admin/task_list.py), its page (tasks/admin/task_page.py), its
+form (tasks/admin/forms.py) and its actions.
 
-Every action and every task saved goes through tasks.transitions (creation, lifecycle,
-run_actions), exactly like the API; the task form is validated by the API's serializer
-(tasks.admin_forms). Every changelist stays fast with millions of runs: no full counts
-(EstimatedCountPaginator, show_full_result_count = False), static filters, uuid search by
-primary key, and an ordering each filter's index can serve (docs/operations.md has the
-measurement).
+Every action and every task saved goes through tasks.transitions (creation, lifecycle), exactly
+like the API; the task form is validated by the API's serializer. The list stays fast with
+millions of runs: no full counts (EstimatedCountPaginator, show_full_result_count = False),
+static filters, uuid search by primary key, and an ordering each filter's index can serve
+(docs/operations.md has the measurement).
 """
 
 from __future__ import annotations
 
 import zoneinfo
-from collections.abc import Callable
 from datetime import UTC
 from typing import Any
 
-from django.conf import settings
 from django.contrib import admin, messages
-from django.db.models import Q, QuerySet
+from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
-from tasks import (
-    admin_calendars,  # noqa: F401  (registers the calendars' admin)
-    admin_display,
-    admin_limits,  # noqa: F401  (registers the limit keys' admin)
-    expectations,
-    history,
-    occurrences,
-)
-from tasks.admin_backfill import TaskBackfill
-from tasks.admin_bulk import (
-    CANCEL_UNFINISHED,
-    PAUSE_ACTIVE,
-    RESUME_PAUSED,
-    RETRY_FAILED,
-    BulkMatching,
-)
-from tasks.admin_forms import SCHEDULE_FIELDS, TaskAdminForm, schedule_help
-from tasks.admin_lists import (
+import tasks.admin.display as display
+from tasks import expectations, history, occurrences
+from tasks.admin.actions import apply_each
+from tasks.admin.backfill import TaskBackfill
+from tasks.admin.bulk import PAUSE_ACTIVE, RESUME_PAUSED, BulkMatching
+from tasks.admin.forms import SCHEDULE_FIELDS, TaskAdminForm, schedule_help
+from tasks.admin.lists import (
     CancelledFilter,
-    DateRangeFilter,
     EstimatedCountPaginator,
     HealthFilter,
     LastRunFilter,
@@ -51,46 +37,15 @@ from tasks.admin_lists import (
     ScheduleTypeFilter,
     parse_uuid,
 )
-from tasks.admin_notify import NotifyPicker
-from tasks.admin_preview import SchedulePreview
-from tasks.admin_run_page import RunPageButtons
-from tasks.admin_scope import OwnedAdmin, OwnedInline, is_operator
-from tasks.admin_task_list import TaskListColumns
-from tasks.admin_task_page import TaskSummaryPage
-from tasks.admin_timeline import RunTimeline
+from tasks.admin.notify import NotifyPicker
+from tasks.admin.preview import SchedulePreview
+from tasks.admin.task_list import TaskListColumns
+from tasks.admin.task_page import TaskSummaryPage
+from tasks.admin_scope import OwnedAdmin, is_operator
 from tasks.db import db_now
 from tasks.exceptions import TasksError
-from tasks.models import (
-    TERMINAL_STATUSES,
-    Attempt,
-    Process,
-    Run,
-    Task,
-    TaskSet,
-)
-from tasks.transitions import creation, lifecycle, run_actions
-
-# The index page links the dashboard (templates/admin/tasks_index.html).
-admin.site.index_template = "admin/tasks_index.html"
-
-
-def _apply(
-    modeladmin: admin.ModelAdmin, request: HttpRequest, queryset: QuerySet, verb: str, fn: Callable
-) -> None:
-    """Call a service for each selected row; report successes and refusals (409s) separately."""
-    done, refused = 0, []
-    now = db_now()
-    for obj in queryset[:500]:  # a bulk action on "select all" must stay bounded
-        try:
-            fn(obj, now)
-            done += 1
-        except TasksError as exc:
-            refused.append(f"{obj}: {exc.detail}")
-    if done:
-        modeladmin.message_user(request, f"{verb}: {done}", messages.SUCCESS)
-    for line in refused[:20]:
-        modeladmin.message_user(request, line, messages.WARNING)
-
+from tasks.models import Task, TaskSet
+from tasks.transitions import creation, lifecycle
 
 TIMES = ["created_at", "updated_at"]
 
@@ -165,7 +120,7 @@ class TaskAdmin(
     @admin.display(description="next run at", ordering="next_run_at")
     def next_run(self, task: Task) -> str:
         """The next fire time (the API's `next_run_at`), not the planner's cursor."""
-        return admin_display.local(getattr(task, "next_run_at", None))
+        return display.local(getattr(task, "next_run_at", None))
 
     @admin.display(description="last run")
     def last_run(self, task: Task) -> str:
@@ -173,7 +128,7 @@ class TaskAdmin(
         if status is None:
             return "-"
         at = task.last_run_scheduled_at  # type: ignore[attr-defined]
-        return format_html("{} {}", admin_display.badge(status), admin_display.local(at))
+        return format_html("{} {}", display.badge(status), display.local(at))
 
     def get_changeform_initial_data(self, request: HttpRequest) -> dict[str, Any]:
         return {"owner": request.user.pk, **super().get_changeform_initial_data(request)}
@@ -259,13 +214,13 @@ class TaskAdmin(
 
     @admin.action(description="Pause the selected tasks", permissions=["change"])
     def pause(self, request: HttpRequest, queryset: QuerySet[Task]) -> None:
-        _apply(
+        apply_each(
             self, request, queryset, "paused", lambda t, now: lifecycle.pause_task(task=t, now=now)
         )
 
     @admin.action(description="Resume the selected tasks", permissions=["change"])
     def resume(self, request: HttpRequest, queryset: QuerySet[Task]) -> None:
-        _apply(
+        apply_each(
             self,
             request,
             queryset,
@@ -275,7 +230,7 @@ class TaskAdmin(
 
     @admin.action(description="Run the selected tasks now (one extra run)", permissions=["change"])
     def run_now(self, request: HttpRequest, queryset: QuerySet[Task]) -> None:
-        _apply(
+        apply_each(
             self,
             request,
             queryset,
@@ -287,7 +242,7 @@ class TaskAdmin(
         description="Skip the next occurrence of the selected tasks", permissions=["change"]
     )
     def skip_next(self, request: HttpRequest, queryset: QuerySet[Task]) -> None:
-        _apply(
+        apply_each(
             self, request, queryset, "skipped", lambda t, now: lifecycle.skip_next(task=t, now=now)
         )
 
@@ -303,170 +258,10 @@ class TaskAdmin(
         description="Cancel the selected tasks (stops running runs too)", permissions=["change"]
     )
     def cancel(self, request: HttpRequest, queryset: QuerySet[Task]) -> None:
-        _apply(
+        apply_each(
             self,
             request,
             queryset,
             "cancelled",
             lambda t, now: lifecycle.cancel_task(task=t, force=True, now=now),
         )
-
-
-class AttemptInline(OwnedInline, admin.TabularInline):
-    model = Attempt
-    fields = readonly_fields = (
-        "number",
-        "worker",
-        "started_at",
-        "finished_at",
-        "outcome",
-        "exit_code",
-        "http_status",
-        "error",
-    )
-    ordering = ["number"]
-    extra = 0
-    max_num = 0
-
-
-@admin.register(Run)
-class RunAdmin(BulkMatching, RunPageButtons, RunTimeline, OwnedAdmin):
-    list_display = ["id", "task", "scheduled", "status_badge", "attempt", "priority", "worker"]
-    list_display += ["started", "duration", "wait_reason", "zombie_since"]
-    # Date: Today / Past 7 days / This month / This year, or a range typed in; no
-    # date_hierarchy, whose drill-down runs SELECT DISTINCT over the whole table.
-    list_filter = ["status", ("scheduled_at", DateRangeFilter), OwnerFilter]
-    list_select_related = ["task"]
-    search_fields = ["task__name"]
-    raw_id_fields = ["task", "owner"]
-    fields = readonly_fields = (
-        "id",
-        "task",
-        "owner",
-        "status",
-        "wait_reason",
-        "zombie_since",
-        "scheduled_at",
-        "execute_at",
-        "priority",
-        "cpu_millis",
-        "memory_bytes",
-        "attempt",
-        "max_attempts",
-        "worker",
-        "heartbeat_at",
-        "started_at",
-        "finished_at",
-        "exit_code",
-        "http_status",
-        "error",
-        "output_text",
-        "created_at",
-    )
-    show_full_result_count = False
-    paginator = EstimatedCountPaginator
-    inlines = [AttemptInline]
-    actions = ["retry", "cancel"]
-    bulk_actions = (RETRY_FAILED, CANCEL_UNFINISHED)
-
-    class Media:
-        js = ["tasks/admin_live.js"]  # the list's rows refresh themselves
-        css = {"all": ["tasks/admin_lists.css", "tasks/admin_console.css"]}  # and fit 1,280 px
-
-    def get_ordering(self, request: HttpRequest) -> tuple[str, ...]:
-        # An ordering the filter's index can serve, read backwards and cut at the page size:
-        # finished statuses by run_status_finished_idx (status, finished_at); one task's runs by
-        # run_unique_task_scheduled_at (task, scheduled_at); a date range by
-        # run_scheduled_at_idx; otherwise the time-ordered uuid7 primary key, newest first.
-        if request.GET.get("status__exact") in TERMINAL_STATUSES:
-            return ("-finished_at",)
-        if {"task__id__exact", "scheduled_at__gte", "scheduled_at__lt"} & request.GET.keys():
-            return ("-scheduled_at",)
-        return ("-id",)
-
-    def get_search_results(
-        self, request: HttpRequest, queryset: QuerySet, search_term: str
-    ) -> tuple[QuerySet, bool]:
-        if not search_term.strip():
-            return queryset, False
-        # A pasted id finds the run, or every run of the task with that id, by index.
-        some_id = parse_uuid(search_term)
-        if some_id is not None:
-            return queryset.filter(Q(pk=some_id) | Q(task_id=some_id)), False
-        # A name matches tasks first (the small table), then their runs. The ids are passed as
-        # values, not a subquery, so the planner knows how many runs match and picks its plan.
-        # The newest hundred such tasks, by a stated order.
-        tasks = (
-            Task.objects.filter(name__icontains=search_term)
-            .order_by("-created_at", "-pk")
-            .values_list("pk", flat=True)
-        )
-        return queryset.filter(task__in=list(tasks[:100])), False
-
-    @admin.display(description="scheduled at", ordering="scheduled_at")
-    def scheduled(self, run: Run) -> str:
-        return admin_display.local(run.scheduled_at)
-
-    @admin.display(description="status", ordering="status")
-    def status_badge(self, run: Run) -> str:
-        return admin_display.badge(run.status)
-
-    @admin.display(description="started at", ordering="started_at")
-    def started(self, run: Run) -> str:
-        return admin_display.local(run.started_at)
-
-    @admin.display(description="duration")
-    def duration(self, run: Run) -> str:
-        return admin_display.duration(run)
-
-    @admin.display(description="output")
-    def output_text(self, run: Run) -> str:
-        return format_html('<pre style="white-space: pre-wrap">{}</pre>', run.output or "-")
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False  # runs come from schedules, "run now" and retries, never from a form
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        # The list may act (actions call services); the run page itself is read-only.
-        return obj is None and super().has_change_permission(request)
-
-    @admin.action(
-        description="Retry the selected runs (failed or cancelled)", permissions=["change"]
-    )
-    def retry(self, request: HttpRequest, queryset: QuerySet[Run]) -> None:
-        _apply(
-            self, request, queryset, "retried", lambda r, now: run_actions.retry_run(run=r, now=now)
-        )
-
-    @admin.action(
-        description="Cancel the selected runs (running ones are stopped)", permissions=["change"]
-    )
-    def cancel(self, request: HttpRequest, queryset: QuerySet[Run]) -> None:
-        _apply(
-            self,
-            request,
-            queryset,
-            "cancelled",
-            lambda r, now: run_actions.cancel_run(run=r, now=now),
-        )
-
-
-@admin.register(Process)
-class ProcessAdmin(admin.ModelAdmin):
-    list_display = ["name", "role", "host", "pid", "concurrency", "cpu_millis", "memory_bytes"]
-    list_display += ["started_at", "last_seen_at"]
-    list_display += ["stopped_at", "alive", "sandbox"]
-    list_filter = ["role", ("stopped_at", admin.EmptyFieldListFilter)]
-    search_fields = ["name", "host"]
-    ordering = ["-last_seen_at"]
-    readonly_fields = [f.name for f in Process._meta.fields]
-
-    @admin.display(boolean=True, description="alive")
-    def alive(self, process: Process) -> bool:
-        if process.stopped_at is not None:
-            return False
-        age = (timezone.now() - process.last_seen_at).total_seconds()
-        return age <= settings.REVIEWERS_PROCESS_DEAD_AFTER_SECONDS
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False

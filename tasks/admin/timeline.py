@@ -22,8 +22,8 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils import timezone
 
-from tasks import admin_display
-from tasks.admin_lists import parse_instant, parse_uuid
+import tasks.admin.display as display
+from tasks.admin.lists import parse_instant, parse_uuid
 from tasks.models import Run
 
 MAX_BARS = 500
@@ -169,10 +169,10 @@ def draw(runs: list[Run], *, since: datetime, until: datetime, now: datetime) ->
         width = max(x_of(end) - x, 2.0)  # a run of a second stays visible
         title = (
             f"{run.task.name or run.task_id}: {run.status}, "
-            f"{admin_display.local(run.started_at)}, {admin_display.duration(run, now)}"
+            f"{display.local(run.started_at)}, {display.duration(run, now)}"
         )
-        tone = admin_display.TONES.get(run.status, "idle")
-        url = admin_display.run_url(run.pk)
+        tone = display.TONES.get(run.status, "idle")
+        url = display.run_url(run.pk)
         y = band_top[run.task_id] + lane * LANE + (LANE - BAR) // 2
         bars.append(Bar(run.pk, url, round(x, 2), y, round(width, 2), tone, title))
     ticks = [
