@@ -96,7 +96,8 @@ def summary(run: Run) -> dict[str, Any]:
     """What the page shows above the run's fields, ready for the template."""
     now = timezone.now()
     task = run.task
-    attempts = Attempt.objects.filter(run_id=run.pk).order_by("number")
+    attempts = list(Attempt.objects.filter(run_id=run.pk).order_by("number"))
+    placed = _on_a_line(attempts)
     facts = [
         ("execute at", display.local(run.execute_at)),
         ("worker", run.worker or "-"),
@@ -121,8 +122,11 @@ def summary(run: Run) -> dict[str, Any]:
                 "duration": display.duration(attempt),
                 "worker": attempt.worker or "-",
                 "error": attempt.error,
+                "left": left,
+                "width": width,
+                "tone": display.TONES.get(attempt.outcome, "idle"),
             }
-            for attempt in attempts
+            for attempt, (left, width) in zip(attempts, placed, strict=True)
         ],
         "task_name": task.name or str(task.pk),
         "task_url": reverse("admin:tasks_task_change", args=[task.pk]),
@@ -140,3 +144,19 @@ def _outcome(run: Run) -> list[tuple[str, Any]]:
         ("zombie since", run.zombie_since and display.local(run.zombie_since)),
         ("backfill", "yes" if run.backfill else ""),
     ]
+
+
+def _on_a_line(attempts: list[Attempt]) -> list[tuple[float, float]]:
+    """Each attempt's start and length as percentages of the span from the first start to the
+    last finish, so the page draws them as a timeline (the gaps are the backoffs)."""
+    starts = [a.started_at or a.finished_at for a in attempts]
+    if not attempts:
+        return []
+    first, last = min(starts), max(a.finished_at for a in attempts)
+    total = max((last - first).total_seconds(), 1e-6)
+    placed = []
+    for start, attempt in zip(starts, attempts, strict=True):
+        left = (start - first).total_seconds() / total * 100
+        width = max((attempt.finished_at - start).total_seconds() / total * 100, 0.5)
+        placed.append((round(left, 2), round(min(width, 100 - left), 2)))
+    return placed

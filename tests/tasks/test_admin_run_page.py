@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from django.contrib.admin.models import LogEntry
 from django.test import Client
@@ -103,6 +105,14 @@ def test_a_failed_runs_page_shows_its_error_and_duration_above_its_other_fields(
         outcome="timed_out",
         error="no answer in 60 s",
     )
+    Attempt.objects.create(
+        run=run,
+        number=2,
+        started_at=started,
+        finished_at=started + timezone.timedelta(seconds=75),
+        outcome="failed",
+        error="ConnectionError: warehouse refused",
+    )
 
     html = page(signed_in(alice), run)
 
@@ -114,3 +124,6 @@ def test_a_failed_runs_page_shows_its_error_and_duration_above_its_other_fields(
     assert "ConnectionError: warehouse refused" in html[error:]
     assert html.index("Attempts") < html.index("Output") < html.index("Every hour")
     assert 'class="badge tone-bad">timed out<' in html and "exported 0 rows" in html
+    # The attempts on one line from 3 m 15 s before the end: 60 s, a 60 s backoff, then 75 s.
+    bars = re.findall(r'attempt-bar tone-(\w+)" style="left: ([\d.]+)%; width: ([\d.]+)%', html)
+    assert bars == [("bad", "0.0", "30.77"), ("bad", "61.54", "38.46")]
