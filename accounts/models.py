@@ -30,3 +30,18 @@ class Identity(models.Model):
 
     def __str__(self) -> str:
         return f"{self.subject} at {self.issuer}"
+
+
+class Preference(models.Model):
+    """A user's console settings: the time zone the admin shows times in (UTC until set)."""
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.CASCADE,
+        primary_key=True,
+        related_name="preference",
+    )
+    timezone = models.CharField(max_length=64, default="UTC", db_default="UTC")
+
+    def __str__(self) -> str:
+        return f"{self.user_id}: {self.timezone}"

@@ -9,7 +9,7 @@ from django.http import HttpRequest
 from notifications import services
 from notifications.admin_add import ChannelAdd
 from notifications.models import Channel, Notification
-from tasks.admin_notify import register_channel_choices
+from tasks.admin.notify import register_channel_choices
 from tasks.admin_scope import OwnedAdmin
 from tasks.db import db_now
 
@@ -57,7 +57,7 @@ class NotificationAdmin(OwnedAdmin):
 
 
 def channel_choices(owner: Any) -> list[tuple[str, str]]:
-    """The task form's channel picker: the owner's channels by name (tasks/admin_notify.py)."""
+    """The task form's channel picker: the owner's channels by name (tasks/admin/notify.py)."""
     channels = Channel.objects.filter(owner=owner).order_by("name", "id")
     return [(str(c.pk), f"{c.name or c.get_kind_display()} ({c.kind})") for c in channels]
 

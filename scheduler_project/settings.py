@@ -171,6 +171,8 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    # Times shown to a signed-in user are in their chosen zone (accounts/preferences.py).
+    "accounts.preferences.ViewerZoneMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     *(["scheduler_project.routers.ReplicaReadMiddleware"] if replica_url else []),

@@ -14,6 +14,7 @@ from drf_spectacular.views import (
     SpectacularSwaggerView,
 )
 
+from accounts.preferences import zone_view
 from scheduler_project.web.health import HealthView, LiveView
 from scheduler_project.web.metrics import metrics_view
 from tasks.admin_dashboard import dashboard_view
@@ -42,6 +43,7 @@ urlpatterns = [
     path("", RedirectView.as_view(url="/admin/", permanent=False), name="root"),
     # Operations: the admin dashboard (staff only) sits before the admin's catch-all.
     path("admin/dashboard/", admin.site.admin_view(dashboard_view), name="admin-dashboard"),
+    path("admin/zone/", admin.site.admin_view(zone_view), name="admin-zone"),
     path("admin/", admin.site.urls),
     path("api/v1/", include("tasks.api.urls")),
     path("api/v1/", include("notifications.api.urls")),

@@ -118,11 +118,11 @@ def test_people_sign_in_and_see_their_own_tasks(oidc_site, chromium, shots) -> N
 
     # The run list shows the run finishing without a reload (the page's own state survives).
     page.goto(f"{site}/admin/tasks/run/?task__id__exact={mine.pk}")
-    assert page.locator("#result_list td.field-status").all_inner_texts() == ["Scheduled"]
+    assert page.locator("#result_list td.field-status_badge").all_inner_texts() == ["scheduled"]
     page.evaluate("window.notReloaded = true")
     Run.objects.filter(pk=failed.pk).update(status="succeeded", finished_at=timezone.now())
     page.wait_for_function(
-        "document.querySelector('#result_list td.field-status').innerText === 'Succeeded'",
+        "document.querySelector('#result_list td.field-status_badge').innerText === 'succeeded'",
         timeout=20_000,
     )
     assert page.evaluate("window.notReloaded") is True

@@ -12,7 +12,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
-from tasks.admin_lists import COUNT_CAP, EstimatedCountPaginator
+from tasks.admin.lists import COUNT_CAP, EstimatedCountPaginator
 from tasks.models import Process, QueueSample, Run, Task, TaskSet
 from tests.factories import RunFactory, TaskFactory, UserFactory
 
@@ -178,10 +178,10 @@ def test_dashboard_needs_staff(client, db):
 
 
 def test_paginator_estimates_unfiltered_and_caps_filtered_counts(db, monkeypatch):
-    monkeypatch.setattr("tasks.admin_lists.estimated_rows", lambda table: 5_000_000)
+    monkeypatch.setattr("tasks.admin.lists.estimated_rows", lambda table: 5_000_000)
     assert EstimatedCountPaginator(Run.objects.order_by("-id"), 100).count == 5_000_000
     RunFactory.create_batch(3, status="failed", finished_at=timezone.now())
-    monkeypatch.setattr("tasks.admin_lists.COUNT_CAP", 2)
+    monkeypatch.setattr("tasks.admin.lists.COUNT_CAP", 2)
     assert (
         EstimatedCountPaginator(Run.objects.filter(status="failed").order_by("-id"), 100).count == 2
     )

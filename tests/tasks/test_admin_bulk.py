@@ -12,7 +12,7 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
-from tasks import admin_bulk
+from tasks.admin import bulk as admin_bulk
 from tasks.models import Run, Task
 from tests.factories import RunFactory, TaskFactory, UserFactory
 

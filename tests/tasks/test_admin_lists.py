@@ -9,7 +9,7 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
-from tasks.admin_lists import parse_instant
+from tasks.admin.lists import parse_instant
 from tests.factories import RunFactory, TaskFactory, UserFactory
 
 pytestmark = pytest.mark.django_db

@@ -6,7 +6,7 @@ import pytest
 from rest_framework.test import APIClient
 
 from tasks import schedules
-from tasks.admin_forms import JSON_TASK_FIELDS, RECURRING_FIELDS, TYPE_FIELDS, TaskAdminForm
+from tasks.admin.forms import JSON_TASK_FIELDS, RECURRING_FIELDS, TYPE_FIELDS, TaskAdminForm
 from tasks.api.bodies import TaskUploadBody
 from tasks.api.serializers import TaskInputSerializer
 from tasks.models import Task

@@ -20,7 +20,7 @@ from rest_framework.test import APIClient
 
 from notifications.models import Channel
 from tasks import schedules
-from tasks.admin_forms import RECURRING_FIELDS, TYPE_FIELDS
+from tasks.admin.forms import RECURRING_FIELDS, TYPE_FIELDS
 from tasks.models import Calendar, Run, Task
 from tasks.task_fields import BODY_FIELDS, JSON_TEXT_FIELDS
 from tests.conftest import client_for

@@ -1,4 +1,4 @@
-// The task form's live preview of the next fire times (tasks/admin_preview.py): as the schedule
+// The task form's live preview of the next fire times (tasks/admin/preview.py): as the schedule
 // is typed, the form is posted to preview-schedule/ and the answer shown under "Next fire
 // times", before the task is saved. Without JavaScript the times show once it is saved.
 "use strict";

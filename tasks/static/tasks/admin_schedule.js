@@ -1,4 +1,4 @@
-// The admin's task form: show the schedule fields the chosen type reads (tasks/admin_forms.py
+// The admin's task form: show the schedule fields the chosen type reads (tasks/admin/forms.py
 // TYPE_FIELDS and RECURRING_FIELDS), hide the others. Without JavaScript every field shows.
 "use strict";
 (function () {

@@ -18,7 +18,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed, JsonR
 from django.urls import path
 
 from tasks import occurrences
-from tasks.admin_forms import TaskAdminForm
+from tasks.admin.forms import TaskAdminForm
 from tasks.api.serializers import PreviewSerializer
 from tasks.db import db_now
 

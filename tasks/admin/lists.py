@@ -194,3 +194,26 @@ class DateRangeFilter(admin.DateFieldListFilter):
                 raise IncorrectLookupParameters(f"{key}: not a date or time: {text!r}")
             bounds[key] = at
         return queryset.filter(**bounds)
+
+
+class CancelledFilter(admin.SimpleListFilter):
+    """Cancelled tasks are out of the list unless asked for (`?cancelled=shown`), or unless the
+    status filter asks for them by name."""
+
+    title = "cancelled tasks"
+    parameter_name = "cancelled"
+    SHOWN = "shown"
+
+    def lookups(self, request: Any, model_admin: Any) -> list[tuple[str, str]]:
+        return [(self.SHOWN, "shown")]
+
+    def choices(self, changelist: Any) -> Any:
+        for choice in super().choices(changelist):
+            if choice["query_string"] == changelist.get_query_string(remove=[self.parameter_name]):
+                choice["display"] = "hidden"
+            yield choice
+
+    def queryset(self, request: Any, queryset: QuerySet) -> QuerySet:
+        if self.value() == self.SHOWN or request.GET.get("status__exact") == "cancelled":
+            return queryset
+        return queryset.exclude(status="cancelled")

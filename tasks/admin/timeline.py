@@ -1,0 +1,193 @@
+"""The timeline: a task's runs, or every run the user may see, as bars over a time range, to see
+overlaps and gaps. Server-rendered SVG, nothing fetched from elsewhere.
+
+`GET timeline/?task=<id>&since=<time>&until=<time>` (times as the run list's date range takes
+them; the range defaults to the last 24 hours, `hours=1|24|168` picks a preset ending now). Runs
+come through the run admin's scoped queryset (tasks/admin_scope.py). Each task gets a band of
+lanes; a run that overlaps an earlier run of the same task goes to the next lane of the band, so
+two overlapping runs show as two bars whose spans overlap. At most MAX_BARS runs, the earliest
+started, and the page says when there were more.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.contrib import admin
+from django.db.models import Q, QuerySet
+from django.http import HttpRequest, HttpResponse
+from django.template.response import TemplateResponse
+from django.urls import path, reverse
+from django.utils import timezone
+
+import tasks.admin.display as display
+from tasks.admin.lists import parse_instant, parse_uuid
+from tasks.models import Run
+
+MAX_BARS = 500
+PRESETS = (1, 24, 168)  # hours: the last hour, day, week
+# A run is found by its scheduled_at (indexed) no earlier than this before the range: one that
+# waited longer than this to start is not drawn.
+LOOKBACK = timedelta(days=7)
+WIDTH = 1200  # the drawing's own units; it scales to the page's width
+LABELS = 220  # the task names' column
+LANE = 16  # one lane's height
+BAR = 12
+TICKS = 6
+
+
+@dataclass(frozen=True)
+class Bar:
+    run_id: Any
+    url: str
+    x: float
+    y: int
+    width: float
+    tone: str
+    title: str
+
+
+@dataclass(frozen=True)
+class Band:
+    label: str
+    url: str
+    y: int
+    height: int
+
+
+class RunTimeline(admin.ModelAdmin):
+    def get_urls(self) -> list[Any]:
+        view = self.admin_site.admin_view(self.timeline_view)
+        return [path("timeline/", view, name="tasks_run_timeline"), *super().get_urls()]
+
+    def timeline_view(self, request: HttpRequest) -> HttpResponse:
+        now = timezone.now()
+        errors: list[str] = []
+        since, until = _range(request, now, errors)
+        task_id = None
+        if request.GET.get("task"):
+            task_id = parse_uuid(request.GET["task"])
+            if task_id is None:
+                errors.append(f"task: not a task id: {request.GET['task']!r}")
+        context: dict[str, Any] = {
+            **self.admin_site.each_context(request),
+            "title": "Timeline",
+            "opts": self.model._meta,
+            "since": timezone.localtime(since).strftime("%Y-%m-%d %H:%M"),
+            "until": timezone.localtime(until).strftime("%Y-%m-%d %H:%M"),
+            "task_id": task_id or "",
+            "presets": PRESETS,
+            "zone": timezone.get_current_timezone_name(),
+            "errors": errors,
+        }
+        if errors:
+            return TemplateResponse(request, "admin/tasks/run/timeline.html", context, status=400)
+        runs = self.get_queryset(request)  # scoped: only runs the user may see
+        if task_id is not None:
+            runs = runs.filter(task_id=task_id)
+        found = list(_in_range(runs, since, until, now).select_related("task")[: MAX_BARS + 1])
+        context.update(draw(found[:MAX_BARS], since=since, until=until, now=now))
+        context["cut"] = len(found) > MAX_BARS
+        context["max_bars"] = MAX_BARS
+        if task_id is not None:
+            context["task_name"] = next((r.task.name or str(r.task_id) for r in found), "")
+        return TemplateResponse(request, "admin/tasks/run/timeline.html", context)
+
+
+def _range(request: HttpRequest, now: datetime, errors: list[str]) -> tuple[datetime, datetime]:
+    hours = request.GET.get("hours", "")
+    if hours:
+        if not hours.isdigit() or int(hours) not in PRESETS:
+            errors.append(f"hours: one of {', '.join(map(str, PRESETS))}, not {hours!r}")
+            return now - timedelta(hours=24), now
+        return now - timedelta(hours=int(hours)), now
+    bounds = {"since": now - timedelta(hours=24), "until": now}
+    for name in bounds:
+        text = request.GET.get(name, "")
+        if text.strip():
+            at = parse_instant(text)
+            if at is None:
+                errors.append(f"{name}: not a date or time: {text!r}")
+            else:
+                bounds[name] = at
+    if bounds["until"] <= bounds["since"]:
+        errors.append("until: must be after since")
+    return bounds["since"], bounds["until"]
+
+
+def _in_range(runs: QuerySet[Run], since: datetime, until: datetime, now: datetime) -> QuerySet:
+    """Runs that were running at some moment of [since, until), earliest started first."""
+    ended_after = Q(finished_at__gt=since) | Q(finished_at__isnull=True, status="running")
+    return (
+        runs.filter(scheduled_at__gte=since - LOOKBACK, scheduled_at__lt=until)
+        .filter(ended_after, started_at__isnull=False, started_at__lt=until)
+        .order_by("started_at", "id")
+    )
+
+
+def draw(runs: list[Run], *, since: datetime, until: datetime, now: datetime) -> dict[str, Any]:
+    """The bars, the tasks' bands and the time axis, in the drawing's units."""
+    span = (until - since).total_seconds()
+    scale = (WIDTH - LABELS) / span
+
+    def x_of(at: datetime) -> float:
+        return LABELS + (min(max(at, since), until) - since).total_seconds() * scale
+
+    lanes_of: dict[Any, list[datetime]] = {}  # per task: when each of its lanes is free again
+    placed: list[tuple[Run, int, datetime]] = []
+    for run in runs:
+        assert run.started_at is not None
+        end = run.finished_at or now
+        lanes = lanes_of.setdefault(run.task_id, [])
+        lane = next((i for i, free in enumerate(lanes) if free <= run.started_at), len(lanes))
+        if lane == len(lanes):
+            lanes.append(end)
+        else:
+            lanes[lane] = end
+        placed.append((run, lane, end))
+    bands, top = [], 24
+    band_top: dict[Any, int] = {}
+    for run in runs:
+        if run.task_id in band_top:
+            continue
+        band_top[run.task_id] = top
+        height = len(lanes_of[run.task_id]) * LANE
+        bands.append(
+            Band(
+                run.task.name or str(run.task_id),
+                reverse("admin:tasks_task_change", args=[run.task_id]),
+                top,
+                height,
+            )
+        )
+        top += height + 4
+    bars = []
+    for run, lane, end in placed:
+        x = x_of(run.started_at)  # type: ignore[arg-type]
+        width = max(x_of(end) - x, 2.0)  # a run of a second stays visible
+        title = (
+            f"{run.task.name or run.task_id}: {run.status}, "
+            f"{display.local(run.started_at)}, {display.duration(run, now)}"
+        )
+        tone = display.TONES.get(run.status, "idle")
+        url = display.run_url(run.pk)
+        y = band_top[run.task_id] + lane * LANE + (LANE - BAR) // 2
+        bars.append(Bar(run.pk, url, round(x, 2), y, round(width, 2), tone, title))
+    ticks = [
+        (
+            round(LABELS + i * (WIDTH - LABELS) / TICKS, 2),
+            timezone.localtime(since + (until - since) * i / TICKS).strftime("%m-%d %H:%M"),
+        )
+        for i in range(TICKS + 1)
+    ]
+    return {
+        "bars": bars,
+        "bands": bands,
+        "ticks": ticks,
+        "width": WIDTH,
+        "labels": LABELS,
+        "height": top + 8,
+        "bar_height": BAR,
+    }
