@@ -30,6 +30,19 @@ class ChannelAdmin(ChannelAdd, OwnedAdmin):
     def has_secret(self, channel: Channel) -> bool:
         return bool(channel.secret_config)
 
+    def save_model(self, request: HttpRequest, obj: Channel, form: Any, change: bool) -> None:
+        # A change (adding is add_view's), recorded in the admin's transaction.
+        was = services.shown(Channel.objects.get(pk=obj.pk))
+        super().save_model(request, obj, form, change)
+        services.record_change(obj, was)
+
+    def delete_model(self, request: HttpRequest, obj: Channel) -> None:
+        services.delete_channel(channel=obj)
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Channel]) -> None:
+        for channel in queryset.order_by("pk"):
+            services.delete_channel(channel=channel)
+
 
 @admin.register(Notification)
 class NotificationAdmin(OwnedAdmin):

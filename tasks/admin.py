@@ -17,6 +17,7 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib import admin, messages
+from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
 from django.db.models import Q, QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import reverse
@@ -24,8 +25,10 @@ from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
 from tasks import (
+    admin_audit,  # noqa: F401  (registers the audit log's admin)
     admin_calendars,  # noqa: F401  (registers the calendars' admin)
     admin_limits,  # noqa: F401  (registers the limit keys' admin)
+    audit,
     expectations,
     history,
     occurrences,
@@ -81,6 +84,18 @@ def _apply(
             done += 1
         except TasksError as exc:
             refused.append(f"{obj}: {exc.detail}")
+    across = request.POST.get("select_across") == "1"
+    selected = request.POST.getlist(ACTION_CHECKBOX_NAME)
+    audit.record(
+        audit.bulk_entry(
+            request.POST.get("action", ""),
+            queryset.model._meta.model_name or "",
+            user=request.user,
+            filter={"query": request.GET.dict()} if across else {"selected": selected},
+            count=done,
+            refused=len(refused),
+        )
+    )
     if done:
         modeladmin.message_user(request, f"{verb}: {done}", messages.SUCCESS)
     for line in refused[:20]:

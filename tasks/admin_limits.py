@@ -44,6 +44,7 @@ class LimitKeyAdmin(admin.ModelAdmin):
             return
         obj.declared = True
         super().save_model(request, obj, form, change)
+        limits.record_created(self.kind, obj)  # in the admin's transaction
 
 
 @admin.register(ConcurrencyKey)

@@ -10,6 +10,7 @@ from django.db import models
 from django.db.models import Q
 
 from tasks import resources as quantities
+from tasks.audit_log import AuditEntry  # noqa: F401 (a model of this app)
 from tasks.ids import idempotency_key, uuid7
 from tasks.storage import ExecutableField
 
