@@ -20,6 +20,9 @@ call. The scheduler, workers and reviewer record nothing: they act on their own.
     cancel_run      run                         run_actions.cancel_run
     retry           run                         run_actions.retry_run
     taskset_apply   taskset                     tasksets.apply_taskset (what it changed)
+    rotate          calendar_feed               feed_tokens.rotate (the token itself never)
+    delete          task, run, notification,    the admin, an operator's delete
+                    concurrency_key, rate_key
     bulk_<verb>     task, run                   the admin's actions on selected rows (admin.py)
                                                 and on all rows matching a filter (admin_bulk.py):
                                                 the filter and the count, beside each row's own
@@ -55,6 +58,7 @@ ACTIONS = (
     "cancel_run",
     "retry",
     "taskset_apply",
+    "rotate",
     # The admin's actions on many rows, one entry for all (beside each row's own entry).
     "bulk_pause",
     "bulk_resume",
@@ -63,18 +67,30 @@ ACTIONS = (
     "bulk_cancel",
     "bulk_retry",
 )
-OBJECT_TYPES = ("task", "run", "calendar", "channel", "concurrency_key", "rate_key", "taskset")
+OBJECT_TYPES = (
+    "task",
+    "run",
+    "calendar",
+    "channel",
+    "concurrency_key",
+    "rate_key",
+    "taskset",
+    "calendar_feed",
+    "notification",
+)
 
 USER_AGENT_MAX = 500  # characters kept of a user agent
 
 
 @dataclass
 class Actor:
-    """Who is acting in this request: read when an entry is recorded, after authentication."""
+    """Who is acting: a request (its user read when an entry is recorded, after
+    authentication), or a command line by `name`."""
 
     request: HttpRequest | None = None
     service_account: str = ""
     token_id: str = ""
+    name: str = ""
 
 
 _actor: ContextVar[Actor | None] = ContextVar("audit_actor", default=None)
@@ -122,6 +138,10 @@ class Entry:
     object_name: str = ""
     owner_id: int | None = None
     changes: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.action not in ACTIONS or self.object_type not in OBJECT_TYPES:
+            raise ValueError(f"not in the audit vocabulary: {self.action} {self.object_type}")
 
 
 def entry(action: str, object_type: str, obj: Any, changes: dict[str, Any] | None = None) -> Entry:
@@ -196,6 +216,7 @@ def _who() -> dict[str, Any]:
     who: dict[str, Any] = {
         "service_account": actor.service_account,
         "token_id": actor.token_id,
+        "actor_name": actor.name,
     }
     request = actor.request
     if request is None:

@@ -21,7 +21,10 @@ from tasks.audit_log import AuditEntry
 
 
 class AuditEntrySerializer(serializers.ModelSerializer):
-    actor = serializers.SerializerMethodField(help_text="Who acted; null for the system.")
+    actor = serializers.SerializerMethodField(
+        help_text="Who acted: a user (`id` null for a command line), a service account and its "
+        "token; null outside any request or command."
+    )
     object = serializers.SerializerMethodField(help_text="What was acted on.")
     changes = serializers.JSONField(
         help_text="An update's {field: [before, after]}; a bulk action's filter and count; "
@@ -42,7 +45,7 @@ class AuditEntrySerializer(serializers.ModelSerializer):
         ]
 
     def get_actor(self, entry: AuditEntry) -> dict | None:
-        if entry.actor_id is None and not entry.service_account:
+        if entry.actor_id is None and not entry.actor_name and not entry.service_account:
             return None
         return {
             "id": entry.actor_id,

@@ -173,7 +173,7 @@ def update_tasks(*, changes: list[tuple[Task, dict]], now: datetime) -> list[Tas
         tasks = [task for task, data in changing if data]
         datas = [data for _, data in changing if data]
         keys_known: dict = {}  # limit keys resolved, per owner
-        before = [task_fields.body_of(task, shown=False) for task in tasks]
+        before = [_audited(task) for task in tasks]
         for task, data in zip(tasks, datas, strict=True):
             apply_fields(task, data)
             limits.resolve_task_keys(task, data, keys_known.setdefault(task.owner_id, {}))
@@ -191,10 +191,8 @@ def update_tasks(*, changes: list[tuple[Task, dict]], now: datetime) -> list[Tas
             task.updated_at = written
         Task.objects.bulk_update(tasks, _written_fields(datas), batch_size=500)
         audit.record_all(
-            audit.entry(
-                "update", "task", task, audit.diff(was, task_fields.body_of(task, shown=False))
-            )
-            for task, was in zip(tasks, before, strict=True)
+            audit.entry("update", "task", task, audit.diff(was, _audited(task, data)))
+            for task, data, was in zip(tasks, datas, before, strict=True)
         )
         expectations.sync([t for t, d in zip(tasks, datas, strict=True) if "expect" in d], now=now)
         _update_runs(tasks, lambda t: {"priority": t.priority, "max_attempts": t.max_attempts})
@@ -206,6 +204,14 @@ def update_tasks(*, changes: list[tuple[Task, dict]], now: datetime) -> list[Tas
             if task.status == Task.Status.ACTIVE:
                 plan_now(task, now=now)
     return locked
+
+
+def _audited(task: Task, data: dict | None = None) -> dict:
+    """What the audit log compares of a task: its body as stored, and the executable's name as
+    uploaded (a new upload is a change even under the same name: its bytes are not compared)."""
+    upload = (data or {}).get("executable")
+    name = task.executable_name if upload is None else f"{getattr(upload, 'name', '')} (uploaded)"
+    return {**task_fields.body_of(task, shown=False), "executable": name}
 
 
 def _requests_changed(data: dict) -> bool:

@@ -10,6 +10,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from tasks.audit_log import AuditEntry
+from tasks.models import ConcurrencyKey
 from tests.factories import RunFactory, TaskFactory, UserFactory
 from tests.tasks.test_admin_forms_members import page_values
 
@@ -97,6 +98,21 @@ def test_an_operators_delete_is_recorded(client) -> None:
         "doomed",
         task.owner_id,
         "root",
+    )
+
+
+def test_an_operators_delete_of_a_limit_key_names_its_kind(client) -> None:
+    client.force_login(UserFactory(username="root", is_staff=True, is_superuser=True))
+    key = ConcurrencyKey.objects.create(name="warehouse-db", max_running=2)
+    url = reverse("admin:tasks_concurrencykey_delete", args=[key.pk])
+
+    assert client.post(url, {"post": "yes"}).status_code == 302
+
+    [deleted] = AuditEntry.objects.filter(action="delete")
+    assert (deleted.object_type, deleted.object_name, deleted.owner_id) == (
+        "concurrency_key",
+        "warehouse-db",
+        None,
     )
 
 

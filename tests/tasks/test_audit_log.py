@@ -115,3 +115,10 @@ def test_the_reviewers_pass_prunes_the_log() -> None:
     assert Command().prune() is False  # nothing more waiting
     assert list(AuditEntry.objects.values_list("pk", flat=True)) == [young.pk]
     assert not AuditEntry.objects.filter(pk=old.pk).exists()
+
+
+def test_an_action_or_object_outside_the_vocabulary_is_refused() -> None:
+    with pytest.raises(ValueError, match="vocabulary"):
+        audit.Entry(action="explode", object_type="task", object_id="x")
+    with pytest.raises(ValueError, match="vocabulary"):
+        audit.Entry(action="pause", object_type="spaceship", object_id="x")

@@ -3,7 +3,10 @@ user agent and what changed; a user reads the entries of their own objects, oper
 
 from __future__ import annotations
 
+import io
+
 import pytest
+from django.core.management import call_command
 from django.utils import timezone
 from rest_framework.test import APIClient
 
@@ -172,6 +175,33 @@ def test_a_rolled_back_apply_leaves_no_entry(api) -> None:
     assert response.status_code == 409, response.content
     assert not Task.objects.filter(taskset_key="backup").exists()
     assert AuditEntry.objects.count() == recorded
+
+
+def test_the_seed_routes_the_batch_and_a_feed_rotation_are_recorded(api, user) -> None:
+    seeded = api.post("/task", {**HANDLER, "schedule": "*/5 * * * *"}, format="json", **FROM)
+    assert seeded.status_code == 201, seeded.content
+    batch = {"tasks": [{**HANDLER, "name": "a"}, {**HANDLER, "name": "b"}]}
+    assert api.post("/api/v1/tasks/batch", batch, format="json").status_code == 201
+    assert api.post("/api/v1/calendar-feed/rotate").status_code == 200
+
+    rotated, *created = log(api)
+    assert (rotated["action"], rotated["object"]["type"]) == ("rotate", "calendar_feed")
+    assert rotated["changes"] == {}  # the token is never in the log
+    assert [(e["action"], e["object"]["name"]) for e in created][:2] == [
+        ("create", "b"),
+        ("create", "a"),
+    ]
+    assert created[2]["user_agent"] == "audit-test/1.0" and created[2]["action"] == "create"
+
+
+def test_the_operators_command_line_names_itself(api) -> None:
+    task = create(api)
+    call_command("ops", "pausetask", task["id"], stdout=io.StringIO())
+
+    [paused] = log(api, action="pause")
+    assert paused["actor"]["id"] is None
+    assert paused["actor"]["username"].startswith("manage.py ops (")
+    assert (paused["client_address"], paused["user_agent"]) == (None, "")
 
 
 def test_a_user_reads_their_own_objects_entries_and_an_operator_all(api, other_api) -> None:
