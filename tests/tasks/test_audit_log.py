@@ -12,6 +12,7 @@ from django.test import override_settings
 from django.utils import timezone
 
 from reviewers import retention
+from reviewers.checks import check_retention
 from reviewers.management.commands.runreviewer import Command
 from tasks import audit
 from tasks.audit_log import AuditEntry
@@ -122,3 +123,10 @@ def test_an_action_or_object_outside_the_vocabulary_is_refused() -> None:
         audit.Entry(action="explode", object_type="task", object_id="x")
     with pytest.raises(ValueError, match="vocabulary"):
         audit.Entry(action="pause", object_type="spaceship", object_id="x")
+
+
+def test_a_negative_retention_is_refused_at_startup(settings) -> None:
+    settings.REVIEWERS_AUDIT_RETENTION_DAYS = -1
+    assert [e.id for e in check_retention(None)] == ["reviewers.E003"]
+    settings.REVIEWERS_AUDIT_RETENTION_DAYS = 0  # keep forever
+    assert check_retention(None) == []

@@ -226,6 +226,8 @@ def test_filters_by_actor_action_and_time_and_refuses_a_bad_one(api, user) -> No
 
     bad = api.get("/api/v1/audit", {"action": "explode"})
     assert bad.status_code == 400 and "action" in bad.json()
+    bad = api.get("/api/v1/audit", {"after": "yesterday"})
+    assert bad.status_code == 400 and "after" in bad.json()
     paged = api.get("/api/v1/audit", {"page_size": 1}).json()
     assert (paged["count"], len(paged["results"])) == (2, 1)
 
