@@ -10,7 +10,8 @@ call. The scheduler, workers and reviewer record nothing: they act on their own.
                     concurrency_key, rate_key   notifications.services
     update          the same                    lifecycle.update_tasks (a field diff), calendars,
                                                 limits.set_limits, notifications.services
-    delete          calendar, channel, taskset  calendars.delete_calendar, the channel view,
+    delete          calendar, channel, taskset  calendars.delete_calendar,
+                                                notifications.services.delete_channel,
                                                 tasksets.delete_taskset
     cancel          task                        lifecycle.cancel_tasks
     pause, resume   task                        lifecycle.pause_task, resume_task
@@ -29,7 +30,8 @@ call. The scheduler, workers and reviewer record nothing: they act on their own.
 
 Who acts comes from `AuditContextMiddleware` (one per request, in a contextvar): the signed-in
 user as DRF or the session authenticated them, the client address and the user agent. An
-authentication class that signs a service account in calls `note_token`.
+authentication class that signs a service account in calls `note_token`; a command line sets
+its own actor with `acting` (`manage.py ops`). With no actor set, an entry names nobody.
 """
 
 from __future__ import annotations
