@@ -36,6 +36,8 @@ its own actor with `acting` (`manage.py ops`). With no actor set, an entry names
 
 from __future__ import annotations
 
+import ipaddress
+import json
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -43,9 +45,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.contrib.auth.models import AnonymousUser
+from django.core.serializers.json import DjangoJSONEncoder
+from django.db import connection
 from django.http import HttpRequest, HttpResponse
 
-from tasks.audit_log import AuditEntry
+from scheduler_project.sql import queries
 
 ACTIONS = (
     "create",
@@ -82,6 +86,8 @@ OBJECT_TYPES = (
 )
 
 USER_AGENT_MAX = 500  # characters kept of a user agent
+
+SQL = queries("tasks", "audit.sql")
 
 
 @dataclass
@@ -183,8 +189,8 @@ def diff(before: dict[str, Any], after: dict[str, Any]) -> dict[str, list[Any]]:
 
 
 def record(*entries: Entry) -> None:
-    """Record `entries` as done by the current actor, in one INSERT. Call inside the
-    transaction of the change, so that it commits or rolls back with it."""
+    """Record `entries` as done by the current actor, in one INSERT (`audit.sql`). Call inside
+    the transaction of the change, so that it commits or rolls back with it."""
     record_all(entries)
 
 
@@ -193,32 +199,30 @@ def record_all(entries: Iterable[Entry]) -> None:
     rows = list(entries)
     if not rows:
         return
-    who = _who()
-    AuditEntry.objects.bulk_create(
-        [
-            AuditEntry(
-                **who,
-                action=one.action,
-                object_type=one.object_type,
-                object_id=one.object_id,
-                object_name=one.object_name,
-                owner_id=one.owner_id,
-                changes=one.changes,
-            )
-            for one in rows
-        ],
-        batch_size=1000,
-    )
+    with connection.cursor() as cursor:
+        cursor.execute(
+            SQL["insert"],
+            {
+                **_who(),
+                "actions": [one.action for one in rows],
+                "object_types": [one.object_type for one in rows],
+                "object_ids": [one.object_id for one in rows],
+                "object_names": [one.object_name for one in rows],
+                "owner_ids": [one.owner_id for one in rows],
+                "changes": [json.dumps(one.changes, cls=DjangoJSONEncoder) for one in rows],
+            },
+        )
 
 
 def _who() -> dict[str, Any]:
-    actor = _actor.get()
-    if actor is None:
-        return {}
+    actor = _actor.get() or Actor()
     who: dict[str, Any] = {
+        "actor_id": None,
+        "actor_name": actor.name,
         "service_account": actor.service_account,
         "token_id": actor.token_id,
-        "actor_name": actor.name,
+        "client_address": None,
+        "user_agent": "",
     }
     request = actor.request
     if request is None:
@@ -227,6 +231,15 @@ def _who() -> dict[str, Any]:
     if user is not None and not isinstance(user, AnonymousUser) and user.pk is not None:
         who["actor_id"] = user.pk
         who["actor_name"] = user.get_username()
-    who["client_address"] = request.META.get("REMOTE_ADDR") or None
+    who["client_address"] = _address(request.META.get("REMOTE_ADDR", ""))
     who["user_agent"] = request.META.get("HTTP_USER_AGENT", "")[:USER_AGENT_MAX]
     return who
+
+
+def _address(value: str) -> str | None:
+    # What the server says, when it is an address (a unix socket gives none): never a value
+    # that would make the entry's INSERT, and so the change, fail.
+    try:
+        return str(ipaddress.ip_address(value))
+    except ValueError:
+        return None
