@@ -3,12 +3,14 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import admin, messages
+from django.db import transaction
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from notifications import services
 from notifications.admin_add import ChannelAdd
 from notifications.models import Channel, Notification
+from tasks import audit
 from tasks.admin_notify import register_channel_choices
 from tasks.admin_scope import OwnedAdmin
 from tasks.db import db_now
@@ -62,7 +64,19 @@ class NotificationAdmin(OwnedAdmin):
     @admin.action(description="Resend the selected notifications now")
     def resend(self, request: HttpRequest, queryset: QuerySet[Notification]) -> None:
         ids = list(queryset.values_list("id", flat=True))
-        count = services.resend(ids=ids, now=db_now())
+        with transaction.atomic():
+            count = services.resend(ids=ids, now=db_now())
+            selected = {"selected": [str(pk) for pk in ids]}
+            audit.record(
+                audit.bulk_entry(
+                    "resend",
+                    "notification",
+                    user=request.user,
+                    filter=selected,
+                    count=count,
+                    refused=len(ids) - count,
+                )
+            )
         self.message_user(request, f"{count} notification(s) queued again.", messages.SUCCESS)
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Notification]:

@@ -24,6 +24,7 @@ call. The scheduler, workers and reviewer record nothing: they act on their own.
     rotate          calendar_feed               feed_tokens.rotate (the token itself never)
     delete          task, run, notification,    the admin, an operator's delete
                     concurrency_key, rate_key
+    bulk_resend     notification                the admin's resend (notifications/admin.py)
     bulk_<verb>     task, run                   the admin's actions on selected rows (admin.py)
                                                 and on all rows matching a filter (admin_bulk.py):
                                                 the filter and the count, beside each row's own
@@ -72,6 +73,7 @@ ACTIONS = (
     "bulk_skip_next",
     "bulk_cancel",
     "bulk_retry",
+    "bulk_resend",
 )
 OBJECT_TYPES = (
     "task",
