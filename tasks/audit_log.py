@@ -17,7 +17,7 @@ from django.db.models.functions import Now
 
 class AuditEntry(models.Model):
     id = models.BigAutoField(primary_key=True)
-    # The change's transaction's time: every entry of one change has the same.
+    # When the change was recorded, inside its transaction (Now() is statement_timestamp()).
     at = models.DateTimeField(db_default=Now())
     # Who: a person (`actor`, kept by name too), or a service account and the token it used.
     # No constraint: the entry outlives the user.

@@ -32,7 +32,7 @@ ALTER TABLE tasks_auditentry ENABLE ALWAYS TRIGGER audit_append_only;
 -- The entries of one change, all by one actor: one row per element of the arrays, in their
 -- order: a batch of 1,000 tasks is one statement of about 20 ms (the ORM's bulk_create of as
 -- many rows took about 250 ms, as long as creating the tasks). `at` is the column's default,
--- the transaction's time.
+-- the statement's time.
 -- name: insert
 INSERT INTO tasks_auditentry (
     actor_id, actor_name, service_account, token_id, client_address, user_agent,
