@@ -3,12 +3,14 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import admin, messages
+from django.db import transaction
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from notifications import services
 from notifications.admin_add import ChannelAdd
 from notifications.models import Channel, Notification
+from tasks import audit
 from tasks.admin.notify import register_channel_choices
 from tasks.admin_scope import OwnedAdmin
 from tasks.db import db_now
@@ -30,6 +32,19 @@ class ChannelAdmin(ChannelAdd, OwnedAdmin):
     def has_secret(self, channel: Channel) -> bool:
         return bool(channel.secret_config)
 
+    def save_model(self, request: HttpRequest, obj: Channel, form: Any, change: bool) -> None:
+        # A change (adding is add_view's), recorded in the admin's transaction.
+        was = services.shown(Channel.objects.get(pk=obj.pk))
+        super().save_model(request, obj, form, change)
+        services.record_change(obj, was)
+
+    def delete_model(self, request: HttpRequest, obj: Channel) -> None:
+        services.delete_channel(channel=obj)
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Channel]) -> None:
+        for channel in queryset.order_by("pk"):
+            services.delete_channel(channel=channel)
+
 
 @admin.register(Notification)
 class NotificationAdmin(OwnedAdmin):
@@ -49,7 +64,19 @@ class NotificationAdmin(OwnedAdmin):
     @admin.action(description="Resend the selected notifications now")
     def resend(self, request: HttpRequest, queryset: QuerySet[Notification]) -> None:
         ids = list(queryset.values_list("id", flat=True))
-        count = services.resend(ids=ids, now=db_now())
+        with transaction.atomic():
+            count = services.resend(ids=ids, now=db_now())
+            selected = {"selected": [str(pk) for pk in ids]}
+            audit.record(
+                audit.bulk_entry(
+                    "resend",
+                    "notification",
+                    user=request.user,
+                    filter=selected,
+                    count=count,
+                    refused=len(ids) - count,
+                )
+            )
         self.message_user(request, f"{count} notification(s) queued again.", messages.SUCCESS)
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Notification]:

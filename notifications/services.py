@@ -21,6 +21,7 @@ from notifications.messages import build_message
 from notifications.models import Channel, Notification
 from notifications.transports.base import TransportError, TransportSettings, get_transport
 from scheduler_project.sql import queries
+from tasks import audit
 from tasks.models import Attempt
 from tasks.outbox import NOTIFICATION_CHANNEL
 
@@ -220,16 +221,42 @@ def create_channel(*, owner: Any, data: dict[str, Any]) -> Channel:
         if field in data:
             setattr(channel, field, data[field])
     _apply_config(channel, data["config"])
-    channel.save()
+    with transaction.atomic():
+        channel.save()
+        audit.record(audit.entry("create", "channel", channel))
     return channel
+
+
+def shown(channel: Channel) -> dict[str, Any]:
+    """What the audit log shows of a channel: its fields and public config, never a secret."""
+    fields = {field: getattr(channel, field) for field in CHANNEL_FIELDS}
+    return {**fields, "owner": channel.owner_id, "config": channel.config}
+
+
+def record_change(channel: Channel, was: dict[str, Any], *, secret_changed: bool = False) -> None:
+    """The audit entry of a change of `channel` (saved) from `was` (`shown` before)."""
+    changes: dict[str, Any] = audit.diff(was, shown(channel))
+    if secret_changed:
+        changes["secret_changed"] = [None, True]
+    audit.record(audit.entry("update", "channel", channel, changes))
 
 
 def update_channel(*, channel: Channel, data: dict[str, Any]) -> Channel:
     """Apply a validated PATCH; a changed configuration is re-encrypted with the current key."""
+    was, secret = shown(channel), channel.secret_config
     for field in CHANNEL_FIELDS:
         if field in data:
             setattr(channel, field, data[field])
     if "config" in data:
         _apply_config(channel, data["config"])
-    channel.save()
+    with transaction.atomic():
+        channel.save()
+        record_change(channel, was, secret_changed=channel.secret_config != secret)
     return channel
+
+
+def delete_channel(*, channel: Channel) -> None:
+    """Delete the channel and its delivery log; tasks naming it simply stop notifying it."""
+    with transaction.atomic():
+        audit.record(audit.entry("delete", "channel", channel))
+        channel.delete()

@@ -19,6 +19,13 @@ def check_retention(app_configs: Any, **kwargs: Any) -> list[checks.CheckMessage
                     id="reviewers.E001",
                 )
             )
+    if settings.REVIEWERS_AUDIT_RETENTION_DAYS < 0:
+        errors.append(
+            checks.Error(
+                "REVIEWERS_AUDIT_RETENTION_DAYS must be 0 (keep forever) or more.",
+                id="reviewers.E003",
+            )
+        )
     if settings.REVIEWERS_PRUNE_BATCH_SIZE < 1:
         errors.append(
             checks.Error("REVIEWERS_PRUNE_BATCH_SIZE must be at least 1.", id="reviewers.E002")

@@ -1,7 +1,8 @@
 """Retention: delete history past its window in small batches that never wait on a lock.
 
 Runs are kept per final status (REVIEWERS_RETENTION_DAYS_<STATUS>, ten years by default); their
-attempts and notifications go with them. Process rows and dashboard samples are kept for days.
+attempts and notifications go with them. Process rows and dashboard samples are kept for days,
+the audit log for REVIEWERS_AUDIT_RETENTION_DAYS (a year by default).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from datetime import timedelta
 
 from django.db import connection, transaction
 
+from tasks.audit_log import AuditEntry
 from tasks.db import db_now
 from tasks.models import TERMINAL_STATUSES, Process, QueueSample, Run
 
@@ -67,3 +69,32 @@ def prune_queue_samples(*, older_than_days: int) -> int:
     cutoff = db_now() - timedelta(days=older_than_days)
     deleted, _ = QueueSample.objects.filter(minute__lt=cutoff).delete()
     return deleted
+
+
+def prune_audit_entries(*, older_than_days: int, batch: int) -> int:
+    """Delete up to `batch` audit entries older than `older_than_days` (0: none, ever), oldest
+    first; returns how many.
+
+    The log's trigger (tasks/sql/audit.sql) refuses every DELETE unless the transaction declares
+    the retention it applies: this declares `older_than_days` (a transaction-local setting)
+    and deletes only what is past it by the same clock the trigger reads. Entries are never
+    updated, so no lock is waited on; two reviewers may both delete a row, the second finds
+    it gone.
+    """
+    if older_than_days < 1:
+        return 0
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT set_config('scheduler.audit_retention_days', %s, true),"
+            " transaction_timestamp() - make_interval(days => %s)",
+            [str(older_than_days), older_than_days],
+        )
+        cutoff = cursor.fetchone()[1]
+        ids = list(
+            AuditEntry.objects.filter(at__lt=cutoff)
+            .order_by("at", "id")
+            .values_list("id", flat=True)[:batch]
+        )
+        if ids:
+            AuditEntry.objects.filter(id__in=ids).delete()
+    return len(ids)

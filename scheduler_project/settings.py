@@ -173,6 +173,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     # Times shown to a signed-in user are in their chosen zone (accounts/preferences.py).
     "accounts.preferences.ViewerZoneMiddleware",
+    # Who acts, from where: the audit log's context for this request (tasks/audit.py).
+    "tasks.audit.AuditContextMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     *(["scheduler_project.routers.ReplicaReadMiddleware"] if replica_url else []),
@@ -438,6 +440,9 @@ REVIEWERS_PRUNE_BATCH_SIZE = env_int("REVIEWERS_PRUNE_BATCH_SIZE", 1000)
 REVIEWERS_PRUNE_INTERVAL_SECONDS = env_float("REVIEWERS_PRUNE_INTERVAL_SECONDS", 60.0)
 REVIEWERS_PROCESS_RETENTION_DAYS = env_int("REVIEWERS_PROCESS_RETENTION_DAYS", 7)
 REVIEWERS_SAMPLE_RETENTION_DAYS = env_int("REVIEWERS_SAMPLE_RETENTION_DAYS", 30)
+# The audit log's entries older than this are pruned (docs/security.md, "Audit log"); 0 keeps
+# them forever.
+REVIEWERS_AUDIT_RETENTION_DAYS = env_int("REVIEWERS_AUDIT_RETENTION_DAYS", 365)
 
 # --- Notifications (docs/notifications.md) ----------------------------------------------------
 # Workers run a delivery thread; set false to deliver only from `manage.py runnotifier`.

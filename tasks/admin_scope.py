@@ -17,12 +17,31 @@ from django.contrib import admin
 from django.db.models import QuerySet
 from django.http import Http404, HttpRequest
 
+from tasks import audit
+
 
 def is_operator(user: Any) -> bool:
     return bool(user.is_active and user.is_staff)
 
 
-class OwnedAdmin(admin.ModelAdmin):
+class AuditedDeletes(admin.ModelAdmin):
+    """An operator's deletes, recorded in the audit log in the admin's transaction (an admin
+    whose delete goes through a transition overrides `delete_model` and records there)."""
+
+    def audit_type(self) -> str:
+        return self.model._meta.model_name or ""
+
+    def delete_model(self, request: HttpRequest, obj: Any) -> None:
+        audit.record(audit.entry("delete", self.audit_type(), obj))
+        super().delete_model(request, obj)
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet) -> None:
+        kind = self.audit_type()
+        audit.record_all(audit.entry("delete", kind, obj) for obj in queryset.order_by("pk"))
+        super().delete_queryset(request, queryset)
+
+
+class OwnedAdmin(AuditedDeletes):
     """A model admin whose rows belong to `owner_path` (a user, through a lookup path)."""
 
     owner_path = "owner"

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import secrets
 
-from django.db import connection
+from django.db import connection, transaction
 
 from scheduler_project.sql import queries
+from tasks import audit
 from tasks.models import CalendarFeed
 
 TOKEN_BYTES = 32  # 256 random bits, 43 URL-safe characters
@@ -45,9 +46,13 @@ def token_for(owner_id: int) -> str:
 def rotate(owner_id: int) -> str:
     """A new token for the owner, replacing the old one in one statement: from its commit on,
     the old token finds nothing."""
-    with connection.cursor() as cursor:
+    with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(SQL["rotate"], {"owner": owner_id, "token": new_token()})
-        return cursor.fetchone()[0]
+        token = cursor.fetchone()[0]
+        audit.record(
+            audit.Entry("rotate", "calendar_feed", str(owner_id), "calendar feed", owner_id)
+        )
+        return token
 
 
 def owner_of(token: str) -> int | None:

@@ -11,6 +11,7 @@ from django.db.models import Q
 
 from tasks import resources as quantities
 from tasks.admission import WAIT_KINDS
+from tasks.audit_log import AuditEntry  # noqa: F401 (a model of this app)
 from tasks.events import SKIP_KINDS
 from tasks.ids import idempotency_key, uuid7
 from tasks.storage import ExecutableField

@@ -4,6 +4,7 @@ refresh token), every call with a timeout, API errors as ApiError with the field
 from __future__ import annotations
 
 from collections.abc import Iterator
+from importlib import metadata
 from typing import Any
 
 import requests
@@ -11,6 +12,16 @@ import requests
 from schedctl.config import Settings
 
 TIMEOUT_SECONDS = 30
+
+
+def user_agent() -> str:
+    """`schedctl/<version> python-requests/<version>`: the service's audit log shows which
+    changes came from the command line."""
+    try:
+        version = metadata.version("schedctl")
+    except metadata.PackageNotFoundError:  # run from a checkout, not installed
+        version = "dev"
+    return f"schedctl/{version} {requests.utils.default_user_agent()}"
 
 
 class ApiError(Exception):
@@ -50,6 +61,7 @@ class Client:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.session = requests.Session()
+        self.session.headers["User-Agent"] = user_agent()
         self._access = settings.token
 
     def _token(self) -> str | None:

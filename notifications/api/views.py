@@ -78,8 +78,7 @@ class ChannelDetailView(APIView):
 
     @extend_schema(responses={204: None, **ERRORS})
     def delete(self, request: Request, pk: Any) -> Response:
-        # Its delivery log goes with it; tasks naming it simply stop notifying it.
-        self.get_object(request, pk).delete()
+        services.delete_channel(channel=self.get_object(request, pk))
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 

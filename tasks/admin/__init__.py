@@ -1,5 +1,5 @@
 """The Django admin operators and users run the service from: tasks, runs, processes, limit
-keys, calendars (and the dashboard, tasks/admin_dashboard.py; who sees what is
+keys, calendars, the audit log (and the dashboard, tasks/admin_dashboard.py; who sees what is
 tasks/admin_scope.py). One module per page or model admin; importing the package registers them.
 """
 
@@ -8,6 +8,7 @@ from __future__ import annotations
 from django.contrib import admin
 
 from tasks.admin import (  # noqa: F401  (each registers its model admin)
+    audit,
     calendars,
     limits,
     process_admin,

@@ -6,9 +6,11 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from django.contrib import admin, messages
+from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
+from tasks import audit
 from tasks.db import db_now
 from tasks.exceptions import TasksError
 
@@ -25,6 +27,18 @@ def apply_each(
             done += 1
         except TasksError as exc:
             refused.append(f"{obj}: {exc.detail}")
+    across = request.POST.get("select_across") == "1"
+    selected = request.POST.getlist(ACTION_CHECKBOX_NAME)
+    audit.record(
+        audit.bulk_entry(
+            request.POST.get("action", ""),
+            queryset.model._meta.model_name or "",
+            user=request.user,
+            filter={"query": request.GET.dict()} if across else {"selected": selected},
+            count=done,
+            refused=len(refused),
+        )
+    )
     if done:
         modeladmin.message_user(request, f"{verb}: {done}", messages.SUCCESS)
     for line in refused[:20]:

@@ -23,6 +23,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 
+from tasks import audit
 from tasks.db import db_now
 from tasks.exceptions import TasksError
 from tasks.models import CLAIMABLE_STATUSES, Run, Task
@@ -201,6 +202,16 @@ class BulkMatching(admin.ModelAdmin):
                 continue
             self.log_change(request, obj, f"{bulk.done} (all {bulk.nouns} matching a filter)")
             changed += 1
+        audit.record(
+            audit.bulk_entry(
+                bulk.name,
+                self.model._meta.model_name or "",
+                user=request.user,
+                filter={"query": request.GET.dict(), "applies_to": bulk.nouns},
+                count=changed,
+                refused=refused,
+            )
+        )
         message = f"{bulk.done} {_plural(changed, bulk.noun, bulk.nouns)}."
         if refused:
             message += f" {refused} could not be {bulk.done.lower()} ({bulk.refusal})."

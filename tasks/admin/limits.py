@@ -11,11 +11,12 @@ from django.contrib import admin
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
+from tasks.admin_scope import AuditedDeletes
 from tasks.models import ConcurrencyKey, RateKey
 from tasks.transitions import limits
 
 
-class LimitKeyAdmin(admin.ModelAdmin):
+class LimitKeyAdmin(AuditedDeletes):
     kind: limits.Kind
     claimed: list[str]  # the columns claims keep on the key: shown, never saved from a form
     list_filter = ["declared", ("owner", admin.EmptyFieldListFilter)]
@@ -24,6 +25,9 @@ class LimitKeyAdmin(admin.ModelAdmin):
 
     def get_fields(self, request: HttpRequest, obj: Any = None) -> Any:
         return ["owner", "name", *self.kind.limits.values(), "declared", *self.claimed]
+
+    def audit_type(self) -> str:
+        return self.kind.key_field
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
         return limits.with_counts(self.kind, super().get_queryset(request))
@@ -44,6 +48,7 @@ class LimitKeyAdmin(admin.ModelAdmin):
             return
         obj.declared = True
         super().save_model(request, obj, form, change)
+        limits.record_created(self.kind, obj)  # in the admin's transaction
 
 
 @admin.register(ConcurrencyKey)

@@ -4,6 +4,7 @@ from django.urls import path
 from rest_framework_simplejwt.views import TokenObtainPairView, TokenRefreshView
 
 from tasks.api import calendar_feed, calendars, views
+from tasks.api.audit import AuditListView
 from tasks.api.backfill import TaskBackfillView
 from tasks.api.batch import TaskBatchCreateView
 from tasks.api.limit_views import CONCURRENCY_KEYS, RATE_LIMITS, key_urls
@@ -50,6 +51,7 @@ urlpatterns = [
     path("schedules/preview", views.SchedulePreviewView.as_view(), name="schedule-preview"),
     path("calendars", calendars.CalendarListCreateView.as_view(), name="calendar-list"),
     path("calendars/<uuid:pk>", calendars.CalendarDetailView.as_view(), name="calendar-detail"),
+    path("audit", AuditListView.as_view(), name="audit-list"),
 ]
 TASK_ACTIONS = {
     "pause": views.TaskActionView,

@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 from django.db import connection, transaction
 
 from scheduler_project.sql import queries
-from tasks import counters, events, occurrences, outbox, schedules
+from tasks import audit, counters, events, occurrences, outbox, schedules
 from tasks.db import RUN_DUE_CHANNEL, notify
 from tasks.exceptions import Conflict
 from tasks.ids import uuid7
@@ -79,6 +79,8 @@ def backfill(
         priority = _priority(task, priority)
         found = _occurrences(task, start=start, end=end, max_runs=max_runs)
         inserted = _insert(task, found, priority=priority, now=now)
+        changes = {"start": start, "end": end, "priority": priority, "runs": len(inserted)}
+        audit.record(audit.entry("backfill", "task", task, changes))
     excluded = sum(1 for _, status, _ in inserted if status == Run.Status.SKIPPED)
     return BackfillResult(
         created=len(inserted) - excluded, excluded=excluded, existing=len(found) - len(inserted)

@@ -9,6 +9,7 @@ from typing import Any
 from django.db import transaction
 from django.db.models import QuerySet
 
+from tasks import audit
 from tasks.exceptions import Conflict
 from tasks.models import Calendar, Task
 from tasks.transitions.lifecycle import replan_exclusions
@@ -28,8 +29,14 @@ def create_calendar(*, owner: Any, data: dict) -> Calendar:
     for field in FIELDS:
         if field in data:
             setattr(calendar, field, data[field])
-    calendar.save()
+    with transaction.atomic():
+        calendar.save()
+        audit.record(audit.entry("create", "calendar", calendar))
     return calendar
+
+
+def _fields(calendar: Calendar) -> dict[str, Any]:
+    return {field: getattr(calendar, field) for field in FIELDS}
 
 
 def update_calendar(*, calendar: Calendar, data: dict, now: datetime) -> Calendar:
@@ -37,10 +44,14 @@ def update_calendar(*, calendar: Calendar, data: dict, now: datetime) -> Calenda
     planned with half of it, and the (task, scheduled_at) key keeps every occurrence single."""
     with transaction.atomic():
         calendar = Calendar.objects.select_for_update().get(pk=calendar.pk)
+        was = _fields(calendar)
         for field in FIELDS:
             if field in data:
                 setattr(calendar, field, data[field])
         calendar.save()
+        audit.record(
+            audit.entry("update", "calendar", calendar, audit.diff(was, _fields(calendar)))
+        )
         # Locked in id order, like every multi-task change, so two changes cannot deadlock.
         for task in tasks_using(calendar).select_for_update().order_by("pk"):
             replan_exclusions(task=task, now=now)
@@ -55,4 +66,5 @@ def delete_calendar(*, calendar: Calendar) -> None:
         if using:
             named = ", ".join(f"{pk} ({name})" if name else str(pk) for pk, name in using)
             raise Conflict(f"the calendar is used by tasks: {named}")
+        audit.record(audit.entry("delete", "calendar", calendar))
         calendar.delete()

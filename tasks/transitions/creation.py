@@ -10,7 +10,7 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import QuerySet
 
-from tasks import expectations, occurrences, schedules, task_fields
+from tasks import audit, expectations, occurrences, schedules, task_fields
 from tasks.db import RUN_DUE_CHANNEL, TASK_CHANGED_CHANNEL, notify
 from tasks.exclusions import CalendarData
 from tasks.models import Run, Task
@@ -104,6 +104,7 @@ def create_task(*, owner: Any, data: dict, now: datetime) -> tuple[Task, bool]:
             task.save()
             expectations.sync([task], now=now)
             plan_now(task, now=now)
+            audit.record(audit.entry("create", "task", task))
     except IntegrityError:
         if dedup_key:
             existing = holding_dedup_key(owner).filter(dedup_key=dedup_key).first()
@@ -153,6 +154,7 @@ def create_tasks(*, owner: Any, items: list[dict], now: datetime) -> list[Task]:
             runs.extend(occurrences.advance(task, now=now, horizon=horizon, calendars=calendars))
         Task.objects.bulk_create(new_tasks)
         expectations.sync(new_tasks, now=now)
+        audit.record_all(audit.entry("create", "task", task) for task in new_tasks)
         Run.objects.bulk_create(runs)
         if runs:
             notify(RUN_DUE_CHANNEL)

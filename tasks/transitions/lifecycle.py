@@ -16,7 +16,7 @@ from django.db.models import Q, Value
 from django.db.models.functions import Least
 from django.utils import timezone
 
-from tasks import counters, events, expectations, outbox, schedules, task_fields
+from tasks import audit, counters, events, expectations, outbox, schedules, task_fields
 from tasks import occurrences as planning
 from tasks.db import RUN_DUE_CHANNEL, TASK_CHANGED_CHANNEL, notify
 from tasks.exceptions import Conflict
@@ -172,6 +172,7 @@ def update_tasks(*, changes: list[tuple[Task, dict]], now: datetime) -> list[Tas
         tasks = [task for task, data in changing if data]
         datas = [data for _, data in changing if data]
         keys_known: dict = {}  # limit keys resolved, per owner
+        before = [_audited(task) for task in tasks]
         for task, data in zip(tasks, datas, strict=True):
             apply_fields(task, data)
             limits.resolve_task_keys(task, data, keys_known.setdefault(task.owner_id, {}))
@@ -188,6 +189,10 @@ def update_tasks(*, changes: list[tuple[Task, dict]], now: datetime) -> list[Tas
         for task in tasks:
             task.updated_at = written
         Task.objects.bulk_update(tasks, _written_fields(datas), batch_size=500)
+        audit.record_all(
+            audit.entry("update", "task", task, audit.diff(was, _audited(task, data)))
+            for task, data, was in zip(tasks, datas, before, strict=True)
+        )
         expectations.sync([t for t, d in zip(tasks, datas, strict=True) if "expect" in d], now=now)
         _update_runs(tasks, lambda t: {"priority": t.priority, "max_attempts": t.max_attempts})
         requested = [t for t, d in zip(tasks, datas, strict=True) if _requests_changed(d)]
@@ -198,6 +203,14 @@ def update_tasks(*, changes: list[tuple[Task, dict]], now: datetime) -> list[Tas
             if task.status == Task.Status.ACTIVE:
                 plan_now(task, now=now)
     return locked
+
+
+def _audited(task: Task, data: dict | None = None) -> dict:
+    """What the audit log compares of a task: its body as stored, and the executable's name as
+    uploaded (a new upload is a change even under the same name: its bytes are not compared)."""
+    upload = (data or {}).get("executable")
+    name = task.executable_name if upload is None else f"{getattr(upload, 'name', '')} (uploaded)"
+    return {**task_fields.body_of(task, shown=False), "executable": name}
 
 
 def _requests_changed(data: dict) -> bool:
@@ -249,6 +262,7 @@ def pause_task(*, task: Task, now: datetime) -> Task:
         task.paused_at = now
         fields = ["status", "next_unplanned_at", "runs_planned", "paused_at", "updated_at"]
         task.save(update_fields=fields)
+        audit.record(audit.entry("pause", "task", task))
     return task
 
 
@@ -263,6 +277,7 @@ def resume_task(*, task: Task, now: datetime) -> Task:
         task.resumed_at = now
         task.save(update_fields=["status", "resumed_at", "updated_at"])
         plan_now(task, now=now)
+        audit.record(audit.entry("resume", "task", task))
         # Paused with nothing left to plan (its last run was in flight): nothing will finish
         # after this to complete the task, so it is completed here when nothing is unfinished.
         _complete_if_done(task)
@@ -303,6 +318,10 @@ def cancel_tasks(*, tasks: list[Task], force: bool, now: datetime) -> list[Task]
                 None,
                 written,
             )
+        audit.record_all(
+            audit.entry("cancel", "task", task, {"force": force} if running else None)
+            for task in locked
+        )
     return locked
 
 
@@ -321,6 +340,7 @@ def run_now(*, task: Task, now: datetime) -> Run:
             max_attempts=task.max_attempts,
             **task.requests,
         )
+        audit.record(audit.entry("run_now", "task", task, {"run": str(run.pk)}))
         notify(RUN_DUE_CHANNEL)
     return run
 
@@ -345,7 +365,7 @@ def skip_next(*, task: Task, now: datetime) -> Run:
                 skip_kind="request",
                 error=SKIPPED_ON_REQUEST,
             ):
-                _skipped(run)
+                _skipped(task, run)
                 _complete_if_done(task)
                 run.refresh_from_db()
                 return run
@@ -364,7 +384,7 @@ def skip_next(*, task: Task, now: datetime) -> Run:
             skip_kind="request",
             error=SKIPPED_ON_REQUEST,
         )
-        _skipped(run)
+        _skipped(task, run)
         task.runs_planned += 1
         following = schedules.fire_times(
             task.schedule, after=task.next_unplanned_at, days_off=_days_off(task)
@@ -379,8 +399,14 @@ def skip_next(*, task: Task, now: datetime) -> Run:
     return run
 
 
-def _skipped(run: Run) -> None:
-    # The outbox's `skipped` and the count of skips by reason, in the skipping transaction.
+def _skipped(task: Task, run: Run) -> None:
+    # The outbox's `skipped`, the count of skips by reason and the audit entry, in the skipping
+    # transaction.
+    audit.record(
+        audit.entry(
+            "skip_next", "task", task, {"run": str(run.pk), "scheduled_at": run.scheduled_at}
+        )
+    )
     outbox.enqueue(None, events=events.skip_events([(run.id, run.task_id, 0)]))
     with connection.cursor() as cursor:
         counters.count_skipped(

@@ -26,6 +26,7 @@ from django.db.models.expressions import RawSQL
 from django.db.models.functions import Coalesce, Now
 
 from scheduler_project.sql import queries
+from tasks import audit
 from tasks.models import CLAIMABLE_STATUSES, ConcurrencyKey, LimitKey, RateKey, Run, Task
 
 GLOBAL = "global"
@@ -148,14 +149,22 @@ def with_counts(kind: Kind, keys: QuerySet[Any]) -> QuerySet[Any]:
 def declare(*, kind: Kind, owner: Any, name: str, limits: dict, scope: str) -> tuple[Any, bool]:
     """Create (or set the limits of) a key, declared: its limits win over the tasks'."""
     columns = {column: limits[limit] for limit, column in kind.limits.items()}
-    key, created = kind.model.objects.get_or_create(
-        owner=None if scope == GLOBAL else owner,
-        name=name,
-        defaults={**columns, "declared": True},
-    )
-    if not created:
-        set_limits(kind, key, limits)
+    with transaction.atomic():
+        key, created = kind.model.objects.get_or_create(
+            owner=None if scope == GLOBAL else owner,
+            name=name,
+            defaults={**columns, "declared": True},
+        )
+        if created:
+            record_created(kind, key)
+        else:
+            set_limits(kind, key, limits)
     return key, created
+
+
+def record_created(kind: Kind, key: LimitKey) -> None:
+    """The audit entry of a key a person declared (the API, the admin)."""
+    audit.record(audit.entry("create", kind.key_field, key))
 
 
 def set_limits(kind: Kind, key: LimitKey, limits: dict, *, declared: bool = True) -> None:
@@ -163,9 +172,13 @@ def set_limits(kind: Kind, key: LimitKey, limits: dict, *, declared: bool = True
     declared from now on, or a task's, which changes a key not declared only (also when the
     two race)."""
     given = {name: limits.get(name, getattr(key, column)) for name, column in kind.limits.items()}
-    with connection.cursor() as cursor:
+    with transaction.atomic(), connection.cursor() as cursor:
         statement = queries("tasks", "limits.sql")[kind.set_limits]
         cursor.execute(statement, {"id": key.pk, "declared": declared, **given})
+        if declared:  # a person's change; a task's is recorded as the task's update
+            was = {name: getattr(key, column) for name, column in kind.limits.items()}
+            changes = audit.diff({**was, "declared": key.declared}, {**given, "declared": True})
+            audit.record(audit.entry("update", kind.key_field, key, changes))
 
 
 def hold_waiting_runs(kind: Kind, *, batch: int = HOLD_BATCH) -> int:

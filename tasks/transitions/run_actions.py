@@ -7,6 +7,7 @@ from datetime import datetime
 
 from django.db import transaction
 
+from tasks import audit
 from tasks.db import RUN_CANCEL_CHANNEL, RUN_DUE_CHANNEL, notify
 from tasks.exceptions import Conflict
 from tasks.models import CLAIMABLE_STATUSES, ENDED, Attempt, Run, Task
@@ -45,6 +46,7 @@ def cancel_run(*, run: Run, now: datetime) -> Run:
     """
     with transaction.atomic():
         run = Run.objects.select_for_update().get(pk=run.pk)
+        was = run.status
         if run.status in CLAIMABLE_STATUSES:
             run.status = Run.Status.CANCELLED
             run.finished_at = now
@@ -54,6 +56,7 @@ def cancel_run(*, run: Run, now: datetime) -> Run:
             cancel_running(run=run, now=now, reason="cancelled on request")
         else:
             raise Conflict(f"the run already finished ({run.status})")
+        audit.record(_entry("cancel_run", run, was, Run.Status.CANCELLED))
         complete_finished_tasks(task_ids=[run.task_id])
     run.refresh_from_db()
     return run
@@ -74,6 +77,7 @@ def retry_run(*, run: Run, now: datetime) -> Run:
         if task.status == Task.Status.CANCELLED:
             # A cancelled task has no further runs (docs/api.md, DELETE); reviving one would run it.
             raise Conflict("the task is cancelled")
+        audit.record(_entry("retry", run, run.status, Run.Status.SCHEDULED))
         run.status = Run.Status.SCHEDULED
         run.execute_at = now
         run.finished_at = None
@@ -104,3 +108,7 @@ def retry_run(*, run: Run, now: datetime) -> Run:
             Task.objects.filter(pk=task.pk).update(status=Task.Status.ACTIVE)
         notify(RUN_DUE_CHANNEL)
     return run
+
+
+def _entry(action: str, run: Run, was: str, status: str) -> audit.Entry:
+    return audit.entry(action, "run", run, {"task": str(run.task_id), "status": [was, status]})

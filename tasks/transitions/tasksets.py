@@ -14,7 +14,7 @@ from typing import Any
 from django.db import transaction
 from django.db.models import F
 
-from tasks import task_fields
+from tasks import audit, task_fields
 from tasks.models import Task, TaskSet
 from tasks.transitions import creation, lifecycle
 from tasks.transitions.taskset_plan import Declared, Plan, as_json, compared_fields, plan
@@ -111,6 +111,13 @@ def apply_taskset(
         _remove(carried_out.delete, force=force, now=now)
         TaskSet.objects.filter(pk=taskset.pk).update(version=F("version") + 1, updated_at=now)
         taskset.refresh_from_db()
+        counts = {
+            "version": taskset.version,
+            "created": len(carried_out.create),
+            "updated": len(carried_out.update),
+            "cancelled": len(carried_out.delete),
+        }
+        audit.record(audit.entry("taskset_apply", "taskset", taskset, counts))
     return taskset, {"name": name, "version": taskset.version, **carried_out.as_json(created)}
 
 
@@ -128,6 +135,8 @@ def delete_taskset(
         if not dry_run:
             _remove(removal.delete, force=force, now=now)
             Task.objects.filter(taskset=taskset).update(taskset=None)
+            counts = {"cancelled": len(removal.delete)}
+            audit.record(audit.entry("delete", "taskset", taskset, counts))
             taskset.delete()
     return {"name": name, "version": taskset.version, **removal.as_json()}
 

@@ -99,6 +99,7 @@ def test_operation_ids_and_tags_read_by_resource(schema: dict) -> None:
     assert ids[("/api/v1/tasks/{id}/calendar.ics", "get")] == "tasks_calendar_ics"
     assert ids[("/api/v1/calendar-feed/rotate", "post")] == "calendar_feed_rotate"
     assert ids[("/task/{id}", "put")] == "seed_task_by_id_update"
+    assert ids[("/api/v1/audit", "get")] == "audit_list"
     assert len(set(ids.values())) == len(ids), "operation ids are unique"
     tags = {operation["tags"][0] for operation in operations.values()}
     assert tags == {
@@ -114,6 +115,7 @@ def test_operation_ids_and_tags_read_by_resource(schema: dict) -> None:
         "tasksets",
         "concurrency-keys",
         "rate-limits",
+        "audit",
         "health",
     }
     assert operations[("/tasks", "get")]["tags"] == ["seed"]

@@ -106,7 +106,6 @@ class Command(DaemonCommand):
         )
         more = any(count >= batch for count in pruned.values())
         if not more:
-            self.next_prune = time.monotonic() + settings.REVIEWERS_PRUNE_INTERVAL_SECONDS
             processes = retention.prune_stopped_processes(
                 older_than_days=settings.REVIEWERS_PROCESS_RETENTION_DAYS
             )
@@ -115,9 +114,21 @@ class Command(DaemonCommand):
             )
         else:
             processes = old_samples = 0
-        if any(pruned.values()) or processes or old_samples:
+        audited = retention.prune_audit_entries(
+            older_than_days=settings.REVIEWERS_AUDIT_RETENTION_DAYS, batch=batch
+        )
+        more = more or audited >= batch
+        if not more:
+            self.next_prune = time.monotonic() + settings.REVIEWERS_PRUNE_INTERVAL_SECONDS
+        if any(pruned.values()) or processes or old_samples or audited:
             counts = " ".join(f"{status}={count}" for status, count in pruned.items())
-            logger.info("pruned %s processes=%d samples=%d", counts, processes, old_samples)
+            logger.info(
+                "pruned %s processes=%d samples=%d audit=%d",
+                counts,
+                processes,
+                old_samples,
+                audited,
+            )
         return more
 
     def sleep_seconds(self) -> float:

@@ -11,6 +11,7 @@ Every change goes through tasks.transitions (lifecycle, run_actions), as the API
 
 from __future__ import annotations
 
+import getpass
 import json
 import uuid
 from collections.abc import Sequence
@@ -19,6 +20,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from tasks import audit
 from tasks.db import db_now
 from tasks.exceptions import TasksError
 from tasks.models import RUN_STATUSES, Attempt, Run, Task
@@ -79,8 +81,11 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         verb = options["verb"]
+        # The audit log names the command line and the shell's user (no request, no address).
+        actor = audit.Actor(name=f"manage.py ops ({getpass.getuser()})")
         try:
-            getattr(self, f"do_{verb}")(options)
+            with audit.acting(actor):
+                getattr(self, f"do_{verb}")(options)
         except TasksError as exc:  # e.g. retrying a run that succeeded: the API's 409
             raise CommandError(exc.detail) from exc
 

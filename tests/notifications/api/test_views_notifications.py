@@ -7,6 +7,7 @@ from django.test import Client
 from rest_framework.test import APIClient
 
 from notifications.models import Notification
+from tasks.audit_log import AuditEntry
 from tasks.models import Task
 from tests.factories import UserFactory
 from tests.notifications.conftest import ChannelFactory, due_run, finish, subscribed_task
@@ -142,3 +143,5 @@ def test_admin_never_shows_secrets_and_resends(admin_client: Client, log: dict) 
     assert response.status_code == 302
     sent.refresh_from_db()
     assert sent.status == "pending" and sent.retry_until > sent.next_attempt_at
+    [resent] = AuditEntry.objects.filter(action="bulk_resend")
+    assert resent.changes == {"filter": {"selected": [str(sent.id)]}, "count": 1, "refused": 0}

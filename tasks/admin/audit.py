@@ -1,0 +1,47 @@
+"""The audit log in the admin: read-only for everyone (no add, change or delete, operators
+included), scoped as every list is (tasks/admin_scope.py): a user sees the entries about their
+own objects, operators all."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import admin
+from django.http import HttpRequest
+
+from tasks.admin_scope import OwnedAdmin
+from tasks.audit_log import AuditEntry
+
+
+@admin.register(AuditEntry)
+class AuditEntryAdmin(OwnedAdmin):
+    owner_field = ""  # no form: nothing is edited
+    list_display = ["at", "action", "object_type", "object_name", "actor_name", "client_address"]
+    list_filter = ["action", "object_type"]
+    search_fields = ["object_id", "object_name", "actor_name", "service_account"]
+    date_hierarchy = "at"
+    ordering = ["-id"]
+    fields = readonly_fields = (
+        "at",
+        "action",
+        "object_type",
+        "object_id",
+        "object_name",
+        "owner",
+        "actor",
+        "actor_name",
+        "service_account",
+        "token_id",
+        "client_address",
+        "user_agent",
+        "changes",
+    )
+
+    def has_add_permission(self, request: HttpRequest, *args: Any) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False

@@ -1,0 +1,247 @@
+"""The audit log: the vocabulary of actions, who is acting, and recording an entry.
+
+Every change a person or a machine makes is recorded by the transition that makes it, in the
+transaction that makes it: a change rolled back leaves no entry, and every path (the API,
+`schedctl` through it, the admin, task-set apply, the seed routes) is recorded by the same
+call. The scheduler, workers and reviewer record nothing: they act on their own.
+
+    action          object                      recorded by
+    create          task, calendar, channel,    creation.create_task(s), calendars, limits.declare,
+                    concurrency_key, rate_key   notifications.services
+    update          the same                    lifecycle.update_tasks (a field diff), calendars,
+                                                limits.set_limits, notifications.services
+    delete          calendar, channel, taskset  calendars.delete_calendar,
+                                                notifications.services.delete_channel,
+                                                tasksets.delete_taskset
+    cancel          task                        lifecycle.cancel_tasks
+    pause, resume   task                        lifecycle.pause_task, resume_task
+    run_now         task                        lifecycle.run_now (the run's id in `changes`)
+    skip_next       task                        lifecycle.skip_next
+    backfill        task                        backfill.backfill (range and count)
+    cancel_run      run                         run_actions.cancel_run
+    retry           run                         run_actions.retry_run
+    taskset_apply   taskset                     tasksets.apply_taskset (what it changed)
+    rotate          calendar_feed               feed_tokens.rotate (the token itself never)
+    delete          task, run, notification,    the admin, an operator's delete
+                    concurrency_key, rate_key
+    bulk_resend     notification                the admin's resend (notifications/admin.py)
+    bulk_<verb>     task, run                   the admin's actions on selected rows (admin.py)
+                                                and on all rows matching a filter (admin_bulk.py):
+                                                the filter and the count, beside each row's own
+
+Who acts comes from `AuditContextMiddleware` (one per request, in a contextvar): the signed-in
+user as DRF or the session authenticated them, the client address and the user agent. An
+authentication class that signs a service account in calls `note_token`; a command line sets
+its own actor with `acting` (`manage.py ops`). With no actor set, an entry names nobody.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.contrib.auth.models import AnonymousUser
+from django.core.serializers.json import DjangoJSONEncoder
+from django.db import connection
+from django.http import HttpRequest, HttpResponse
+
+from scheduler_project.sql import queries
+
+ACTIONS = (
+    "create",
+    "update",
+    "delete",
+    "cancel",
+    "pause",
+    "resume",
+    "run_now",
+    "skip_next",
+    "backfill",
+    "cancel_run",
+    "retry",
+    "taskset_apply",
+    "rotate",
+    # The admin's actions on many rows, one entry for all (beside each row's own entry).
+    "bulk_pause",
+    "bulk_resume",
+    "bulk_run_now",
+    "bulk_skip_next",
+    "bulk_cancel",
+    "bulk_retry",
+    "bulk_resend",
+)
+OBJECT_TYPES = (
+    "task",
+    "run",
+    "calendar",
+    "channel",
+    "concurrency_key",
+    "rate_key",
+    "taskset",
+    "calendar_feed",
+    "notification",
+)
+
+USER_AGENT_MAX = 500  # characters kept of a user agent
+
+SQL = queries("tasks", "audit.sql")
+
+
+@dataclass
+class Actor:
+    """Who is acting: a request (its user read when an entry is recorded, after
+    authentication), or a command line by `name`."""
+
+    request: HttpRequest | None = None
+    service_account: str = ""
+    token_id: str = ""
+    name: str = ""
+
+
+_actor: ContextVar[Actor | None] = ContextVar("audit_actor", default=None)
+
+
+class AuditContextMiddleware:
+    """Makes the request the actor of every entry recorded while it is served."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        token = _actor.set(Actor(request=request))
+        try:
+            return self.get_response(request)
+        finally:
+            _actor.reset(token)
+
+
+def note_token(*, service_account: str, token_id: str) -> None:
+    """The request acts as `service_account` with the token `token_id`: for an authentication
+    class that signs one in (entries name both; `actor` stays the user it maps to, if any)."""
+    actor = _actor.get()
+    if actor is not None:
+        actor.service_account, actor.token_id = service_account, token_id
+
+
+@contextmanager
+def acting(actor: Actor) -> Iterator[Actor]:
+    """Record as `actor` inside the block (a command line, a test)."""
+    token = _actor.set(actor)
+    try:
+        yield actor
+    finally:
+        _actor.reset(token)
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One entry to record: the action on one object."""
+
+    action: str
+    object_type: str
+    object_id: str
+    object_name: str = ""
+    owner_id: int | None = None
+    changes: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.action not in ACTIONS or self.object_type not in OBJECT_TYPES:
+            raise ValueError(f"not in the audit vocabulary: {self.action} {self.object_type}")
+
+
+def entry(action: str, object_type: str, obj: Any, changes: dict[str, Any] | None = None) -> Entry:
+    """The entry of `action` on a model instance (its pk, its name, its owner)."""
+    return Entry(
+        action=action,
+        object_type=object_type,
+        object_id=str(obj.pk),
+        object_name=str(getattr(obj, "name", "") or obj)[:500],
+        owner_id=getattr(obj, "owner_id", None),
+        changes=changes or {},
+    )
+
+
+def bulk_entry(
+    verb: str, object_type: str, *, user: Any, filter: dict[str, Any], count: int, refused: int
+) -> Entry:
+    """The one entry of an admin action on many rows: which rows (`filter`: the list's query,
+    or the rows ticked), how many it changed and how many it could not. The acting user is the
+    entry's owner: the rows may be several users' (an operator's), each row's entry is theirs."""
+    changes = {"filter": filter, "count": count, "refused": refused}
+    return Entry(
+        action=f"bulk_{verb}",
+        object_type=object_type,
+        object_id="",
+        object_name=f"{count} {object_type}s",
+        owner_id=user.pk,
+        changes=changes,
+    )
+
+
+def diff(before: dict[str, Any], after: dict[str, Any]) -> dict[str, list[Any]]:
+    """{field: [before, after]} of the fields whose value differs."""
+    return {
+        name: [before.get(name), after[name]] for name in after if before.get(name) != after[name]
+    }
+
+
+def record(*entries: Entry) -> None:
+    """Record `entries` as done by the current actor, in one INSERT (`audit.sql`). Call inside
+    the transaction of the change, so that it commits or rolls back with it."""
+    record_all(entries)
+
+
+def record_all(entries: Iterable[Entry]) -> None:
+    """`record` for an iterable of entries."""
+    rows = list(entries)
+    if not rows:
+        return
+    with connection.cursor() as cursor:
+        cursor.execute(
+            SQL["insert"],
+            {
+                **_who(),
+                "actions": [one.action for one in rows],
+                "object_types": [one.object_type for one in rows],
+                "object_ids": [one.object_id for one in rows],
+                "object_names": [one.object_name for one in rows],
+                "owner_ids": [one.owner_id for one in rows],
+                "changes": [json.dumps(one.changes, cls=DjangoJSONEncoder) for one in rows],
+            },
+        )
+
+
+def _who() -> dict[str, Any]:
+    actor = _actor.get() or Actor()
+    who: dict[str, Any] = {
+        "actor_id": None,
+        "actor_name": actor.name,
+        "service_account": actor.service_account,
+        "token_id": actor.token_id,
+        "client_address": None,
+        "user_agent": "",
+    }
+    request = actor.request
+    if request is None:
+        return who
+    user = getattr(request, "user", None)
+    if user is not None and not isinstance(user, AnonymousUser) and user.pk is not None:
+        who["actor_id"] = user.pk
+        who["actor_name"] = user.get_username()
+    who["client_address"] = _address(request.META.get("REMOTE_ADDR", ""))
+    who["user_agent"] = request.META.get("HTTP_USER_AGENT", "")[:USER_AGENT_MAX]
+    return who
+
+
+def _address(value: str) -> str | None:
+    # What the server says, when it is an address (a unix socket gives none): never a value
+    # that would make the entry's INSERT, and so the change, fail.
+    try:
+        return str(ipaddress.ip_address(value))
+    except ValueError:
+        return None
