@@ -222,9 +222,12 @@ def test_no_secret_leaks_anywhere(anon, user, canaries, receivers, caplog) -> No
     created = call("post", "/task", form, format="multipart")
     assert created.status_code == 201, created.content
     task_id = created.json()["id"]
-    # `notify` travels as JSON; the run is moved to now once the task notifies.
+    # `notify` travels as JSON; a once schedule with no time moves the run to now.
     changed = call(
-        "patch", f"/api/v1/tasks/{task_id}", {"notify": notify, "schedule": None}, format="json"
+        "patch",
+        f"/api/v1/tasks/{task_id}",
+        {"notify": notify, "schedule": {"type": "once"}},
+        format="json",
     )
     assert changed.status_code == 200, changed.content
 
