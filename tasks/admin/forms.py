@@ -24,12 +24,12 @@ from tasks.schedules import MISFIRE_POLICIES, OVERLAP_POLICIES, TYPES, WEEKDAYS
 # one-time `delay`, which is stored as its `run_at`. A test holds the two lists equal.
 TYPE_FIELDS = {
     "once": ("run_at", "timezone"),
-    "interval": ("every",),
+    "interval": ("every", "allow_every_second"),
     "daily": ("at", "business_days_only"),
     "weekly": ("days", "at", "business_days_only"),
     "monthly": ("day", "weekday", "week", "business_day", "at"),
     "cron": ("expression", "allow_every_second"),
-    "rrule": ("rule", "exdates"),
+    "rrule": ("rule", "exdates", "allow_every_second"),
 }
 RECURRING_FIELDS: tuple[str, ...] = ("timezone", "start_at", "end_at", "max_runs", "jitter")
 RECURRING_FIELDS += ("misfire", "misfire_grace", "overlap", "exclude", "exclude_windows")
@@ -94,7 +94,10 @@ class TaskAdminForm(forms.ModelForm):
         required=False, help_text="cron: 5 fields, or 6 with seconds first."
     )
     allow_every_second = forms.BooleanField(
-        required=False, label="allow every second", help_text="cron: a 6-field * * * * * *."
+        required=False,
+        label="allow every second",
+        help_text="Opt in to firing every second: a 6-field * * * * * * cron, an interval of 1, an "
+        "rrule at FREQ=SECONDLY.",
     )
     rule = forms.CharField(
         required=False, help_text="rrule: RFC 5545, e.g. FREQ=MONTHLY;BYDAY=FR;BYSETPOS=-1."

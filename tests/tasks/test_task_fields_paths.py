@@ -52,7 +52,7 @@ MEMBERS: dict[str, Any] = {
     "week": {"weekday": "mon", "week": 2},
     "business_day": -1,
     "expression": "*/5 * * * *",
-    "allow_every_second": {"expression": "* * * * * *", "allow_every_second": True},
+    "allow_every_second": {"allow_every_second": True},  # with EVERY_SECOND[type]
     "rule": "FREQ=WEEKLY;BYDAY=MO;BYHOUR=8",
     "exdates": ["2030-12-24", "2030-12-25T09:00:00Z"],
     "timezone": "Europe/Berlin",
@@ -65,6 +65,12 @@ MEMBERS: dict[str, Any] = {
     "overlap": "skip",
     "exclude": [CALENDAR],
     "exclude_windows": [WINDOW],
+}
+# What makes each type fire every second, the case `allow_every_second` opts in to.
+EVERY_SECOND = {
+    "interval": {"every": 1},
+    "cron": {"expression": "* * * * * *"},
+    "rrule": {"rule": "FREQ=SECONDLY"},
 }
 # Members a path takes but does not keep as sent: a one-time `timezone` and `delay` become its
 # `run_at`; `anchor` is the phase the service sets (kept by every change: the admin's tests).
@@ -79,6 +85,8 @@ def schedule_cases() -> list[Any]:
                 continue
             value = MEMBERS[member]
             extra = value if isinstance(value, dict) else {member: value}
+            if member == "allow_every_second":
+                extra = {**EVERY_SECOND[kind], **extra}
             given = dict(base)
             if kind == "monthly" and ("weekday" in extra or member == "business_day"):
                 del given["day"]  # one of day, weekday or business_day

@@ -4,12 +4,12 @@
 (function () {
   const TYPE_FIELDS = {
     once: ["run_at", "timezone"],
-    interval: ["every"],
+    interval: ["every", "allow_every_second"],
     daily: ["at", "business_days_only"],
     weekly: ["days", "at", "business_days_only"],
     monthly: ["day", "weekday", "week", "business_day", "at"],
     cron: ["expression", "allow_every_second"],
-    rrule: ["rule", "exdates"],
+    rrule: ["rule", "exdates", "allow_every_second"],
   };
   const RECURRING = [
     "timezone", "start_at", "end_at", "max_runs", "jitter", "misfire", "misfire_grace", "overlap",
