@@ -1,0 +1,175 @@
+-- Workflows: releasing a step once its upstream steps have ended, and ending a workflow run
+-- once all its steps have (docs/workflows.md states the rules). Done by the database in the
+-- transaction that records a step run's final outcome, whoever records it (the worker's cycle,
+-- a rescue, a cancel): the claim is unchanged, and a crash between "upstream ended" and
+-- "downstream released" cannot happen, since both commit together.
+
+-- A step's output as its downstream steps receive it: the run's output read as JSON, or as a
+-- string when it is not JSON (an http body, an output cut at TASKS_OUTPUT_MAX_BYTES); null when
+-- empty.
+-- name: output_function
+CREATE OR REPLACE FUNCTION tasks_workflow_output(p_output text) RETURNS jsonb
+LANGUAGE plpgsql IMMUTABLE AS $$
+BEGIN
+    IF p_output IS NULL OR p_output = '' THEN
+        RETURN 'null'::jsonb;
+    END IF;
+    RETURN p_output::jsonb;
+EXCEPTION WHEN others THEN
+    RETURN to_jsonb(p_output);
+END
+$$
+
+-- Resolve a workflow run: every held step whose upstream steps have all ended is released
+-- (its task's payload gains `context.steps`, the upstream steps' outputs) or, when its `on` is
+-- not met, recorded `skipped`; that skip fires the trigger below again, which resolves the
+-- steps after it in turn. Then, once every step has ended, the workflow run ends. The workflow
+-- run's row is locked first and the steps read after it (statements of their own, so the
+-- snapshot includes a sibling step's end committed meanwhile): two steps ending at once are
+-- resolved one after the other, and the second sees the first. Each write is guarded by the
+-- state it changes, so running it again (the reviewer) changes nothing. Returns how many steps
+-- it released or skipped.
+-- name: resolve_function
+CREATE OR REPLACE FUNCTION tasks_workflow_resolve(p_workflow_run uuid) RETURNS integer
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_status text;
+    v_step record;
+    v_task uuid;
+    v_done integer := 0;
+    v_released boolean := false;
+BEGIN
+    SELECT status INTO v_status FROM tasks_workflowrun WHERE id = p_workflow_run FOR UPDATE;
+    IF NOT FOUND OR v_status <> 'running' THEN
+        RETURN 0;
+    END IF;
+    FOR v_step IN
+        SELECT s.run_id, s.run_on,
+               bool_and(u.status = 'succeeded') AS all_succeeded,
+               bool_or(u.status = 'failed') AS any_failed,
+               string_agg(us.step_id || ' ' || u.status, ', ' ORDER BY us.step_id) AS upstream,
+               jsonb_object_agg(us.step_id,
+                                jsonb_build_object('output', tasks_workflow_output(u.output)))
+                   AS outputs
+          FROM tasks_workflowstep s
+          JOIN tasks_run r ON r.id = s.run_id
+          JOIN tasks_workflowstep us
+            ON us.workflow_run_id = s.workflow_run_id AND us.step_id = ANY(s.after)
+          JOIN tasks_run u ON u.id = us.run_id
+         WHERE s.workflow_run_id = p_workflow_run
+           AND r.status = 'waiting_for_resource' AND r.wait_kind = 'upstream'
+         GROUP BY s.id, s.run_id, s.run_on
+        HAVING bool_and(u.status IN ('succeeded', 'failed', 'cancelled', 'skipped'))
+         ORDER BY s.step_id
+    LOOP
+        IF v_step.run_on = 'always'
+           OR (v_step.run_on = 'success' AND v_step.all_succeeded)
+           OR (v_step.run_on = 'failure' AND v_step.any_failed) THEN
+            UPDATE tasks_run SET status = 'scheduled', wait_kind = '', wait_reason = '',
+                                 execute_at = clock_timestamp()
+             WHERE id = v_step.run_id AND status = 'waiting_for_resource'
+               AND wait_kind = 'upstream'
+            RETURNING task_id INTO v_task;
+            IF FOUND THEN
+                UPDATE tasks_task
+                   SET payload = payload || jsonb_build_object(
+                           'context', jsonb_build_object('steps', v_step.outputs))
+                 WHERE id = v_task;
+                v_released := true;
+                v_done := v_done + 1;
+            END IF;
+        ELSE
+            UPDATE tasks_run SET status = 'skipped', skip_kind = 'upstream', wait_kind = '',
+                                 wait_reason = '', finished_at = clock_timestamp(),
+                                 error = 'skipped: runs on ' || v_step.run_on || ', upstream '
+                                         || v_step.upstream
+             WHERE id = v_step.run_id AND status = 'waiting_for_resource'
+               AND wait_kind = 'upstream';
+            IF FOUND THEN
+                v_done := v_done + 1;
+            END IF;
+        END IF;
+    END LOOP;
+    IF v_released THEN
+        PERFORM pg_notify('scheduler_run_due', '');
+    END IF;
+    -- The status rule: `cancelled` when a step's run was cancelled; `failed` when a step
+    -- failed and no `on: failure` step after it ran; else `succeeded`.
+    UPDATE tasks_workflowrun w
+       SET finished_at = clock_timestamp(),
+           status = CASE
+               WHEN EXISTS (SELECT 1 FROM tasks_workflowstep s JOIN tasks_run r ON r.id = s.run_id
+                             WHERE s.workflow_run_id = w.id AND r.status = 'cancelled')
+                    THEN 'cancelled'
+               WHEN EXISTS (SELECT 1 FROM tasks_workflowstep f JOIN tasks_run fr ON fr.id = f.run_id
+                             WHERE f.workflow_run_id = w.id AND fr.status = 'failed'
+                               AND NOT EXISTS (
+                                   SELECT 1 FROM tasks_workflowstep h
+                                     JOIN tasks_run hr ON hr.id = h.run_id
+                                    WHERE h.workflow_run_id = w.id AND h.run_on = 'failure'
+                                      AND f.step_id = ANY(h.after) AND hr.status <> 'skipped'))
+                    THEN 'failed'
+               ELSE 'succeeded' END
+     WHERE w.id = p_workflow_run AND w.status = 'running'
+       AND NOT EXISTS (SELECT 1 FROM tasks_workflowstep s LEFT JOIN tasks_run r ON r.id = s.run_id
+                        WHERE s.workflow_run_id = w.id
+                          AND r.status NOT IN ('succeeded', 'failed', 'cancelled', 'skipped'));
+    RETURN v_done;
+END
+$$
+
+-- The trigger's function: a step run that ended resolves its workflow run (one probe of the
+-- unique index on tasks_workflowstep.run_id for a run of no workflow).
+-- name: step_ended_function
+CREATE OR REPLACE FUNCTION tasks_run_step_ended() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+    v_workflow_run uuid;
+BEGIN
+    SELECT workflow_run_id INTO v_workflow_run FROM tasks_workflowstep WHERE run_id = NEW.id;
+    IF FOUND THEN
+        PERFORM tasks_workflow_resolve(v_workflow_run);
+    END IF;
+    RETURN NULL;
+END
+$$
+
+-- AFTER ... FOR EACH ROW, on a run's final outcome only (a retry goes back to `scheduled`, not
+-- here); the WHEN is evaluated without calling the function.
+-- name: step_ended_trigger
+DROP TRIGGER IF EXISTS run_ended_resolves_workflow ON tasks_run;
+CREATE TRIGGER run_ended_resolves_workflow AFTER UPDATE OF status ON tasks_run FOR EACH ROW
+    WHEN (NEW.status IN ('succeeded', 'failed', 'cancelled', 'skipped')
+          AND OLD.status NOT IN ('succeeded', 'failed', 'cancelled', 'skipped'))
+    EXECUTE FUNCTION tasks_run_step_ended();
+
+-- Remove the trigger and the functions (a migration's reverse).
+-- name: drop_workflow_functions
+DROP TRIGGER IF EXISTS run_ended_resolves_workflow ON tasks_run;
+DROP FUNCTION IF EXISTS tasks_run_step_ended();
+DROP FUNCTION IF EXISTS tasks_workflow_resolve(uuid);
+DROP FUNCTION IF EXISTS tasks_workflow_output(text);
+
+-- The reviewer's sweep: running workflow runs with a step left unresolved (all upstream steps
+-- ended, still held) or every step ended, oldest first, locked SKIP LOCKED so two reviewers
+-- share them; each is then resolved (resolve_function).
+-- name: unresolved_workflow_runs
+SELECT w.id FROM tasks_workflowrun w
+ WHERE w.status = 'running'
+   AND (NOT EXISTS (SELECT 1 FROM tasks_workflowstep s LEFT JOIN tasks_run r ON r.id = s.run_id
+                     WHERE s.workflow_run_id = w.id
+                       AND r.status NOT IN ('succeeded', 'failed', 'cancelled', 'skipped'))
+        OR EXISTS (SELECT 1 FROM tasks_workflowstep s JOIN tasks_run r ON r.id = s.run_id
+                    WHERE s.workflow_run_id = w.id AND r.status = 'waiting_for_resource'
+                      AND r.wait_kind = 'upstream'
+                      AND NOT EXISTS (
+                          SELECT 1 FROM tasks_workflowstep us JOIN tasks_run u ON u.id = us.run_id
+                           WHERE us.workflow_run_id = w.id AND us.step_id = ANY(s.after)
+                             AND u.status NOT IN ('succeeded', 'failed', 'cancelled',
+                                                  'skipped'))))
+ ORDER BY w.started_at
+ LIMIT %(limit)s
+   FOR UPDATE SKIP LOCKED
+
+-- Resolve one workflow run (the reviewer's, for a run the sweep found).
+-- name: resolve_workflow_run
+SELECT tasks_workflow_resolve(%(id)s)

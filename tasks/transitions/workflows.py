@@ -1,0 +1,102 @@
+"""Workflows: starting a workflow run (a task and a run per step, the steps with `after` held),
+cancelling one, and the reviewer's sweep for what a crash left unresolved. Releasing steps and
+ending workflow runs is the database's, in the transaction that records a step's final outcome
+(tasks/sql/workflows.sql)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from django.db import connection, transaction
+
+from scheduler_project.sql import queries
+from tasks.admission import upstream
+from tasks.models import CLAIMABLE_STATUSES, Run, Workflow, WorkflowRun, WorkflowStep
+from tasks.transitions.creation import create_tasks
+from tasks.transitions.run_actions import cancel_running
+
+SQL = queries("tasks", "workflows.sql")
+
+
+def start_workflow_run(
+    *, workflow: Workflow, step_bodies: list[dict[str, Any]], now: datetime
+) -> WorkflowRun:
+    """Start a run of `workflow`: one one-time task and its run per step (`step_bodies`: each
+    step's validated task body, in the workflow's order), a WorkflowStep per step, and the steps
+    with `after` held (`upstream`) until their upstream steps end.
+
+    One transaction: the held runs are held before any worker can see them (the runs' NOTIFY
+    is delivered at commit). The unique (workflow run, step id) index makes each step's run
+    once per workflow run.
+    """
+    steps = workflow.steps
+    with transaction.atomic():
+        workflow_run = WorkflowRun.objects.create(
+            workflow=workflow, owner=workflow.owner, started_at=now
+        )
+        tasks = create_tasks(owner=workflow.owner, items=step_bodies, now=now)
+        runs = {run.task_id: run for run in Run.objects.filter(task__in=tasks)}
+        rows = [
+            WorkflowStep(
+                workflow_run=workflow_run,
+                step_id=step["id"],
+                run=runs[task.pk],
+                after=step.get("after") or [],
+                run_on=step.get("on") or "success",
+            )
+            for step, task in zip(steps, tasks, strict=True)
+        ]
+        WorkflowStep.objects.bulk_create(rows)
+        for row in rows:
+            if row.after and row.run is not None:
+                Run.objects.filter(pk=row.run.pk).update(
+                    status=Run.Status.WAITING_FOR_RESOURCE,
+                    wait_kind=upstream.KIND,
+                    wait_reason=upstream.WORDS.format(steps=", ".join(row.after)),
+                    execute_at=upstream.HELD_UNTIL,
+                )
+    return workflow_run
+
+
+def cancel_workflow_run(*, workflow_run: WorkflowRun, now: datetime) -> WorkflowRun:
+    """Cancel a running workflow run: it ends `cancelled`, its held and scheduled step runs are
+    cancelled, its running ones stopped as a run's cancel stops them. The workflow run's row is
+    locked first, so a step ending meanwhile resolves before or after (and then finds the
+    workflow run ended: nothing more is released). Cancelling an ended one changes nothing."""
+    with transaction.atomic():
+        workflow_run = WorkflowRun.objects.select_for_update().get(pk=workflow_run.pk)
+        if workflow_run.status != WorkflowRun.Status.RUNNING:
+            return workflow_run
+        workflow_run.status = WorkflowRun.Status.CANCELLED
+        workflow_run.finished_at = now
+        workflow_run.save(update_fields=["status", "finished_at"])
+        pending = Run.objects.select_for_update().filter(
+            workflow_step__workflow_run=workflow_run,
+            status__in=(*CLAIMABLE_STATUSES, Run.Status.RUNNING),
+        )
+        for run in pending.order_by("id"):
+            if run.status == Run.Status.RUNNING:
+                cancel_running(run=run, now=now, reason="workflow run cancelled")
+            else:
+                Run.objects.filter(pk=run.pk, status=run.status).update(
+                    status=Run.Status.CANCELLED,
+                    finished_at=now,
+                    error="workflow run cancelled",
+                    wait_kind="",
+                    wait_reason="",
+                )
+    return workflow_run
+
+
+def resolve_workflow_runs(*, limit: int = 100) -> int:
+    """The reviewer's sweep: resolve the running workflow runs whose steps have all ended or
+    that hold a step whose upstream steps have all ended (left by a crash, or by a step run
+    ended with the trigger disabled). Idempotent, and SKIP LOCKED: two reviewers share them,
+    and a workflow run a step's end is resolving is left to it. Returns how many it resolved."""
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(SQL["unresolved_workflow_runs"], {"limit": limit})
+        found = [row[0] for row in cursor.fetchall()]
+        for workflow_run_id in found:
+            cursor.execute(SQL["resolve_workflow_run"], {"id": workflow_run_id})
+    return len(found)
