@@ -1,0 +1,121 @@
+"""Workflows with real worker and reviewer processes: a diamond passes outputs downstream and no
+step starts before its upstream steps ended; a failing root runs the `on: failure` and `always`
+steps and skips the `on: success` ones, and the workflow run ends by the status rule."""
+
+from __future__ import annotations
+
+import pytest
+
+import tests.handlers  # noqa: F401 (the API validates step bodies against these handlers)
+from tasks.models import Run, WorkflowRun, WorkflowStep
+from tests.conftest import client_for, process_env, wait_for
+from tests.factories import UserFactory
+
+pytestmark = pytest.mark.processes
+
+
+def step_body(name: str, sleep: float = 0.0) -> dict:
+    return {"kind": "handler", "payload": {"name": "step", "args": {"name": name, "sleep": sleep}}}
+
+
+FAIL = {
+    "kind": "handler",
+    "payload": {"name": "fail"},
+    "max_attempts": 2,
+    "retry_backoff": {"base": 0.1, "cap": 0.1},
+}
+
+
+def run_workflow(processes, steps: list[dict]) -> tuple[dict, dict[str, Run]]:
+    """Create and start the workflow over the API, with two workers and a reviewer running;
+    wait for the workflow run to end; return its body and each step's run."""
+    env = process_env(SCHEDULER_HANDLER_MODULES="tests.handlers")
+    processes.start("runworker", "--concurrency", "2", env=env)
+    processes.start("runworker", "--concurrency", "2", env=env)
+    processes.start("runreviewer", env=env)
+    api = client_for(UserFactory())
+    created = api.post("/api/v1/workflows", {"name": "wf", "steps": steps}, format="json")
+    assert created.status_code == 201, created.content
+    started = api.post(f"/api/v1/workflows/{created.json()['id']}/run")
+    assert started.status_code == 201, started.content
+    workflow_run_id = started.json()["id"]
+    wait_for(
+        lambda: WorkflowRun.objects.get(pk=workflow_run_id).status != "running",
+        timeout=60,
+        interval=0.2,
+        details=processes.logs,
+    )
+    body = api.get(f"/api/v1/workflow-runs/{workflow_run_id}").json()
+    runs = {
+        s.step_id: s.run
+        for s in WorkflowStep.objects.filter(workflow_run_id=workflow_run_id).select_related("run")
+    }
+    return body, runs
+
+
+def assert_after_upstream(steps: list[dict], runs: dict[str, Run]) -> None:
+    """No step started before every step it waits for had finished (the database's times)."""
+    for step in steps:
+        run = runs[step["id"]]
+        if run.started_at is None:
+            continue
+        for name in step.get("after", []):
+            upstream = runs[name]
+            assert upstream.finished_at is not None
+            assert run.started_at >= upstream.finished_at, (step["id"], name)
+
+
+def test_a_diamond_passes_outputs_downstream_and_runs_each_step_after_its_upstream(processes):
+    steps = [
+        {"id": "a", "task": step_body("a")},
+        {"id": "b", "after": ["a"], "task": step_body("b", sleep=1)},
+        {"id": "c", "after": ["a"], "task": step_body("c", sleep=1)},
+        {"id": "d", "after": ["b", "c"], "task": step_body("d")},
+    ]
+    body, runs = run_workflow(processes, steps)
+    assert body["status"] == "succeeded", body
+    assert [(s["id"], s["status"]) for s in body["steps"]] == [
+        ("a", "succeeded"),
+        ("b", "succeeded"),
+        ("c", "succeeded"),
+        ("d", "succeeded"),
+    ]
+    outputs = {s["id"]: s["output"] for s in body["steps"]}
+    a_output = {"name": "a", "received": {}}
+    assert outputs["a"] == a_output
+    assert outputs["b"] == {"name": "b", "received": {"a": {"output": a_output}}}
+    assert outputs["d"] == {
+        "name": "d",
+        "received": {"b": {"output": outputs["b"]}, "c": {"output": outputs["c"]}},
+    }
+    assert_after_upstream(steps, runs)
+    # b and c ran at the same time (four executor slots, one second each).
+    assert runs["b"].started_at < runs["c"].finished_at
+    assert runs["c"].started_at < runs["b"].finished_at
+    assert all(run.attempt == 1 for run in runs.values())
+
+
+def test_a_failed_root_runs_the_failure_and_always_steps_and_skips_the_success_ones(processes):
+    steps = [
+        {"id": "a", "task": FAIL},
+        {"id": "load", "after": ["a"], "task": step_body("load")},
+        {"id": "report", "after": ["load"], "task": step_body("report")},
+        {"id": "alert", "after": ["a"], "on": "failure", "task": step_body("alert")},
+        {"id": "cleanup", "after": ["a"], "on": "always", "task": step_body("cleanup")},
+    ]
+    body, runs = run_workflow(processes, steps)
+    found = {s["id"]: s for s in body["steps"]}
+    assert {name: s["status"] for name, s in found.items()} == {
+        "a": "failed",
+        "load": "skipped",
+        "report": "skipped",
+        "alert": "succeeded",
+        "cleanup": "succeeded",
+    }
+    assert runs["a"].attempt == 2  # its retries first: the release waits for the final outcome
+    assert found["load"]["reason"] == "skipped: runs on success, upstream a failed"
+    assert found["report"]["reason"] == "skipped: runs on success, upstream load skipped"
+    # The failure handled by an `on: failure` step that ran: succeeded (docs/workflows.md).
+    assert body["status"] == "succeeded"
+    assert body["finished_at"] is not None
+    assert_after_upstream(steps, runs)
