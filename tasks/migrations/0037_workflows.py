@@ -37,8 +37,14 @@ DECLARE
     v_done integer := 0;
     v_released boolean := false;
 BEGIN
-    SELECT status INTO v_status FROM tasks_workflowrun WHERE id = p_workflow_run FOR UPDATE;
+    -- An ended workflow run stays ended: read without a lock first, so that a cancel's own
+    -- run updates (tasks/transitions/workflows.py) never wait here on a row lock.
+    SELECT status INTO v_status FROM tasks_workflowrun WHERE id = p_workflow_run;
     IF NOT FOUND OR v_status <> 'running' THEN
+        RETURN 0;
+    END IF;
+    SELECT status INTO v_status FROM tasks_workflowrun WHERE id = p_workflow_run FOR UPDATE;
+    IF v_status <> 'running' THEN
         RETURN 0;
     END IF;
     FOR v_step IN

@@ -60,10 +60,16 @@ def start_workflow_run(
 
 
 def cancel_workflow_run(*, workflow_run: WorkflowRun, now: datetime) -> WorkflowRun:
-    """Cancel a running workflow run: it ends `cancelled`, its held and scheduled step runs are
-    cancelled, its running ones stopped as a run's cancel stops them. The workflow run's row is
-    locked first, so a step ending meanwhile resolves before or after (and then finds the
-    workflow run ended: nothing more is released). Cancelling an ended one changes nothing."""
+    """Cancel a running workflow run: it ends `cancelled` with its held steps, then its scheduled
+    step runs are cancelled and its running ones stopped as a run's cancel stops them; nothing
+    more is released. Cancelling an ended one changes nothing.
+
+    Two transactions, in the lock order of a step's end (its run's row, then the workflow
+    run's): the first locks the workflow run and cancels it with the held steps (no worker
+    locks those); the second cancels the other step runs, each by compare-and-swap, holding no
+    workflow run lock (the trigger sees it ended and takes none). A crash between the two lets
+    the steps already released run to their end, and releases nothing after them.
+    """
     with transaction.atomic():
         workflow_run = WorkflowRun.objects.select_for_update().get(pk=workflow_run.pk)
         if workflow_run.status != WorkflowRun.Status.RUNNING:
@@ -71,10 +77,16 @@ def cancel_workflow_run(*, workflow_run: WorkflowRun, now: datetime) -> Workflow
         workflow_run.status = WorkflowRun.Status.CANCELLED
         workflow_run.finished_at = now
         workflow_run.save(update_fields=["status", "finished_at"])
-        pending = Run.objects.select_for_update().filter(
-            workflow_step__workflow_run=workflow_run,
-            status__in=(*CLAIMABLE_STATUSES, Run.Status.RUNNING),
+        step_runs = Run.objects.filter(workflow_step__workflow_run=workflow_run)
+        step_runs.filter(status=Run.Status.WAITING_FOR_RESOURCE, wait_kind=upstream.KIND).update(
+            status=Run.Status.CANCELLED,
+            finished_at=now,
+            error="workflow run cancelled",
+            wait_kind="",
+            wait_reason="",
         )
+    with transaction.atomic():
+        pending = step_runs.filter(status__in=(*CLAIMABLE_STATUSES, Run.Status.RUNNING))
         for run in pending.order_by("id"):
             if run.status == Run.Status.RUNNING:
                 cancel_running(run=run, now=now, reason="workflow run cancelled")

@@ -5,6 +5,8 @@ finishes what was left; cancel ends it all."""
 
 from __future__ import annotations
 
+import threading
+import time
 from datetime import UTC, datetime
 
 import pytest
@@ -160,3 +162,44 @@ def test_each_step_run_is_made_once_per_workflow_run(api) -> None:
     with pytest.raises(IntegrityError, match="workflow_step_unique_run_step"), transaction.atomic():
         WorkflowStep.objects.create(workflow_run_id=wr["id"], step_id="a", run=None, after=[])
     assert WorkflowStep.objects.filter(workflow_run_id=wr["id"]).count() == 4
+
+
+@pytest.mark.concurrency
+@pytest.mark.django_db(transaction=True)
+def test_siblings_ending_at_once_release_their_join_once(api) -> None:
+    # b's end holds the workflow run's lock until it commits; c's end, meanwhile, waits for
+    # that lock and then reads b ended: d is released by the second, never missed by both.
+    wr = start(api, DIAMOND)
+    end(wr["id"], "a", "succeeded")
+    b, c = step_run(wr["id"], "b"), step_run(wr["id"], "c")
+    b_ended = threading.Event()
+    errors: list[BaseException] = []
+
+    def finish(run: Run, *, wait: threading.Event | None, hold: float) -> None:
+        try:
+            if wait is not None:
+                wait.wait(5)
+            with transaction.atomic():
+                Run.objects.filter(pk=run.pk).update(
+                    status="succeeded", finished_at=datetime.now(UTC), attempt=1
+                )
+                if wait is None:
+                    b_ended.set()
+                    time.sleep(hold)
+        except BaseException as exc:  # reported by the main thread
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    threads = [
+        threading.Thread(target=finish, args=(b,), kwargs={"wait": None, "hold": 0.5}),
+        threading.Thread(target=finish, args=(c,), kwargs={"wait": b_ended, "hold": 0}),
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(10)
+    assert errors == []
+    d = step_run(wr["id"], "d")
+    assert d.status == "scheduled"
+    assert Task.objects.get(pk=d.task_id).payload["context"]["steps"].keys() == {"b", "c"}
