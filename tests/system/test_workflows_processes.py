@@ -1,8 +1,14 @@
 """Workflows with real worker and reviewer processes: a diamond passes outputs downstream and no
 step starts before its upstream steps ended; a failing root runs the `on: failure` and `always`
-steps and skips the `on: success` ones, and the workflow run ends by the status rule."""
+steps and skips the `on: success` ones, and the workflow run ends by the status rule; an http
+step sends its upstream outputs in its body and passes its response body on."""
 
 from __future__ import annotations
+
+import json
+import threading
+from datetime import timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
@@ -29,7 +35,9 @@ FAIL = {
 def run_workflow(processes, steps: list[dict]) -> tuple[dict, dict[str, Run]]:
     """Create and start the workflow over the API, with two workers and a reviewer running;
     wait for the workflow run to end; return its body and each step's run."""
-    env = process_env(SCHEDULER_HANDLER_MODULES="tests.handlers")
+    env = process_env(
+        SCHEDULER_HANDLER_MODULES="tests.handlers", SCHEDULER_OUTBOUND_ALLOW="127.0.0.1"
+    )
     processes.start("runworker", "--concurrency", "2", env=env)
     processes.start("runworker", "--concurrency", "2", env=env)
     processes.start("runreviewer", env=env)
@@ -93,6 +101,11 @@ def test_a_diamond_passes_outputs_downstream_and_runs_each_step_after_its_upstre
     assert runs["b"].started_at < runs["c"].finished_at
     assert runs["c"].started_at < runs["b"].finished_at
     assert all(run.attempt == 1 for run in runs.values())
+    # Released by the upstream's end, not found by a poll: each step started within a second
+    # of its last upstream step's end (idle workers, woken by the release's NOTIFY).
+    for name, upstream in (("b", ["a"]), ("c", ["a"]), ("d", ["b", "c"])):
+        ended = max(runs[u].finished_at for u in upstream)
+        assert runs[name].started_at - ended < timedelta(seconds=1), name
 
 
 def test_a_failed_root_runs_the_failure_and_always_steps_and_skips_the_success_ones(processes):
@@ -119,3 +132,43 @@ def test_a_failed_root_runs_the_failure_and_always_steps_and_skips_the_success_o
     assert body["status"] == "succeeded"
     assert body["finished_at"] is not None
     assert_after_upstream(steps, runs)
+
+
+class EchoHandler(BaseHTTPRequestHandler):
+    """Answers a POST with the JSON body it received, under `got`."""
+
+    def do_POST(self) -> None:
+        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        answer = json.dumps({"got": json.loads(body or b"null")}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(answer)))
+        self.end_headers()
+        self.wfile.write(answer)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_an_http_step_gets_its_upstream_outputs_in_its_body_and_passes_its_response_on(
+    processes, settings
+):
+    settings.SCHEDULER_OUTBOUND_ALLOW = ["127.0.0.1"]
+    server = ThreadingHTTPServer(("127.0.0.1", 0), EchoHandler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/hook"
+        http = {"kind": "http", "payload": {"method": "POST", "url": url, "body": {"k": 1}}}
+        steps = [
+            {"id": "a", "task": step_body("a")},
+            {"id": "post", "after": ["a"], "task": http},
+            {"id": "z", "after": ["post"], "task": step_body("z")},
+        ]
+        body, _ = run_workflow(processes, steps)
+    finally:
+        server.shutdown()
+    assert body["status"] == "succeeded", body
+    outputs = {s["id"]: s["output"] for s in body["steps"]}
+    sent = {"k": 1, "context": {"steps": {"a": {"output": outputs["a"]}}}}
+    assert outputs["post"] == {"got": sent}
+    assert outputs["z"]["received"] == {"post": {"output": {"got": sent}}}
