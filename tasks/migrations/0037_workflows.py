@@ -48,10 +48,13 @@ BEGIN
         RETURN 0;
     END IF;
     FOR v_step IN
+        -- An upstream step whose run is gone (deleted: its task replanned) counts as ended,
+        -- neither succeeded nor failed, so that nothing waits for it forever.
         SELECT s.run_id, s.run_on,
-               bool_and(u.status = 'succeeded') AS all_succeeded,
-               bool_or(u.status = 'failed') AS any_failed,
-               string_agg(us.step_id || ' ' || u.status, ', ' ORDER BY us.step_id) AS upstream,
+               bool_and(u.status IS NOT DISTINCT FROM 'succeeded') AS all_succeeded,
+               bool_or(u.status IS NOT DISTINCT FROM 'failed') AS any_failed,
+               string_agg(us.step_id || ' ' || coalesce(u.status, 'gone'), ', '
+                          ORDER BY us.step_id) AS upstream,
                jsonb_object_agg(us.step_id,
                                 jsonb_build_object('output', tasks_workflow_output(u.output)))
                    AS outputs
@@ -59,11 +62,12 @@ BEGIN
           JOIN tasks_run r ON r.id = s.run_id
           JOIN tasks_workflowstep us
             ON us.workflow_run_id = s.workflow_run_id AND us.step_id = ANY(s.after)
-          JOIN tasks_run u ON u.id = us.run_id
+          LEFT JOIN tasks_run u ON u.id = us.run_id
          WHERE s.workflow_run_id = p_workflow_run
            AND r.status = 'waiting_for_resource' AND r.wait_kind = 'upstream'
          GROUP BY s.id, s.run_id, s.run_on
-        HAVING bool_and(u.status IN ('succeeded', 'failed', 'cancelled', 'skipped'))
+        HAVING bool_and(u.status IS NULL
+                        OR u.status IN ('succeeded', 'failed', 'cancelled', 'skipped'))
          ORDER BY s.step_id
     LOOP
         IF v_step.run_on = 'always'

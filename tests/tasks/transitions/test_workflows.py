@@ -56,9 +56,9 @@ def end(workflow_run_id: str, step_id: str, status: str, output: str = "") -> No
     )
 
 
-def statuses(workflow_run_id: str) -> dict[str, str]:
+def statuses(workflow_run_id: str) -> dict[str, str | None]:
     return {
-        s.step_id: s.run.status
+        s.step_id: s.run.status if s.run else None
         for s in WorkflowStep.objects.filter(workflow_run_id=workflow_run_id).select_related("run")
     }
 
@@ -203,3 +203,13 @@ def test_siblings_ending_at_once_release_their_join_once(api) -> None:
     d = step_run(wr["id"], "d")
     assert d.status == "scheduled"
     assert Task.objects.get(pk=d.task_id).payload["context"]["steps"].keys() == {"b", "c"}
+
+
+@pytest.mark.django_db
+def test_a_step_whose_upstream_run_is_gone_is_skipped_by_the_sweep_not_left_waiting(api) -> None:
+    wr = start(api, FAILURE)
+    step_run(wr["id"], "a").delete()  # as a replanning of a's task would withdraw it
+    assert workflows.resolve_workflow_runs() == 1
+    found = statuses(wr["id"])
+    assert (found["ok"], found["handle"], found["cleanup"]) == ("skipped", "skipped", "scheduled")
+    assert step_run(wr["id"], "ok").error == "skipped: runs on success, upstream a gone"
