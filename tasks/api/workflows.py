@@ -9,7 +9,7 @@ from typing import Any
 
 from django.db.models import QuerySet
 from django.shortcuts import get_object_or_404
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework import generics, serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -172,6 +172,11 @@ def owned_workflows(request: Request) -> QuerySet[Workflow]:
     return Workflow.objects.filter(owner=request_owner(request))
 
 
+@extend_schema_view(
+    get=extend_schema(
+        summary="List your workflows", description="The caller's workflows, newest first."
+    )
+)
 class WorkflowListCreateView(generics.ListAPIView):
     """GET (newest first) and POST /workflows."""
 
@@ -185,7 +190,12 @@ class WorkflowListCreateView(generics.ListAPIView):
         return self.get_paginated_response([workflow_json(w) for w in page or []])
 
     @extend_schema(
-        request=WorkflowInputSerializer, responses={201: WorkflowOutputSerializer, **ERRORS}
+        summary="Create a workflow",
+        description="A named DAG of steps, each a task body run after the steps its `after` "
+        "names when its `on` holds (docs/workflows.md). A cycle, an `after` naming no step, a "
+        "duplicate id or an invalid step body answers 400 naming the step by its index.",
+        request=WorkflowInputSerializer,
+        responses={201: WorkflowOutputSerializer, **ERRORS},
     )
     def post(self, request: Request) -> Response:
         serializer = WorkflowInputSerializer(
@@ -203,11 +213,20 @@ class WorkflowListCreateView(generics.ListAPIView):
 class WorkflowDetailView(APIView):
     """GET and DELETE /workflows/{id}. DELETE cancels its running workflow runs first."""
 
-    @extend_schema(responses={200: WorkflowOutputSerializer, **ERRORS})
+    @extend_schema(
+        summary="Get a workflow",
+        description="The workflow with its steps, `after` and `on` filled in.",
+        responses={200: WorkflowOutputSerializer, **ERRORS},
+    )
     def get(self, request: Request, pk: Any) -> Response:
         return Response(workflow_json(get_object_or_404(owned_workflows(request), pk=pk)))
 
-    @extend_schema(responses={204: None, **ERRORS})
+    @extend_schema(
+        summary="Delete a workflow",
+        description="Its running workflow runs are cancelled first; its steps' tasks and runs "
+        "stay, as every task's do.",
+        responses={204: None, **ERRORS},
+    )
     def delete(self, request: Request, pk: Any) -> Response:
         workflow = get_object_or_404(owned_workflows(request), pk=pk)
         now = db_now()
@@ -220,7 +239,13 @@ class WorkflowDetailView(APIView):
 class WorkflowRunStartView(APIView):
     """POST /workflows/{id}/run: 201 and the workflow run."""
 
-    @extend_schema(request=None, responses={201: WorkflowRunOutputSerializer, **ERRORS})
+    @extend_schema(
+        summary="Start a workflow run",
+        description="One task and run per step, made in one transaction; the steps with "
+        "`after` wait (`waiting for upstream steps ...`) until their upstream steps end.",
+        request=None,
+        responses={201: WorkflowRunOutputSerializer, **ERRORS},
+    )
     def post(self, request: Request, pk: Any) -> Response:
         workflow = get_object_or_404(owned_workflows(request), pk=pk)
         now = db_now()
@@ -235,6 +260,11 @@ class WorkflowRunStartView(APIView):
         return Response(workflow_run_json(workflow_run), status=status.HTTP_201_CREATED)
 
 
+@extend_schema_view(
+    get=extend_schema(
+        summary="List a workflow's runs", description="Its workflow runs, newest first."
+    )
+)
 class WorkflowRunListView(generics.ListAPIView):
     """GET /workflows/{id}/runs, newest first."""
 
@@ -256,7 +286,11 @@ def owned_workflow_run(request: Request, pk: Any) -> WorkflowRun:
 class WorkflowRunDetailView(APIView):
     """GET /workflow-runs/{id}."""
 
-    @extend_schema(responses={200: WorkflowRunOutputSerializer, **ERRORS})
+    @extend_schema(
+        summary="Get a workflow run",
+        description="Its status and each step's: status, run, output, and why it was skipped.",
+        responses={200: WorkflowRunOutputSerializer, **ERRORS},
+    )
     def get(self, request: Request, pk: Any) -> Response:
         return Response(workflow_run_json(owned_workflow_run(request, pk)))
 
@@ -264,7 +298,13 @@ class WorkflowRunDetailView(APIView):
 class WorkflowRunCancelView(APIView):
     """POST /workflow-runs/{id}/cancel: 200 and the workflow run (an ended one as it is)."""
 
-    @extend_schema(request=None, responses={200: WorkflowRunOutputSerializer, **ERRORS})
+    @extend_schema(
+        summary="Cancel a workflow run",
+        description="It ends `cancelled`: its waiting and scheduled steps are cancelled, its "
+        "running ones stopped; an ended workflow run is answered as it is.",
+        request=None,
+        responses={200: WorkflowRunOutputSerializer, **ERRORS},
+    )
     def post(self, request: Request, pk: Any) -> Response:
         workflow_run = owned_workflow_run(request, pk)
         workflows.cancel_workflow_run(workflow_run=workflow_run, now=db_now())
