@@ -64,6 +64,11 @@ urlpatterns = [
         workflows.WorkflowRunCancelView.as_view(),
         name="workflow-run-cancel",
     ),
+    path(
+        "workflow-runs/<uuid:pk>/retry",
+        workflows.WorkflowRunRetryView.as_view(),
+        name="workflow-run-retry",
+    ),
 ]
 TASK_ACTIONS = {
     "pause": views.TaskActionView,

@@ -18,7 +18,7 @@ from rest_framework.views import APIView
 from scheduler_project.auth import request_owner
 from tasks.api.serializers import TaskInputSerializer
 from tasks.api.strict import StrictSerializer
-from tasks.api.views import ERRORS
+from tasks.api.views import CONFLICT, ERRORS
 from tasks.db import db_now
 from tasks.models import Workflow, WorkflowRun, WorkflowStep
 from tasks.transitions import workflows
@@ -308,4 +308,22 @@ class WorkflowRunCancelView(APIView):
     def post(self, request: Request, pk: Any) -> Response:
         workflow_run = owned_workflow_run(request, pk)
         workflows.cancel_workflow_run(workflow_run=workflow_run, now=db_now())
+        return Response(workflow_run_json(owned_workflow_run(request, pk)))
+
+
+class WorkflowRunRetryView(APIView):
+    """POST /workflow-runs/{id}/retry: 200 and the workflow run; 409 unless failed or
+    cancelled."""
+
+    @extend_schema(
+        summary="Retry a workflow run",
+        description="Runs its failed, cancelled and skipped steps again (fresh attempts); its "
+        "succeeded steps keep their outputs and do not run again. 409 unless it is `failed` "
+        "or `cancelled`.",
+        request=None,
+        responses={200: WorkflowRunOutputSerializer, **ERRORS, **CONFLICT},
+    )
+    def post(self, request: Request, pk: Any) -> Response:
+        workflow_run = owned_workflow_run(request, pk)
+        workflows.retry_workflow_run(workflow_run=workflow_run, now=db_now())
         return Response(workflow_run_json(owned_workflow_run(request, pk)))

@@ -1,7 +1,7 @@
 """Workflows: starting a workflow run (a task and a run per step, the steps with `after` held),
-cancelling one, and the reviewer's sweep for what a crash left unresolved. Releasing steps and
-ending workflow runs is the database's, in the transaction that records a step's final outcome
-(tasks/sql/workflows.sql)."""
+cancelling one, retrying one, and the reviewer's sweep for what a crash left unresolved.
+Releasing steps and ending workflow runs is the database's, in the transaction that records a
+step's final outcome (tasks/sql/workflows.sql)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,17 @@ from django.db import connection, transaction
 
 from scheduler_project.sql import queries
 from tasks.admission import upstream
-from tasks.models import CLAIMABLE_STATUSES, Run, Workflow, WorkflowRun, WorkflowStep
+from tasks.db import RUN_DUE_CHANNEL, notify
+from tasks.exceptions import Conflict
+from tasks.models import (
+    CLAIMABLE_STATUSES,
+    ENDED,
+    Run,
+    Task,
+    Workflow,
+    WorkflowRun,
+    WorkflowStep,
+)
 from tasks.transitions.creation import create_tasks
 from tasks.transitions.run_actions import cancel_running
 
@@ -98,6 +108,64 @@ def cancel_workflow_run(*, workflow_run: WorkflowRun, now: datetime) -> Workflow
                     wait_kind="",
                     wait_reason="",
                 )
+    return workflow_run
+
+
+def retry_workflow_run(*, workflow_run: WorkflowRun, now: datetime) -> WorkflowRun:
+    """Run a failed or cancelled workflow run's failed, cancelled and skipped steps again; its
+    succeeded steps keep their runs and outputs and do not run again. Conflict otherwise.
+
+    Each such step's run is reset, with a fresh set of attempts as a run's retry gives it: held
+    again (`upstream`) when it has `after`, else scheduled now; then the workflow run is
+    resolved at once, so a step whose upstream steps all succeeded starts now (with their
+    outputs) and a condition still unmet is skipped again. The workflow run's row is locked
+    first (a cancel or retry meanwhile waits, then sees the new status).
+    """
+    with transaction.atomic():
+        workflow_run = WorkflowRun.objects.select_for_update().get(pk=workflow_run.pk)
+        if workflow_run.status not in (WorkflowRun.Status.FAILED, WorkflowRun.Status.CANCELLED):
+            raise Conflict(
+                f"only failed or cancelled workflow runs can be retried, not {workflow_run.status}"
+            )
+        rows = (
+            WorkflowStep.objects.select_related("run")
+            .select_for_update(of=("run",))
+            .filter(
+                workflow_run=workflow_run,
+                run__status__in=(Run.Status.FAILED, Run.Status.CANCELLED, Run.Status.SKIPPED),
+            )
+            .order_by("run_id")
+        )
+        steps = [(row, row.run) for row in rows if row.run is not None]
+        tasks = {t.pk: t for t in Task.objects.filter(pk__in=[run.task_id for _, run in steps])}
+        for row, run in steps:
+            if tasks[run.task_id].status == Task.Status.CANCELLED:
+                raise Conflict(f"the task of step {row.step_id} is cancelled")
+        workflow_run.status = WorkflowRun.Status.RUNNING
+        workflow_run.finished_at = None
+        workflow_run.save(update_fields=["status", "finished_at"])
+        for row, run in steps:
+            task = tasks[run.task_id]
+            held = bool(row.after)
+            Run.objects.filter(pk=run.pk).update(
+                status=Run.Status.WAITING_FOR_RESOURCE if held else Run.Status.SCHEDULED,
+                wait_kind=upstream.KIND if held else "",
+                wait_reason=upstream.WORDS.format(steps=", ".join(row.after)) if held else "",
+                execute_at=upstream.HELD_UNTIL if held else now,
+                finished_at=None,
+                worker="",
+                heartbeat_at=None,
+                error="",
+                skip_kind="",
+                max_attempts=run.attempt + task.max_attempts,
+                cpu_millis=task.cpu_millis,
+                memory_bytes=task.memory_bytes,
+            )
+        Task.objects.filter(pk__in=list(tasks), status__in=ENDED).update(status=Task.Status.ACTIVE)
+        with connection.cursor() as cursor:
+            cursor.execute(SQL["resolve_workflow_run"], {"id": workflow_run.pk})
+        notify(RUN_DUE_CHANNEL)
+    workflow_run.refresh_from_db()
     return workflow_run
 
 

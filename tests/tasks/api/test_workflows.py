@@ -104,5 +104,6 @@ def test_another_users_workflows_and_runs_are_404(api, other_api) -> None:
     assert other_api.delete(f"/api/v1/workflows/{workflow['id']}").status_code == 404
     assert other_api.get(f"/api/v1/workflow-runs/{workflow_run['id']}").status_code == 404
     assert other_api.post(f"/api/v1/workflow-runs/{workflow_run['id']}/cancel").status_code == 404
+    assert other_api.post(f"/api/v1/workflow-runs/{workflow_run['id']}/retry").status_code == 404
     assert other_api.get("/api/v1/workflows").json()["results"] == []
     assert WorkflowRun.objects.get().status == "running"

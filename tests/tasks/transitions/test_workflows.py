@@ -213,3 +213,43 @@ def test_a_step_whose_upstream_run_is_gone_is_skipped_by_the_sweep_not_left_wait
     found = statuses(wr["id"])
     assert (found["ok"], found["handle"], found["cleanup"]) == ("skipped", "skipped", "scheduled")
     assert step_run(wr["id"], "ok").error == "skipped: runs on success, upstream a gone"
+
+
+@pytest.mark.django_db
+def test_retry_runs_only_the_failed_and_skipped_steps_again(api) -> None:
+    steps = [
+        {"id": "a", "task": NOOP},
+        {"id": "b", "after": ["a"], "task": NOOP},
+        {"id": "c", "after": ["b"], "task": NOOP},
+        {"id": "handle", "after": ["b"], "on": "failure", "task": {**NOOP, "max_attempts": 1}},
+    ]
+    wr = start(api, steps)
+    end(wr["id"], "a", "succeeded", '"kept"')
+    end(wr["id"], "b", "failed")
+    end(wr["id"], "handle", "failed")
+    assert statuses(wr["id"])["c"] == "skipped"
+    assert WorkflowRun.objects.get(pk=wr["id"]).status == "failed"
+    a_before = step_run(wr["id"], "a")
+
+    retried = api.post(f"/api/v1/workflow-runs/{wr['id']}/retry")
+    assert retried.status_code == 200, retried.content
+    assert retried.json()["status"] == "running" and retried.json()["finished_at"] is None
+    # a kept its run and output; b (its upstream succeeded) starts at once with a's output;
+    # c and handle wait for b again.
+    a_after = step_run(wr["id"], "a")
+    assert (a_after.status, a_after.finished_at) == ("succeeded", a_before.finished_at)
+    assert statuses(wr["id"]) == {
+        "a": "succeeded",
+        "b": "scheduled",
+        "c": "waiting_for_resource",
+        "handle": "waiting_for_resource",
+    }
+    b = step_run(wr["id"], "b")
+    assert b.max_attempts == b.attempt + Task.objects.get(pk=b.task_id).max_attempts
+    assert Task.objects.get(pk=b.task_id).payload["context"]["steps"] == {"a": {"output": "kept"}}
+    end(wr["id"], "b", "succeeded")
+    assert statuses(wr["id"])["handle"] == "skipped"  # on failure: b succeeded this time
+    end(wr["id"], "c", "succeeded")
+    assert WorkflowRun.objects.get(pk=wr["id"]).status == "succeeded"
+    # A workflow run that is not failed or cancelled cannot be retried.
+    assert api.post(f"/api/v1/workflow-runs/{wr['id']}/retry").status_code == 409
