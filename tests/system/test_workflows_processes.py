@@ -6,6 +6,7 @@ step sends its upstream outputs in its body and passes its response body on."""
 from __future__ import annotations
 
 import json
+import signal
 import threading
 from datetime import timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -172,3 +173,46 @@ def test_an_http_step_gets_its_upstream_outputs_in_its_body_and_passes_its_respo
     sent = {"k": 1, "context": {"steps": {"a": {"output": outputs["a"]}}}}
     assert outputs["post"] == {"got": sent}
     assert outputs["z"]["received"] == {"post": {"output": {"got": sent}}}
+
+
+def test_a_step_whose_worker_is_killed_is_rescued_and_the_workflow_run_still_ends(processes):
+    timing = {
+        "TASKS_HEARTBEAT_SECONDS": "0.5",
+        "REVIEWERS_RESCUE_AFTER_SECONDS": "2",
+        "REVIEWERS_INTERVAL_SECONDS": "0.5",
+        "TASKS_START_SLA_SECONDS": "600",
+    }
+    env = process_env(SCHEDULER_HANDLER_MODULES="tests.handlers", **timing)
+    doomed = processes.start("runworker", "--concurrency", "2", env=env)
+    processes.start("runreviewer", env=env)
+    slow = {"name": "step", "args": {"name": "b", "first_sleep": 60}}
+    steps = [
+        {"id": "a", "task": step_body("a")},
+        {"id": "b", "after": ["a"], "task": {"kind": "handler", "payload": slow}},
+        {"id": "c", "after": ["b"], "task": step_body("c")},
+    ]
+    api = client_for(UserFactory())
+    created = api.post("/api/v1/workflows", {"name": "wf", "steps": steps}, format="json")
+    workflow_run_id = api.post(f"/api/v1/workflows/{created.json()['id']}/run").json()["id"]
+
+    def step(name: str) -> Run:
+        return Run.objects.get(
+            workflow_step__workflow_run_id=workflow_run_id, workflow_step__step_id=name
+        )
+
+    wait_for(lambda: step("b").status == "running", timeout=60, details=processes.logs)
+    doomed.send_signal(signal.SIGKILL)
+    doomed.wait(10)
+    processes.start("runworker", "--concurrency", "2", env=env)
+    wait_for(
+        lambda: WorkflowRun.objects.get(pk=workflow_run_id).status != "running",
+        timeout=60,
+        interval=0.2,
+        details=processes.logs,
+    )
+    body = api.get(f"/api/v1/workflow-runs/{workflow_run_id}").json()
+    assert body["status"] == "succeeded", body
+    b, c = step("b"), step("c")
+    assert b.attempt == 2  # rescued from the killed worker, then run again
+    assert c.attempt == 1 and c.started_at >= b.finished_at
+    assert WorkflowStep.objects.filter(workflow_run_id=workflow_run_id).count() == 3
