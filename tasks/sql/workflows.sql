@@ -27,15 +27,19 @@ $$
 -- run's row is locked first and the steps read after it (statements of their own, so the
 -- snapshot includes a sibling step's end committed meanwhile): two steps ending at once are
 -- resolved one after the other, and the second sees the first. Each write is guarded by the
--- state it changes, so running it again (the reviewer) changes nothing. Returns how many steps
--- it released or skipped.
+-- state it changes, so running it again (the reviewer) changes nothing. `p_step`, the step
+-- that just ended, limits the candidates to the steps after it (NULL: every held step); the
+-- outputs are read only for a step released, so a join's end costs its in-degree once, not at
+-- every child's end. Returns how many steps it released or skipped.
 -- name: resolve_function
-CREATE OR REPLACE FUNCTION tasks_workflow_resolve(p_workflow_run uuid) RETURNS integer
-LANGUAGE plpgsql AS $$
+CREATE OR REPLACE FUNCTION tasks_workflow_resolve(p_workflow_run uuid, p_step text)
+RETURNS integer LANGUAGE plpgsql AS $$
 DECLARE
     v_status text;
     v_step record;
     v_task uuid;
+    v_outputs jsonb;
+    v_upstream text;
     v_done integer := 0;
     v_released boolean := false;
 BEGIN
@@ -52,22 +56,18 @@ BEGIN
     FOR v_step IN
         -- An upstream step whose run is gone (deleted: its task replanned) counts as ended,
         -- neither succeeded nor failed, so that nothing waits for it forever.
-        SELECT s.run_id, s.run_on,
+        SELECT s.run_id, s.run_on, s.after,
                bool_and(u.status IS NOT DISTINCT FROM 'succeeded') AS all_succeeded,
-               bool_or(u.status IS NOT DISTINCT FROM 'failed') AS any_failed,
-               string_agg(us.step_id || ' ' || coalesce(u.status, 'gone'), ', '
-                          ORDER BY us.step_id) AS upstream,
-               jsonb_object_agg(us.step_id,
-                                jsonb_build_object('output', tasks_workflow_output(u.output)))
-                   AS outputs
+               bool_or(u.status IS NOT DISTINCT FROM 'failed') AS any_failed
           FROM tasks_workflowstep s
           JOIN tasks_run r ON r.id = s.run_id
           JOIN tasks_workflowstep us
             ON us.workflow_run_id = s.workflow_run_id AND us.step_id = ANY(s.after)
           LEFT JOIN tasks_run u ON u.id = us.run_id
          WHERE s.workflow_run_id = p_workflow_run
+           AND (p_step IS NULL OR p_step = ANY(s.after))
            AND r.status = 'waiting_for_resource' AND r.wait_kind = 'upstream'
-         GROUP BY s.id, s.run_id, s.run_on
+         GROUP BY s.id, s.run_id, s.run_on, s.after
         HAVING bool_and(u.status IS NULL
                         OR u.status IN ('succeeded', 'failed', 'cancelled', 'skipped'))
          ORDER BY s.step_id
@@ -81,18 +81,28 @@ BEGIN
                AND wait_kind = 'upstream'
             RETURNING task_id INTO v_task;
             IF FOUND THEN
+                SELECT jsonb_object_agg(us.step_id, jsonb_build_object(
+                           'output', tasks_workflow_output(u.output)))
+                  INTO v_outputs
+                  FROM tasks_workflowstep us LEFT JOIN tasks_run u ON u.id = us.run_id
+                 WHERE us.workflow_run_id = p_workflow_run AND us.step_id = ANY(v_step.after);
                 UPDATE tasks_task
                    SET payload = payload || jsonb_build_object(
-                           'context', jsonb_build_object('steps', v_step.outputs))
+                           'context', jsonb_build_object('steps', v_outputs))
                  WHERE id = v_task;
                 v_released := true;
                 v_done := v_done + 1;
             END IF;
         ELSE
+            SELECT string_agg(us.step_id || ' ' || coalesce(u.status, 'gone'), ', '
+                              ORDER BY us.step_id)
+              INTO v_upstream
+              FROM tasks_workflowstep us LEFT JOIN tasks_run u ON u.id = us.run_id
+             WHERE us.workflow_run_id = p_workflow_run AND us.step_id = ANY(v_step.after);
             UPDATE tasks_run SET status = 'skipped', skip_kind = 'upstream', wait_kind = '',
                                  wait_reason = '', finished_at = clock_timestamp(),
                                  error = 'skipped: runs on ' || v_step.run_on || ', upstream '
-                                         || v_step.upstream
+                                         || v_upstream
              WHERE id = v_step.run_id AND status = 'waiting_for_resource'
                AND wait_kind = 'upstream';
             IF FOUND THEN
@@ -134,10 +144,12 @@ $$
 CREATE OR REPLACE FUNCTION tasks_run_step_ended() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
     v_workflow_run uuid;
+    v_step text;
 BEGIN
-    SELECT workflow_run_id INTO v_workflow_run FROM tasks_workflowstep WHERE run_id = NEW.id;
+    SELECT workflow_run_id, step_id INTO v_workflow_run, v_step
+      FROM tasks_workflowstep WHERE run_id = NEW.id;
     IF FOUND THEN
-        PERFORM tasks_workflow_resolve(v_workflow_run);
+        PERFORM tasks_workflow_resolve(v_workflow_run, v_step);
     END IF;
     RETURN NULL;
 END
@@ -156,7 +168,7 @@ CREATE TRIGGER run_ended_resolves_workflow AFTER UPDATE OF status ON tasks_run F
 -- name: drop_workflow_functions
 DROP TRIGGER IF EXISTS run_ended_resolves_workflow ON tasks_run;
 DROP FUNCTION IF EXISTS tasks_run_step_ended();
-DROP FUNCTION IF EXISTS tasks_workflow_resolve(uuid);
+DROP FUNCTION IF EXISTS tasks_workflow_resolve(uuid, text);
 DROP FUNCTION IF EXISTS tasks_workflow_output(text);
 
 -- The reviewer's sweep: running workflow runs with a step left unresolved (all upstream steps
@@ -182,4 +194,4 @@ SELECT w.id FROM tasks_workflowrun w
 
 -- Resolve one workflow run (the reviewer's, for a run the sweep found).
 -- name: resolve_workflow_run
-SELECT tasks_workflow_resolve(%(id)s)
+SELECT tasks_workflow_resolve(%(id)s, NULL)
