@@ -108,6 +108,16 @@ BEGIN
     END LOOP;
     IF v_released THEN
         PERFORM pg_notify('scheduler_run_due', '');
+        -- A step just released has not ended: neither has the workflow run.
+        RETURN v_done;
+    END IF;
+    -- A step after the one that ended has not ended either (it waits for another upstream
+    -- step): the workflow run goes on, found without reading every step (a fan-in's child).
+    IF p_step IS NOT NULL AND EXISTS (
+           SELECT 1 FROM tasks_workflowstep s JOIN tasks_run r ON r.id = s.run_id
+            WHERE s.workflow_run_id = p_workflow_run AND p_step = ANY(s.after)
+              AND r.status NOT IN ('succeeded', 'failed', 'cancelled', 'skipped')) THEN
+        RETURN v_done;
     END IF;
     -- The status rule: `cancelled` when a step's run was cancelled; `failed` when a step
     -- failed and no `on: failure` step after it ran; else `succeeded`.
