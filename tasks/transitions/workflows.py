@@ -58,14 +58,19 @@ def start_workflow_run(
             for step, task in zip(steps, tasks, strict=True)
         ]
         WorkflowStep.objects.bulk_create(rows)
+        # One UPDATE per distinct `after` (a fan-out's children share one).
+        held: dict[str, list[Any]] = {}
         for row in rows:
             if row.after and row.run is not None:
-                Run.objects.filter(pk=row.run.pk).update(
-                    status=Run.Status.WAITING_FOR_RESOURCE,
-                    wait_kind=upstream.KIND,
-                    wait_reason=upstream.WORDS.format(steps=", ".join(row.after)),
-                    execute_at=upstream.HELD_UNTIL,
-                )
+                reason = upstream.WORDS.format(steps=", ".join(row.after))
+                held.setdefault(reason, []).append(row.run.pk)
+        for reason, run_ids in held.items():
+            Run.objects.filter(pk__in=run_ids).update(
+                status=Run.Status.WAITING_FOR_RESOURCE,
+                wait_kind=upstream.KIND,
+                wait_reason=reason,
+                execute_at=upstream.HELD_UNTIL,
+            )
     return workflow_run
 
 
