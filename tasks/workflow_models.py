@@ -92,6 +92,14 @@ class WorkflowStep(models.Model):
         "tasks.Run", on_delete=models.SET_NULL, null=True, related_name="workflow_step"
     )
     after = ArrayField(models.CharField(max_length=100), default=list, blank=True)
+    # The steps that name it in `after`, and how many of its own `after` steps have not ended:
+    # a step's end counts down its next steps' `waiting` once (`ended`, set with it), so a
+    # join with 1,000 upstream steps is not read in full at each one's end.
+    downstream = ArrayField(
+        models.CharField(max_length=100), default=list, blank=True, db_default=[]
+    )
+    waiting = models.IntegerField(default=0, db_default=0)
+    ended = models.BooleanField(default=False, db_default=False)
     run_on = models.CharField(max_length=8, default="success")  # the step's `on`
 
     class Meta:

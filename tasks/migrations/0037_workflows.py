@@ -34,6 +34,11 @@ DECLARE
     v_status text;
     v_step record;
     v_task uuid;
+    v_downstream text[];
+    v_next text[];
+    v_ended boolean;
+    v_all_succeeded boolean;
+    v_any_failed boolean;
     v_outputs jsonb;
     v_upstream text;
     v_done integer := 0;
@@ -49,28 +54,60 @@ BEGIN
     IF v_status <> 'running' THEN
         RETURN 0;
     END IF;
+    IF p_step IS NOT NULL THEN
+        UPDATE tasks_workflowstep SET ended = true
+         WHERE workflow_run_id = p_workflow_run AND step_id = p_step AND NOT ended
+        RETURNING downstream INTO v_downstream;
+        IF FOUND THEN
+            UPDATE tasks_workflowstep SET waiting = waiting - 1
+             WHERE workflow_run_id = p_workflow_run AND step_id = ANY(v_downstream)
+               AND NOT ended;
+            v_next := v_downstream;
+        ELSE
+            -- Counted before (its run ended again after a retry of the run alone): nothing
+            -- to release, but the workflow run may have been waiting for it to end.
+            SELECT downstream INTO v_downstream FROM tasks_workflowstep
+             WHERE workflow_run_id = p_workflow_run AND step_id = p_step;
+            v_next := ARRAY[]::text[];
+        END IF;
+    ELSE
+        -- A run gone (deleted: its task replanned) has ended, neither succeeded nor failed.
+        UPDATE tasks_workflowstep s
+           SET ended = NOT EXISTS (
+                   SELECT 1 FROM tasks_run r WHERE r.id = s.run_id
+                      AND r.status NOT IN ('succeeded', 'failed', 'cancelled', 'skipped'))
+         WHERE s.workflow_run_id = p_workflow_run;
+        UPDATE tasks_workflowstep s
+           SET waiting = (SELECT count(*) FROM tasks_workflowstep us
+                           WHERE us.workflow_run_id = s.workflow_run_id
+                             AND us.step_id = ANY(s.after) AND NOT us.ended)
+         WHERE s.workflow_run_id = p_workflow_run;
+    END IF;
     FOR v_step IN
-        -- An upstream step whose run is gone (deleted: its task replanned) counts as ended,
-        -- neither succeeded nor failed, so that nothing waits for it forever.
-        SELECT s.run_id, s.run_on, s.after,
-               bool_and(u.status IS NOT DISTINCT FROM 'succeeded') AS all_succeeded,
-               bool_or(u.status IS NOT DISTINCT FROM 'failed') AS any_failed
-          FROM tasks_workflowstep s
-          JOIN tasks_run r ON r.id = s.run_id
-          JOIN tasks_workflowstep us
-            ON us.workflow_run_id = s.workflow_run_id AND us.step_id = ANY(s.after)
-          LEFT JOIN tasks_run u ON u.id = us.run_id
+        SELECT s.run_id, s.run_on, s.after
+          FROM tasks_workflowstep s JOIN tasks_run r ON r.id = s.run_id
          WHERE s.workflow_run_id = p_workflow_run
-           AND (p_step IS NULL OR p_step = ANY(s.after))
+           AND (v_next IS NULL OR s.step_id = ANY(v_next))
+           AND s.waiting <= 0 AND NOT s.ended
            AND r.status = 'waiting_for_resource' AND r.wait_kind = 'upstream'
-         GROUP BY s.id, s.run_id, s.run_on, s.after
-        HAVING bool_and(u.status IS NULL
-                        OR u.status IN ('succeeded', 'failed', 'cancelled', 'skipped'))
          ORDER BY s.step_id
     LOOP
+        -- From the runs themselves: a counter that went wrong releases nothing early (the
+        -- reviewer's sweep counts again). A gone upstream run has ended, neither succeeded
+        -- nor failed, so that nothing waits for it forever.
+        SELECT bool_and(u.status IS NULL
+                        OR u.status IN ('succeeded', 'failed', 'cancelled', 'skipped')),
+               bool_and(u.status IS NOT DISTINCT FROM 'succeeded'),
+               bool_or(u.status IS NOT DISTINCT FROM 'failed')
+          INTO v_ended, v_all_succeeded, v_any_failed
+          FROM tasks_workflowstep us LEFT JOIN tasks_run u ON u.id = us.run_id
+         WHERE us.workflow_run_id = p_workflow_run AND us.step_id = ANY(v_step.after);
+        IF NOT v_ended THEN
+            CONTINUE;
+        END IF;
         IF v_step.run_on = 'always'
-           OR (v_step.run_on = 'success' AND v_step.all_succeeded)
-           OR (v_step.run_on = 'failure' AND v_step.any_failed) THEN
+           OR (v_step.run_on = 'success' AND v_all_succeeded)
+           OR (v_step.run_on = 'failure' AND v_any_failed) THEN
             UPDATE tasks_run SET status = 'scheduled', wait_kind = '', wait_reason = '',
                                  execute_at = clock_timestamp()
              WHERE id = v_step.run_id AND status = 'waiting_for_resource'
@@ -115,7 +152,7 @@ BEGIN
     -- step): the workflow run goes on, found without reading every step (a fan-in's child).
     IF p_step IS NOT NULL AND EXISTS (
            SELECT 1 FROM tasks_workflowstep s JOIN tasks_run r ON r.id = s.run_id
-            WHERE s.workflow_run_id = p_workflow_run AND p_step = ANY(s.after)
+            WHERE s.workflow_run_id = p_workflow_run AND s.step_id = ANY(v_downstream)
               AND r.status NOT IN ('succeeded', 'failed', 'cancelled', 'skipped')) THEN
         RETURN v_done;
     END IF;
@@ -240,6 +277,18 @@ class Migration(migrations.Migration):
                     ),
                 ),
                 ("run_on", models.CharField(default="success", max_length=8)),
+                (
+                    "downstream",
+                    django.contrib.postgres.fields.ArrayField(
+                        base_field=models.CharField(max_length=100),
+                        blank=True,
+                        db_default=[],
+                        default=list,
+                        size=None,
+                    ),
+                ),
+                ("waiting", models.IntegerField(db_default=0, default=0)),
+                ("ended", models.BooleanField(db_default=False, default=False)),
             ],
         ),
         migrations.RemoveConstraint(

@@ -47,6 +47,10 @@ def start_workflow_run(
         )
         tasks = create_tasks(owner=workflow.owner, items=step_bodies, now=now)
         runs = {run.task_id: run for run in Run.objects.filter(task__in=tasks)}
+        downstream: dict[str, list[str]] = {step["id"]: [] for step in steps}
+        for step in steps:
+            for name in step.get("after") or []:
+                downstream[name].append(step["id"])
         rows = [
             WorkflowStep(
                 workflow_run=workflow_run,
@@ -54,6 +58,8 @@ def start_workflow_run(
                 run=runs[task.pk],
                 after=step.get("after") or [],
                 run_on=step.get("on") or "success",
+                downstream=downstream[step["id"]],
+                waiting=len(step.get("after") or []),
             )
             for step, task in zip(steps, tasks, strict=True)
         ]

@@ -253,3 +253,20 @@ def test_retry_runs_only_the_failed_and_skipped_steps_again(api) -> None:
     assert WorkflowRun.objects.get(pk=wr["id"]).status == "succeeded"
     # A workflow run that is not failed or cancelled cannot be retried.
     assert api.post(f"/api/v1/workflow-runs/{wr['id']}/retry").status_code == 409
+
+
+@pytest.mark.django_db
+def test_a_step_run_retried_alone_is_counted_once_and_its_end_still_ends_the_workflow_run(
+    api,
+) -> None:
+    wr = start(api, FAILURE)
+    end(wr["id"], "a", "succeeded")
+    end(wr["id"], "ok", "failed")
+    ok = step_run(wr["id"], "ok")
+    assert api.post(f"/api/v1/runs/{ok.pk}/retry").status_code == 200
+    end(wr["id"], "cleanup", "succeeded")
+    assert WorkflowRun.objects.get(pk=wr["id"]).status == "running"  # ok runs again
+    end(wr["id"], "ok", "succeeded")
+    assert statuses(wr["id"])["after_ok"] == "skipped"  # decided at ok's first end
+    assert WorkflowStep.objects.get(workflow_run_id=wr["id"], step_id="after_ok").waiting == 0
+    assert WorkflowRun.objects.get(pk=wr["id"]).status == "succeeded"
