@@ -93,7 +93,8 @@ def skipped_events(rows: Iterable[tuple[UUID, UUID, int | None]]) -> list[Event]
 #   pause      planning, for occurrences that fell while the task was paused
 #   request    lifecycle.skip_next
 #   exclusion  planning and backfill.sql: a calendar's holiday or date, or a freeze window
-SKIP_KINDS = ("misfire", "overlap", "pause", "request", "exclusion")
+#   upstream   workflows.sql: a workflow step whose `on` its upstream steps did not meet
+SKIP_KINDS = ("misfire", "overlap", "pause", "request", "exclusion", "upstream")
 
 
 def skip_events(rows: Iterable[tuple[UUID, UUID, int | None]]) -> list[Event]:

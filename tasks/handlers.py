@@ -6,7 +6,7 @@ import importlib
 import inspect
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -25,6 +25,8 @@ class HandlerContext:
     attempt: int
     scheduled_at: datetime
     idempotency_key: str
+    # A workflow step's upstream steps: {"<id>": {"output": ...}} (docs/workflows.md); {} else.
+    steps: dict[str, Any] = field(default_factory=dict)
 
 
 def register(name: str) -> Callable[[HandlerFn], HandlerFn]:

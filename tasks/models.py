@@ -666,3 +666,9 @@ class CalendarFeed(models.Model):
 
     def __str__(self) -> str:
         return f"calendar feed of {self.owner_id}"
+
+
+# Workflows' models live in their own module; imported here so that Django finds them.
+from tasks.workflow_models import Workflow as Workflow  # noqa: E402
+from tasks.workflow_models import WorkflowRun as WorkflowRun  # noqa: E402
+from tasks.workflow_models import WorkflowStep as WorkflowStep  # noqa: E402

@@ -17,3 +17,14 @@ def record(context: HandlerContext, **args: Any) -> None:
     with open(os.path.join(folder, f"{os.getpid()}.log"), "a") as out:
         out.write(line)
     time.sleep(float(args.get("sleep", 0)))
+
+
+@register("step")
+def step(context: HandlerContext, **args: Any) -> Any:
+    """A workflow step: sleeps `sleep` seconds, then returns its `name` and the outputs of the
+    steps before it (context.steps), so a test reads what each step received. `first_sleep`:
+    seconds more on the first attempt only (a worker killed meanwhile)."""
+    time.sleep(float(args.get("sleep", 0)))
+    if context.attempt == 1:
+        time.sleep(float(args.get("first_sleep", 0)))
+    return {"name": args.get("name"), "received": context.steps}

@@ -27,12 +27,14 @@ The one table (docs/architecture.md, "The claim", says the same in prose): each 
         ""
     start SLA        start_sla        reviewer         the claim that starts it
         "not started within the start SLA ({sla} s)"
+    upstream steps   upstream         release          the end of its last upstream step
+        "waiting for upstream steps {steps}"
 
 `-`: never marked; the claim skips the owner's runs, which stay `scheduled`. Each module names
-the statements (tasks/sql/) that decide and release its reason. A new reason (dependencies, for
-workflows) is a module here, a row in the table and in `WAITS`, a kind in the CHECK (a
-migration), and a release in the transaction that ends what it waits for, not a scan in every
-claim.
+the statements (tasks/sql/) that decide and release its reason. A new reason is a module here,
+a row in the table and in `WAITS`, a kind in the CHECK (a migration), and a release in the
+transaction that ends what it waits for, not a scan in every claim (as `upstream`, workflows'
+dependencies, does: tasks/sql/workflows.sql).
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ from tasks.admission import (
     resources,
     sandbox,
     start_sla,
+    upstream,
 )
 from tasks.admission.wait import Wait
 
@@ -57,6 +60,7 @@ WAITS: tuple[Wait, ...] = (
     sandbox.WAIT,
     owner_cap.WAIT,
     start_sla.WAIT,
+    upstream.WAIT,
 )
 
 # Every value `tasks_run.wait_kind` may hold: "" (not waiting) and the kinds of the reasons

@@ -3,7 +3,7 @@ from __future__ import annotations
 from django.urls import path
 from rest_framework_simplejwt.views import TokenObtainPairView, TokenRefreshView
 
-from tasks.api import calendar_feed, calendars, views
+from tasks.api import calendar_feed, calendars, views, workflows
 from tasks.api.audit import AuditListView
 from tasks.api.backfill import TaskBackfillView
 from tasks.api.batch import TaskBatchCreateView
@@ -52,6 +52,25 @@ urlpatterns = [
     path("calendars", calendars.CalendarListCreateView.as_view(), name="calendar-list"),
     path("calendars/<uuid:pk>", calendars.CalendarDetailView.as_view(), name="calendar-detail"),
     path("audit", AuditListView.as_view(), name="audit-list"),
+    path("workflows", workflows.WorkflowListCreateView.as_view(), name="workflow-list"),
+    path("workflows/<uuid:pk>", workflows.WorkflowDetailView.as_view(), name="workflow-detail"),
+    path("workflows/<uuid:pk>/run", workflows.WorkflowRunStartView.as_view(), name="workflow-run"),
+    path("workflows/<uuid:pk>/runs", workflows.WorkflowRunListView.as_view(), name="workflow-runs"),
+    path(
+        "workflow-runs/<uuid:pk>",
+        workflows.WorkflowRunDetailView.as_view(),
+        name="workflow-run-detail",
+    ),
+    path(
+        "workflow-runs/<uuid:pk>/cancel",
+        workflows.WorkflowRunCancelView.as_view(),
+        name="workflow-run-cancel",
+    ),
+    path(
+        "workflow-runs/<uuid:pk>/retry",
+        workflows.WorkflowRunRetryView.as_view(),
+        name="workflow-run-retry",
+    ),
 ]
 TASK_ACTIONS = {
     "pause": views.TaskActionView,

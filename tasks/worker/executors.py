@@ -65,6 +65,7 @@ def _run_handler(run: ClaimedRun) -> ExecutionResult:
         attempt=run.attempt,
         scheduled_at=run.scheduled_at,
         idempotency_key=run.idempotency_key,
+        steps=(run.payload.get("context") or {}).get("steps") or {},
     )
     value = fn(context, **(run.payload.get("args") or {}))
     output = "" if value is None else json.dumps(value, default=str)
@@ -78,6 +79,9 @@ def _run_http(run: ClaimedRun, *, timeout: float) -> ExecutionResult:
     headers["X-Scheduler-Run-Id"] = str(run.id)
     body = payload.get("body")
     json_body = None
+    if isinstance(body, dict) and "context" in payload:
+        # A workflow step's upstream outputs (docs/workflows.md) join a JSON object body.
+        body = {**body, "context": payload["context"]}
     if isinstance(body, (dict, list)):
         json_body, body = body, None
     response = http.send(

@@ -1,4 +1,5 @@
-"""`manage.py runreviewer`: rescue runs of dead workers, flag starved runs, prune old history."""
+"""`manage.py runreviewer`: rescue runs of dead workers, flag starved runs, finish workflow runs
+a crash left, prune old history."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from tasks.transitions.rescue import (
     mark_unplaceable_runs,
     rescue_stuck_runs,
 )
+from tasks.transitions.workflows import resolve_workflow_runs
 
 logger = logging.getLogger(__name__)
 
@@ -90,6 +92,10 @@ class Command(DaemonCommand):
         )
         if held or released:
             logger.info("executable runs waiting=%d scheduled again=%d %s", held, released, why)
+        # A step's end resolves its workflow run in the same transaction; this finishes what
+        # that could not (a run ended with triggers off, a restore): none found otherwise.
+        if resolved := resolve_workflow_runs():
+            logger.info("workflow runs resolved=%d", resolved)
         if rescue.rescued or rescue.failed or starved:
             logger.info(
                 "rescued=%d failed=%d waiting_for_resource=%d",

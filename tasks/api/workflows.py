@@ -1,0 +1,329 @@
+"""Workflow endpoints: create, read, delete and list workflows; start, read, list and cancel
+workflow runs (docs/api.md, "Workflows"). Validate, call one service, serialize."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from django.db.models import QuerySet
+from django.shortcuts import get_object_or_404
+from drf_spectacular.utils import extend_schema, extend_schema_view
+from rest_framework import generics, serializers, status
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from scheduler_project.auth import request_owner
+from tasks.api.serializers import TaskInputSerializer
+from tasks.api.strict import StrictSerializer
+from tasks.api.views import CONFLICT, ERRORS
+from tasks.db import db_now
+from tasks.models import Workflow, WorkflowRun, WorkflowStep
+from tasks.transitions import workflows
+from tasks.workflow_models import STEP_ON
+
+MAX_STEPS = 1000  # as many as a batch create makes (creation.MAX_BATCH)
+# A step's task runs once, now, per workflow run: no schedule, no dedup key of its own.
+NOT_IN_STEP = ("schedule", "dedup_key", "file")
+
+
+class StepSerializer(StrictSerializer):
+    id = serializers.RegexField(r"^[A-Za-z0-9_.-]{1,100}$", max_length=100)
+    after = serializers.ListField(
+        child=serializers.CharField(max_length=100), required=False, max_length=MAX_STEPS
+    )
+    on = serializers.ChoiceField(choices=STEP_ON, required=False)
+    task = serializers.DictField()
+
+
+class WorkflowInputSerializer(StrictSerializer):
+    name = serializers.CharField(max_length=200)
+    steps = StepSerializer(many=True, max_length=MAX_STEPS, min_length=1)  # type: ignore[call-arg]
+
+    def validate_steps(self, steps: list[dict]) -> list[dict]:
+        errors: dict[str, dict[str, list[str]]] = {}
+        first: dict[str, int] = {}
+        for i, step in enumerate(steps):
+            if step["id"] in first:
+                errors.setdefault(str(i), {})["id"] = [f"Duplicate step id {step['id']!r}."]
+            first.setdefault(step["id"], i)
+        for i, step in enumerate(steps):
+            unknown = [name for name in step.get("after", []) if name not in first]
+            if unknown:
+                names = ", ".join(repr(n) for n in unknown)
+                errors.setdefault(str(i), {})["after"] = [f"Names no step: {names}."]
+            task_errors = self._task_errors(step["task"])
+            if task_errors:
+                errors.setdefault(str(i), {})["task"] = task_errors
+        if not errors:
+            for i in cycle(steps):
+                errors[str(i)] = {"after": ["Forms a cycle with the steps it waits for."]}
+        if errors:
+            raise serializers.ValidationError(errors)
+        return [
+            {"id": s["id"], "after": s.get("after", []), "on": s.get("on", "success"), **s}
+            for s in steps
+        ]
+
+    def _task_errors(self, body: dict) -> Any:
+        present = [key for key in NOT_IN_STEP if key in body]
+        if present:
+            return {key: ["Not allowed in a workflow step."] for key in present}
+        serializer = step_task_serializer(body, context=self.context)
+        return None if serializer.is_valid() else serializer.errors
+
+
+def step_task_serializer(body: dict, *, context: Mapping[str, Any]) -> TaskInputSerializer:
+    return TaskInputSerializer(data=body, context={**context, "multipart": False})
+
+
+def cycle(steps: list[dict]) -> list[int]:
+    """The indexes of the steps on or behind a cycle (Kahn's algorithm: what never becomes
+    free), in the workflow's order; [] when the steps form a DAG."""
+    waiting = {s["id"]: set(s.get("after", [])) for s in steps}
+    free = [name for name, after in waiting.items() if not after]
+    while free:
+        done = free.pop()
+        for name, after in waiting.items():
+            if done in after:
+                after.discard(done)
+                if not after:
+                    free.append(name)
+    return [i for i, s in enumerate(steps) if waiting[s["id"]]]
+
+
+class WorkflowOutputSerializer(serializers.Serializer):
+    """The schema of a workflow as every read answers it (workflow_json)."""
+
+    id = serializers.UUIDField()
+    name = serializers.CharField()
+    steps = StepSerializer(many=True)
+    created_at = serializers.DateTimeField()
+    updated_at = serializers.DateTimeField()
+
+
+class WorkflowStepOutputSerializer(serializers.Serializer):
+    id = serializers.CharField()
+    status = serializers.CharField(allow_null=True, help_text="Its run's status.")
+    run = serializers.UUIDField(allow_null=True)
+    output = serializers.JSONField(required=False, help_text="Once it ended with an output.")
+    reason = serializers.CharField(required=False, help_text="Why it was skipped.")
+
+
+class WorkflowRunOutputSerializer(serializers.Serializer):
+    """The schema of a workflow run as every read answers it (workflow_run_json)."""
+
+    id = serializers.UUIDField()
+    workflow = serializers.UUIDField()
+    status = serializers.ChoiceField(choices=WorkflowRun.Status.choices)
+    started_at = serializers.DateTimeField()
+    finished_at = serializers.DateTimeField(allow_null=True)
+    steps = WorkflowStepOutputSerializer(many=True)
+
+
+def workflow_json(workflow: Workflow) -> dict:
+    return {
+        "id": str(workflow.pk),
+        "name": workflow.name,
+        "steps": workflow.steps,
+        "created_at": workflow.created_at,
+        "updated_at": workflow.updated_at,
+    }
+
+
+def step_output(text: str) -> Any:
+    """A step's output as the steps after it receive it (tasks/sql/workflows.sql)."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def workflow_run_json(workflow_run: WorkflowRun) -> dict:
+    rows = WorkflowStep.objects.filter(workflow_run=workflow_run).select_related("run")
+    by_id = {row.step_id: row for row in rows}
+    steps = []
+    for step in workflow_run.workflow.steps:
+        row = by_id.get(step["id"])
+        run = row.run if row else None
+        item: dict[str, Any] = {
+            "id": step["id"],
+            "status": run.status if run else None,
+            "run": str(run.pk) if run else None,
+        }
+        if run is not None and run.output:
+            item["output"] = step_output(run.output)
+        if run is not None and run.status == "skipped":
+            item["reason"] = run.error
+        steps.append(item)
+    return {
+        "id": str(workflow_run.pk),
+        "workflow": str(workflow_run.workflow_id),
+        "status": workflow_run.status,
+        "started_at": workflow_run.started_at,
+        "finished_at": workflow_run.finished_at,
+        "steps": steps,
+    }
+
+
+def owned_workflows(request: Request) -> QuerySet[Workflow]:
+    return Workflow.objects.filter(owner=request_owner(request))
+
+
+@extend_schema_view(
+    get=extend_schema(
+        summary="List your workflows", description="The caller's workflows, newest first."
+    )
+)
+class WorkflowListCreateView(generics.ListAPIView):
+    """GET (newest first) and POST /workflows."""
+
+    serializer_class = WorkflowOutputSerializer
+
+    def get_queryset(self) -> QuerySet[Workflow]:
+        return owned_workflows(self.request).order_by("-created_at", "-id")
+
+    def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        page = self.paginate_queryset(self.get_queryset())
+        return self.get_paginated_response([workflow_json(w) for w in page or []])
+
+    @extend_schema(
+        summary="Create a workflow",
+        description="A named DAG of steps, each a task body run after the steps its `after` "
+        "names when its `on` holds (docs/workflows.md). A cycle, an `after` naming no step, a "
+        "duplicate id or an invalid step body answers 400 naming the step by its index.",
+        request=WorkflowInputSerializer,
+        responses={201: WorkflowOutputSerializer, **ERRORS},
+    )
+    def post(self, request: Request) -> Response:
+        serializer = WorkflowInputSerializer(
+            data=request.data, context={"now": db_now(), "request": request}
+        )
+        serializer.is_valid(raise_exception=True)
+        workflow = Workflow.objects.create(
+            owner=request_owner(request),
+            name=serializer.validated_data["name"],
+            steps=serializer.validated_data["steps"],
+        )
+        return Response(workflow_json(workflow), status=status.HTTP_201_CREATED)
+
+
+class WorkflowDetailView(APIView):
+    """GET and DELETE /workflows/{id}. DELETE cancels its running workflow runs first."""
+
+    @extend_schema(
+        summary="Get a workflow",
+        description="The workflow with its steps, `after` and `on` filled in.",
+        responses={200: WorkflowOutputSerializer, **ERRORS},
+    )
+    def get(self, request: Request, pk: Any) -> Response:
+        return Response(workflow_json(get_object_or_404(owned_workflows(request), pk=pk)))
+
+    @extend_schema(
+        summary="Delete a workflow",
+        description="Its running workflow runs are cancelled first; its steps' tasks and runs "
+        "stay, as every task's do.",
+        responses={204: None, **ERRORS},
+    )
+    def delete(self, request: Request, pk: Any) -> Response:
+        workflow = get_object_or_404(owned_workflows(request), pk=pk)
+        now = db_now()
+        for workflow_run in workflow.runs.filter(status=WorkflowRun.Status.RUNNING):
+            workflows.cancel_workflow_run(workflow_run=workflow_run, now=now)
+        workflow.delete()
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class WorkflowRunStartView(APIView):
+    """POST /workflows/{id}/run: 201 and the workflow run."""
+
+    @extend_schema(
+        summary="Start a workflow run",
+        description="One task and run per step, made in one transaction; the steps with "
+        "`after` wait (`waiting for upstream steps ...`) until their upstream steps end.",
+        request=None,
+        responses={201: WorkflowRunOutputSerializer, **ERRORS},
+    )
+    def post(self, request: Request, pk: Any) -> Response:
+        workflow = get_object_or_404(owned_workflows(request), pk=pk)
+        now = db_now()
+        context = {"now": now, "request": request}
+        bodies = []
+        for step in workflow.steps:
+            body = {"name": f"{workflow.name}/{step['id']}", **step["task"]}
+            serializer = step_task_serializer(body, context=context)
+            serializer.is_valid(raise_exception=True)  # valid at create; a deleted channel...
+            bodies.append(serializer.validated_data)
+        workflow_run = workflows.start_workflow_run(workflow=workflow, step_bodies=bodies, now=now)
+        return Response(workflow_run_json(workflow_run), status=status.HTTP_201_CREATED)
+
+
+@extend_schema_view(
+    get=extend_schema(
+        summary="List a workflow's runs", description="Its workflow runs, newest first."
+    )
+)
+class WorkflowRunListView(generics.ListAPIView):
+    """GET /workflows/{id}/runs, newest first."""
+
+    serializer_class = WorkflowRunOutputSerializer
+    queryset = WorkflowRun.objects.none()  # the schema's model; list() reads the workflow's
+
+    def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        workflow = get_object_or_404(owned_workflows(request), pk=kwargs["pk"])
+        queryset = workflow.runs.select_related("workflow").order_by("-started_at", "-id")
+        page = self.paginate_queryset(queryset)
+        return self.get_paginated_response([workflow_run_json(r) for r in page or []])
+
+
+def owned_workflow_run(request: Request, pk: Any) -> WorkflowRun:
+    runs = WorkflowRun.objects.filter(owner=request_owner(request)).select_related("workflow")
+    return get_object_or_404(runs, pk=pk)
+
+
+class WorkflowRunDetailView(APIView):
+    """GET /workflow-runs/{id}."""
+
+    @extend_schema(
+        summary="Get a workflow run",
+        description="Its status and each step's: status, run, output, and why it was skipped.",
+        responses={200: WorkflowRunOutputSerializer, **ERRORS},
+    )
+    def get(self, request: Request, pk: Any) -> Response:
+        return Response(workflow_run_json(owned_workflow_run(request, pk)))
+
+
+class WorkflowRunCancelView(APIView):
+    """POST /workflow-runs/{id}/cancel: 200 and the workflow run (an ended one as it is)."""
+
+    @extend_schema(
+        summary="Cancel a workflow run",
+        description="It ends `cancelled`: its waiting and scheduled steps are cancelled, its "
+        "running ones stopped; an ended workflow run is answered as it is.",
+        request=None,
+        responses={200: WorkflowRunOutputSerializer, **ERRORS},
+    )
+    def post(self, request: Request, pk: Any) -> Response:
+        workflow_run = owned_workflow_run(request, pk)
+        workflows.cancel_workflow_run(workflow_run=workflow_run, now=db_now())
+        return Response(workflow_run_json(owned_workflow_run(request, pk)))
+
+
+class WorkflowRunRetryView(APIView):
+    """POST /workflow-runs/{id}/retry: 200 and the workflow run; 409 unless failed or
+    cancelled."""
+
+    @extend_schema(
+        summary="Retry a workflow run",
+        description="Runs its failed, cancelled and skipped steps again (fresh attempts); its "
+        "succeeded steps keep their outputs and do not run again. 409 unless it is `failed` "
+        "or `cancelled`.",
+        request=None,
+        responses={200: WorkflowRunOutputSerializer, **ERRORS, **CONFLICT},
+    )
+    def post(self, request: Request, pk: Any) -> Response:
+        workflow_run = owned_workflow_run(request, pk)
+        workflows.retry_workflow_run(workflow_run=workflow_run, now=db_now())
+        return Response(workflow_run_json(owned_workflow_run(request, pk)))

@@ -1,0 +1,117 @@
+"""Workflow (a named DAG of steps), WorkflowRun (one execution of it) and WorkflowStep (a step's
+run in a workflow run). Imported by tasks/models.py, so Django finds them in the tasks app."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.contrib.postgres.fields import ArrayField
+from django.db import models
+from django.db.models import Q
+
+from tasks.ids import uuid7
+
+WORKFLOW_RUN_STATUSES = ("running", "succeeded", "failed", "cancelled")
+STEP_ON = ("success", "failure", "always")
+
+
+class Workflow(models.Model):
+    id = models.UUIDField(primary_key=True, default=uuid7, editable=False)
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+", db_index=False
+    )
+    name = models.CharField(max_length=200)
+    # [{"id", "after": [...], "on": ..., "task": {<a task body without schedule>}}], validated
+    # by the API (tasks/api/workflows.py): ids unique, `after` naming steps, no cycle.
+    steps = models.JSONField()
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["owner", "-created_at"], name="workflow_owner_created_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class WorkflowRun(models.Model):
+    class Status(models.TextChoices):
+        RUNNING = "running"
+        SUCCEEDED = "succeeded"
+        FAILED = "failed"
+        CANCELLED = "cancelled"
+
+    id = models.UUIDField(primary_key=True, default=uuid7, editable=False)
+    workflow = models.ForeignKey(
+        Workflow, on_delete=models.CASCADE, related_name="runs", db_index=False
+    )
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+", db_index=False
+    )
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.RUNNING)
+    started_at = models.DateTimeField()
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(status__in=WORKFLOW_RUN_STATUSES), name="workflow_run_status_valid"
+            ),
+            models.CheckConstraint(
+                condition=Q(status="running", finished_at__isnull=True)
+                | ~Q(status="running") & Q(finished_at__isnull=False),
+                name="workflow_run_finished_iff_ended",
+            ),
+        ]
+        indexes = [
+            models.Index(fields=["workflow", "-started_at"], name="workflow_run_workflow_idx"),
+            # The reviewer's search for workflow runs a crash left unfinished.
+            models.Index(
+                fields=["started_at"],
+                condition=Q(status="running"),
+                name="workflow_run_running_idx",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.workflow_id}@{self.started_at.isoformat()}"
+
+
+class WorkflowStep(models.Model):
+    """A step of a workflow run and its run: created once per (workflow run, step id), with the
+    step's `after` and `on` copied, so the release (tasks/sql/workflows.sql) reads no JSON."""
+
+    id = models.BigAutoField(primary_key=True)
+    workflow_run = models.ForeignKey(
+        WorkflowRun, on_delete=models.CASCADE, related_name="steps", db_index=False
+    )
+    step_id = models.CharField(max_length=100)
+    # The run outlives pruning only as NULL: a pruned step's outcome is gone with its run.
+    run = models.OneToOneField(
+        "tasks.Run", on_delete=models.SET_NULL, null=True, related_name="workflow_step"
+    )
+    after = ArrayField(models.CharField(max_length=100), default=list, blank=True)
+    # The steps that name it in `after`, and how many of its own `after` steps have not ended:
+    # a step's end counts down its next steps' `waiting` once (`ended`, set with it), so a
+    # join with 1,000 upstream steps is not read in full at each one's end.
+    downstream = ArrayField(
+        models.CharField(max_length=100), default=list, blank=True, db_default=[]
+    )
+    waiting = models.IntegerField(default=0, db_default=0)
+    ended = models.BooleanField(default=False, db_default=False)
+    run_on = models.CharField(max_length=8, default="success")  # the step's `on`
+
+    class Meta:
+        constraints = [
+            # A step's run is made once per workflow run.
+            models.UniqueConstraint(
+                fields=["workflow_run", "step_id"], name="workflow_step_unique_run_step"
+            ),
+            models.CheckConstraint(
+                condition=Q(run_on__in=STEP_ON), name="workflow_step_run_on_valid"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.workflow_run_id}/{self.step_id}"
