@@ -205,8 +205,15 @@ SCHEDULER_OUTBOUND_ALLOW = env_list("SCHEDULER_OUTBOUND_ALLOW")
 
 # --- API: DRF, tokens, OpenAPI ----------------------------------------------------------------
 REST_FRAMEWORK = {
-    "DEFAULT_AUTHENTICATION_CLASSES": ["scheduler_project.auth.JWTAuthentication"],
-    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    # A service account's token (its prefix says so), else a JWT.
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "accounts.token_auth.ServiceTokenAuthentication",
+        "scheduler_project.auth.JWTAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": [
+        "rest_framework.permissions.IsAuthenticated",
+        "accounts.token_auth.TokenScopes",
+    ],
     # orjson, and PostgreSQL-built JSON written as is (scheduler_project/web/renderers.py).
     "DEFAULT_RENDERER_CLASSES": [
         "scheduler_project.web.renderers.ORJSONRenderer",

@@ -11,6 +11,7 @@ from django.conf import settings
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from accounts import access
 from tasks import events, exclusions, outbox, schedules, task_fields
 from tasks.api.payloads import validate_payload
 from tasks.api.resource_fields import ResourcesField
@@ -279,6 +280,7 @@ class TaskInputSerializer(StrictSerializer):
     rate_limit = RateLimitSerializer(required=False, allow_null=True)
     on_zombie = ChoiceField(choices=Task.OnZombie.choices, required=False)
     expect = ExpectSerializer(required=False, allow_null=True)
+    team = serializers.SlugField(max_length=100, required=False, allow_null=True)
     file = serializers.FileField(required=False, write_only=True)
 
     def to_internal_value(self, data: Any) -> dict:
@@ -311,9 +313,7 @@ class TaskInputSerializer(StrictSerializer):
         }
         if missing:
             raise serializers.ValidationError(missing)
-        request = self.context.get("request")
-        owner = request.user if request else getattr(self.instance, "owner", None)
-        return outbox.validate_notify(value, owner=owner)
+        return value  # the channels are checked with the task's team (`validate`)
 
     def validate_dedup_key(self, value: str | None) -> str | None:
         instance: Task | None = self.instance
@@ -368,6 +368,21 @@ class TaskInputSerializer(StrictSerializer):
             raise serializers.ValidationError({"file": ["Only executable tasks take a file."]})
         if "expect" in attrs and attrs["expect"] is None:
             attrs["expect"] = {}  # null clears the expectations, as {} does
+        request = self.context.get("request")
+        if "team" in attrs and request is None:
+            raise serializers.ValidationError({"team": ["Not taken here."]})
+        if request is not None:
+            attrs = access.place(request.user, instance, attrs)
+        if "notify" in attrs or ("team" in attrs and instance is not None and instance.notify):
+            # Each entry must name a channel of the task's team, or of its owner for a task of
+            # no team (errors per index): the outbox's registered check, the notifications app's.
+            owner = request.user if request else getattr(instance, "owner", None)
+            team = attrs["team"] if "team" in attrs else getattr(instance, "team", None)
+            notify = attrs.get("notify", instance.notify if instance else [])
+            try:
+                attrs["notify"] = outbox.validate_notify(notify, owner=owner, team=team)
+            except serializers.ValidationError as exc:
+                raise serializers.ValidationError({"notify": exc.detail}) from None
         backoff = attrs.pop("retry_backoff", None)
         if backoff:
             attrs["retry_backoff_base"] = backoff["base"]
@@ -416,6 +431,9 @@ class TaskOutputSerializer(serializers.ModelSerializer):
     )
     taskset = serializers.CharField(read_only=True, allow_null=True, help_text="Its task set.")
     key = serializers.CharField(read_only=True, allow_null=True, help_text="Its key there.")
+    team = serializers.CharField(
+        read_only=True, allow_null=True, help_text="Its team's slug; null: its owner's alone."
+    )
 
     class Meta:
         model = Task
@@ -442,6 +460,7 @@ class TaskOutputSerializer(serializers.ModelSerializer):
             "health",
             "taskset",
             "key",
+            "team",
             "describe",
             "last_run",
             "next_run_at",
@@ -539,6 +558,7 @@ class CalendarSerializer(StrictSerializer):
     windows = serializers.ListField(
         child=WindowSerializer(), max_length=exclusions.MAX_WINDOWS, required=False
     )
+    team = serializers.SlugField(max_length=100, required=False, allow_null=True)
 
     def validate(self, attrs: dict) -> dict:
         # The zone and the windows are read as a schedule reads them, with the same messages.
@@ -564,6 +584,10 @@ class CalendarSerializer(StrictSerializer):
 
 
 class CalendarOutputSerializer(serializers.ModelSerializer):
+    team: serializers.Field = serializers.SlugRelatedField(
+        slug_field="slug", read_only=True, allow_null=True
+    )
+
     class Meta:
         model = Calendar
         fields = [
@@ -573,6 +597,7 @@ class CalendarOutputSerializer(serializers.ModelSerializer):
             "holidays",
             "dates",
             "windows",
+            "team",
             "created_at",
             "updated_at",
         ]

@@ -17,6 +17,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from accounts import access
+from accounts.models import Team
 from scheduler_project.auth import request_owner
 from scheduler_project.web.parsers import JSONParser
 from tasks.api.bodies import TaskJSONBody
@@ -56,6 +58,11 @@ class TaskSetEntryBody(TaskJSONBody):
             raise serializers.ValidationError("A task of a set is named by its `key`.")
         return value
 
+    def validate_team(self, value: str | None) -> str | None:
+        raise serializers.ValidationError(
+            "A task of a set is in the set's team: apply the set with `?team=<slug>`."
+        )
+
 
 class TaskSetBody(StrictSerializer):
     tasks = serializers.ListField(child=serializers.DictField(), max_length=MAX_BATCH)
@@ -84,6 +91,20 @@ def declared_tasks(request: Request, now: Any) -> list[taskset_plan.Declared]:
         entry = {k: v for k, v in body.items() if k not in ("key", "ignore_changes")}
         declared.append(taskset_plan.Declared(key, entry, data, sorted(set(ignore))))
     return declared
+
+
+def set_team(request: Request, need: str = access.EDITOR) -> Team | None:
+    """The team of the set the request names (`?team=<slug>`; a service account's own team
+    when it names none), or None for the caller's own set: 404 for a team the caller is no
+    member of (as for a set that does not exist), 403 for a role less than `need`."""
+    user = request_owner(request)
+    slug = request.query_params.get("team")
+    if slug is None:
+        return access.default_team(user)
+    try:
+        return access.team_for(user, slug, need=need)
+    except serializers.ValidationError:
+        raise NotFound("No task set of that name.") from None
 
 
 def _flag(request: Request, name: str) -> bool:
@@ -144,6 +165,12 @@ SERIALISED = (
 
 class TaskSetView(APIView):
     parser_classes = [JSONParser]
+    # A service token reads a set with `read` or `tasksets:apply`, changes it with the latter.
+    token_scopes = {
+        "GET": ("read", "tasksets:apply"),
+        "PUT": ("tasksets:apply",),
+        "DELETE": ("tasksets:apply",),
+    }
 
     @extend_schema(
         summary="Show a task set",
@@ -172,7 +199,8 @@ class TaskSetView(APIView):
         },
     )
     def get(self, request: Request, name: str) -> Response:
-        taskset = tasksets.find_taskset(owner=request_owner(request), name=name)
+        team = set_team(request, access.VIEWER)
+        taskset = tasksets.find_taskset(owner=request_owner(request), name=name, team=team)
         if taskset is None:
             raise NotFound("No task set of that name.")
         members = taskset_plan.members(taskset)
@@ -204,13 +232,24 @@ class TaskSetView(APIView):
     def put(self, request: Request, name: str) -> Response:
         owner = request_owner(request)
         now = db_now()
+        team = set_team(request)
         declared = declared_tasks(request, now)
+        for task in declared:
+            if team is not None:
+                task.data["team"] = team  # the set's tasks are in its team
         if _flag(request, "dry_run"):
             return Response(
-                tasksets.dry_run_taskset(owner=owner, name=_name(name), declared=declared)
+                tasksets.dry_run_taskset(
+                    owner=owner, name=_name(name), declared=declared, team=team
+                )
             )
         _, carried_out = tasksets.apply_taskset(
-            owner=owner, name=_name(name), declared=declared, force=_flag(request, "force"), now=now
+            owner=owner,
+            name=_name(name),
+            declared=declared,
+            force=_flag(request, "force"),
+            now=now,
+            team=team,
         )
         return Response(carried_out)
 
@@ -224,6 +263,7 @@ class TaskSetView(APIView):
     def delete(self, request: Request, name: str) -> Response:
         result = tasksets.delete_taskset(
             owner=request_owner(request),
+            team=set_team(request),
             name=name,
             force=_flag(request, "force"),
             dry_run=_flag(request, "dry_run"),
@@ -245,6 +285,8 @@ FIELD_DRIFT = inline_serializer(
 
 
 class TaskSetDriftView(APIView):
+    token_scopes = {"GET": ("read", "tasksets:apply")}
+
     @extend_schema(
         summary="A task set's drift: what changed outside it since the last apply",
         description="Each task whose fields differ from what the last apply left (changed "
@@ -272,7 +314,8 @@ class TaskSetDriftView(APIView):
         },
     )
     def get(self, request: Request, name: str) -> Response:
-        taskset = tasksets.find_taskset(owner=request_owner(request), name=name)
+        team = set_team(request, access.VIEWER)
+        taskset = tasksets.find_taskset(owner=request_owner(request), name=name, team=team)
         if taskset is None:
             raise NotFound("No task set of that name.")
         return Response({"name": name, "drift": taskset_plan.drift(taskset)})
