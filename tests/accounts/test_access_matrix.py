@@ -60,7 +60,9 @@ def objects(owner: Any, team: Team | None) -> Objects:
             owner=owner, team=team, kind="webhook", config={"url": "https://example.com/h"}
         ),
         calendar=Calendar.objects.create(owner=owner, team=team, name="holidays"),
-        ckey=ConcurrencyKey.objects.create(owner=owner, team=team, name=f"db-{suffix}", max_running=2),
+        ckey=ConcurrencyKey.objects.create(
+            owner=owner, team=team, name=f"db-{suffix}", max_running=2
+        ),
         rkey=RateKey.objects.create(
             owner=owner, team=team, name=f"crm-{suffix}", rate_limit=5, per_seconds=60
         ),
@@ -133,9 +135,7 @@ def test_each_cell_answers_as_documented(world, route, caller: str, kind: str) -
     clients, made = world
     name, access, method, template, body, success = route
     expected = documented()[(caller, kind, access)]
-    response = getattr(clients[caller], method)(
-        path_of(template, made[kind]), body, format="json"
-    )
+    response = getattr(clients[caller], method)(path_of(template, made[kind]), body, format="json")
     if name == "taskset-put" and kind == "personal" and caller != "owner":
         # A set is named within its owner's sets: this PUT makes the caller's own "nightly".
         assert response.status_code == 200, response.content[:300]
