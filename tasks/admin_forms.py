@@ -13,6 +13,7 @@ from typing import Any
 
 from django import forms
 from django.contrib.admin.widgets import AdminTextareaWidget
+from rest_framework.exceptions import PermissionDenied
 
 from tasks.api.serializers import TaskInputSerializer
 from tasks.db import db_now
@@ -165,6 +166,10 @@ class TaskAdminForm(forms.ModelForm):
         '"success_within"?, "repeat_every"?}; null for none.',
     )
 
+    team = forms.SlugField(
+        required=False, help_text="The team's slug (its editors may); empty: the owner's alone."
+    )
+
     class Meta:
         model = Task
         fields = ["owner", "name", "dedup_key", "kind", "priority", "max_attempts", "timeout"]
@@ -178,6 +183,7 @@ class TaskAdminForm(forms.ModelForm):
             return
         self.initial.update(payload=task.payload, notify=task.notify, resources=task.resources)
         self.initial["on_zombie"] = task.on_zombie
+        self.initial["team"] = task.team.slug if task.team is not None else None
         for field in JSON_TASK_FIELDS:
             self.initial[field] = getattr(task, field) or None  # shown as null when empty
         self.initial.update(backoff_base=task.retry_backoff_base)
@@ -211,6 +217,8 @@ class TaskAdminForm(forms.ModelForm):
             body["schedule"] = self.schedule()
         if data.get("executable_file") is not None:
             body["file"] = data["executable_file"]
+        if "team" in self.changed_data:
+            body["team"] = data.get("team") or None
         return body
 
     def schedule(self) -> dict[str, Any]:
@@ -243,8 +251,15 @@ class TaskAdminForm(forms.ModelForm):
         }
         instance = None if self.instance._state.adding else self.instance
         serializer = TaskInputSerializer(instance, data=self.body(), context=context)
-        if serializer.is_valid():
+        try:
+            valid = serializer.is_valid()
+        except PermissionDenied as exc:  # a team's role too low (accounts/access.py)
+            self.add_error("team", str(exc.detail))
+            return cleaned
+        if valid:
             self.api_data = dict(serializer.validated_data)
+            # The model's field takes the team itself, not the slug the form shows.
+            cleaned["team"] = self.api_data.get("team", getattr(self.instance, "team", None))
         else:
             self._add_api_errors(serializer.errors)
         return cleaned
