@@ -368,6 +368,8 @@ SPECTACULAR_SETTINGS = {
         "NotificationEventEnum": "notifications.models.EVENT_CHOICES",
         "EventEnum": "tasks.events.EVENTS",
         "HealthStatusEnum": "scheduler_project.web.health.HEALTH_STATUSES",
+        "TeamRoleEnum": "accounts.models.Membership.Role",
+        "ServiceAccountRoleEnum": "accounts.api.serializers.SERVICE_ROLES",
     },
 }
 

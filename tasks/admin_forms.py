@@ -177,6 +177,7 @@ class TaskAdminForm(forms.ModelForm):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.api_data: dict[str, Any] = {}
+        self.team_slug: str | None = None
         task: Task = self.instance
         if task._state.adding:  # a Task's pk is set before it is saved (uuid7)
             self.fields["payload"].initial = {"name": "echo", "args": {}}
@@ -218,7 +219,7 @@ class TaskAdminForm(forms.ModelForm):
         if data.get("executable_file") is not None:
             body["file"] = data["executable_file"]
         if "team" in self.changed_data:
-            body["team"] = data.get("team") or None
+            body["team"] = self.team_slug
         return body
 
     def schedule(self) -> dict[str, Any]:
@@ -240,6 +241,8 @@ class TaskAdminForm(forms.ModelForm):
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean() or {}
+        # The model's field takes a team, set below once the API's check placed it.
+        self.team_slug = cleaned.pop("team", None) or None
         if self.errors:
             return cleaned
         owner = cleaned.get("owner") or getattr(self.instance, "owner", None)

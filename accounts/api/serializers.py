@@ -14,6 +14,7 @@ from tasks.api.strict import ChoiceField, StrictSerializer
 MAX_TOKEN_DAYS = 366
 DEFAULT_TOKEN_DAYS = 90
 NAME = r"^[a-z0-9][a-z0-9_-]{0,99}$"
+SERVICE_ROLES = ["viewer", "editor"]  # a machine never manages its team
 
 
 class TeamInputSerializer(StrictSerializer):
@@ -57,9 +58,7 @@ class MemberOutputSerializer(serializers.ModelSerializer):
 
 class ServiceAccountInputSerializer(StrictSerializer):
     name = serializers.RegexField(NAME, max_length=100)
-    role = ChoiceField(
-        choices=[Membership.Role.VIEWER, Membership.Role.EDITOR], default=Membership.Role.EDITOR
-    )
+    role = ChoiceField(choices=SERVICE_ROLES, default=Membership.Role.EDITOR)
 
 
 class ServiceAccountOutputSerializer(serializers.ModelSerializer):

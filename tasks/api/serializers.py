@@ -371,7 +371,7 @@ class TaskInputSerializer(StrictSerializer):
         request = self.context.get("request")
         if "team" in attrs and request is None:
             raise serializers.ValidationError({"team": ["Not taken here."]})
-        if request is not None:
+        if request is not None and request.user is not None:  # the admin's form may have none
             attrs = access.place(request.user, instance, attrs)
         if "notify" in attrs or ("team" in attrs and instance is not None and instance.notify):
             # Each entry must name a channel of the task's team, or of its owner for a task of

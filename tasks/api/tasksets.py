@@ -38,6 +38,9 @@ TRUE = ("true", "1", "yes")
 class TaskSetEntryBody(TaskJSONBody):
     """A task of a set: the body of a task's create, with its `key` and what drift may keep."""
 
+    # A set's tasks are in the set's team (`?team=<slug>`): an entry's `team` is refused as an
+    # unknown field.
+    team = None  # type: ignore[assignment]
     key = serializers.RegexField(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,199}$", help_text=KEY_HELP)
     ignore_changes = serializers.ListField(
         child=ChoiceField(choices=taskset_plan.IGNORABLE),
@@ -57,11 +60,6 @@ class TaskSetEntryBody(TaskJSONBody):
         if value:
             raise serializers.ValidationError("A task of a set is named by its `key`.")
         return value
-
-    def validate_team(self, value: str | None) -> str | None:
-        raise serializers.ValidationError(
-            "A task of a set is in the set's team: apply the set with `?team=<slug>`."
-        )
 
 
 class TaskSetBody(StrictSerializer):

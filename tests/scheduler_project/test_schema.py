@@ -115,6 +115,7 @@ def test_operation_ids_and_tags_read_by_resource(schema: dict) -> None:
         "concurrency-keys",
         "rate-limits",
         "health",
+        "teams",
     }
     assert operations[("/tasks", "get")]["tags"] == ["seed"]
 
