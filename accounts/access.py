@@ -38,6 +38,16 @@ def visible_q(user: Any, *, owner: str = "owner", team: str = "team") -> Q:
     return Q(**{owner: user, f"{team}__isnull": True}) | Q(**{f"{team}__in": teams})
 
 
+def changeable(
+    queryset: QuerySet, user: Any, *, owner: str = "owner", team: str = "team"
+) -> QuerySet:
+    """`queryset` narrowed to what `user` may change: their own objects without a team, and
+    the objects of the teams they are an editor or admin of (the admin's bulk actions)."""
+    teams = Membership.objects.filter(user_id=user.pk, role__in=[EDITOR, ADMIN]).values("team_id")
+    mine = Q(**{owner: user, f"{team}__isnull": True})
+    return queryset.filter(mine | Q(**{f"{team}__in": teams}))
+
+
 def role_in(user: Any, team_id: int | None) -> str | None:
     """`user`'s role in the team `team_id`, or None (no such team, or no member)."""
     if team_id is None:

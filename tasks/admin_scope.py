@@ -37,8 +37,26 @@ class OwnedAdmin(admin.ModelAdmin):
         if is_operator(request.user):
             return queryset
         # What the API shows the user (accounts/access.py): their own rows, their teams'.
-        team = self.team_path or self.owner_path.replace("owner", "team")
+        team = self._team_path()
         return access.visible(queryset, request.user, owner=self.owner_path, team=team)
+
+    def _team_path(self) -> str:
+        return self.team_path or self.owner_path.replace("owner", "team")
+
+    def changeable_rows(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
+        """The rows of `queryset` the user may change: a team's viewer sees its rows, but an
+        action (selected or bulk) leaves them alone."""
+        if is_operator(request.user):
+            return queryset
+        return access.changeable(
+            queryset, request.user, owner=self.owner_path, team=self._team_path()
+        )
+
+    def response_action(
+        self, request: HttpRequest, queryset: QuerySet, *args: Any, **kwargs: Any
+    ) -> Any:
+        narrowed = self.changeable_rows(request, queryset)
+        return super().response_action(request, narrowed, *args, **kwargs)
 
     def get_object(self, request: HttpRequest, object_id: str, from_field: Any = None) -> Any:
         found = super().get_object(request, object_id, from_field)
@@ -87,11 +105,15 @@ class OwnedAdmin(admin.ModelAdmin):
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         if is_operator(request.user):
             return super().has_change_permission(request, obj)
-        return bool(request.user.is_active) and (obj is None or self._may_change(request, obj))
+        if not request.user.is_active:
+            return False
+        # A team's viewer gets the page as anyone does (the task form has fields only a form
+        # shows, no read-only rendering), and a 403 for saving it.
+        return obj is None or request.method != "POST" or self._may_change(request, obj)
 
     def _may_change(self, request: HttpRequest, obj: Any) -> bool:
-        """A team's viewer sees its rows read-only (accounts/access.py, as the API's 403)."""
-        *path, last = (self.team_path or self.owner_path.replace("owner", "team")).split("__")
+        """Whether the user may change `obj`: not as a team's viewer (accounts/access.py)."""
+        *path, last = self._team_path().split("__")
         holder = obj
         for step in path:
             holder = getattr(holder, step)
