@@ -63,3 +63,35 @@ def create_service_account(*, team: Team, name: str, role: str) -> ServiceAccoun
         user.save(update_fields=["password"])
         Membership.objects.create(team=team, user=user, role=role)
         return ServiceAccount.objects.create(user=user, team=team, name=name)
+
+
+RANK: dict[str, int] = {"viewer": 1, "editor": 2, "admin": 3}
+
+
+def sync_team_groups(user: Any, *, groups: list[str], mapping: dict[str, tuple[str, str]]) -> None:
+    """Set `user`'s memberships of the teams `mapping` names ({group: (team slug, role)}) to the
+    highest role their provider `groups` give, removing those none gives; teams the mapping
+    does not name are left alone. Writes nothing when nothing changes (it runs on every
+    provider token)."""
+    wanted: dict[str, str] = {}
+    for group in groups:
+        if group in mapping:
+            slug, role = mapping[group]
+            if RANK[role] > RANK.get(wanted.get(slug, ""), 0):
+                wanted[slug] = role
+    managed = {slug for slug, _ in mapping.values()}
+    held = {
+        slug: (pk, role)
+        for pk, slug, role in Membership.objects.filter(
+            user=user, team__slug__in=managed
+        ).values_list("pk", "team__slug", "role")
+    }
+    gone = [pk for slug, (pk, _) in held.items() if slug not in wanted]
+    changes = {slug: role for slug, role in wanted.items() if held.get(slug, (0, ""))[1] != role}
+    if not gone and not changes:
+        return
+    with transaction.atomic():
+        Membership.objects.filter(pk__in=gone).delete()
+        for slug, role in changes.items():
+            team, _ = Team.objects.get_or_create(slug=slug)
+            Membership.objects.update_or_create(team=team, user=user, defaults={"role": role})
