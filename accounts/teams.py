@@ -8,6 +8,7 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.db import transaction
 
+from accounts.access import RANK
 from accounts.models import Membership, ServiceAccount, Team
 
 
@@ -63,9 +64,6 @@ def create_service_account(*, team: Team, name: str, role: str) -> ServiceAccoun
         user.save(update_fields=["password"])
         Membership.objects.create(team=team, user=user, role=role)
         return ServiceAccount.objects.create(user=user, team=team, name=name)
-
-
-RANK: dict[str, int] = {"viewer": 1, "editor": 2, "admin": 3}
 
 
 def sync_team_groups(user: Any, *, groups: list[str], mapping: dict[str, tuple[str, str]]) -> None:

@@ -501,19 +501,16 @@ class PreviewSerializer(StrictSerializer):
 
 
 def check_calendars(schedule: dict, context: Mapping[str, Any]) -> dict:
-    """The calendars a schedule names in `exclude` must be the owner's: another user's id is
-    refused like an unknown one (a 400 naming `exclude[i]`)."""
+    """The calendars a schedule names in `exclude` must be ones the caller sees (their own and
+    their teams', accounts/access.py): another user's id is refused like an unknown one (a 400
+    naming `exclude[i]`)."""
     ids = schedule.get("exclude") or []
     if not ids:
         return schedule
     request = context.get("request")
     owner = getattr(request, "user", None)
-    owned = {
-        str(pk)
-        for pk in Calendar.objects.filter(
-            owner_id=getattr(owner, "pk", None), pk__in=ids
-        ).values_list("pk", flat=True)
-    }
+    seen = access.visible(Calendar.objects.filter(pk__in=ids), owner) if owner else None
+    owned = {str(pk) for pk in seen.values_list("pk", flat=True)} if seen is not None else set()
     errors = {f"exclude[{i}]": ["Unknown calendar."] for i, c in enumerate(ids) if c not in owned}
     if errors:
         raise serializers.ValidationError(errors)

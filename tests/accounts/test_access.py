@@ -7,6 +7,7 @@ import pytest
 
 from accounts.models import Membership, Team
 from notifications.models import Channel
+from tasks.models import Calendar
 from tests.conftest import client_for
 from tests.factories import TaskFactory, UserFactory
 
@@ -101,3 +102,20 @@ def test_a_channel_and_a_calendar_are_made_in_a_team(teams) -> None:
         "/api/v1/concurrency-keys", {"key": "db", "limit": 2, "team": "data"}, format="json"
     )
     assert key.status_code == 201 and key.json()["team"] == "data"
+
+
+def test_a_teams_calendar_and_feed_serve_its_members(teams) -> None:
+    data, _ = teams
+    editor, other = member(data, "editor"), member(data, "viewer")
+    calendar = Calendar.objects.create(owner=other, team=data, name="off")
+    schedule = {"type": "daily", "at": "09:00:00", "exclude": [str(calendar.pk)]}
+    body = {**HANDLER, "team": "data", "schedule": schedule}
+    made = client_for(editor).post("/api/v1/tasks", body, format="json")
+    assert made.status_code == 201, made.content
+    # Another member's calendar_url of the team's task opens its feed; an outsider's does not.
+    url = client_for(other).get(f"/api/v1/tasks/{made.json()['id']}").json()["calendar_url"]
+    assert client_for(other).get(url).status_code == 200
+    outsider = client_for(UserFactory())
+    outsider_url = outsider.get("/api/v1/calendar-feed").json()["url"]
+    token = outsider_url.split("token=")[1]
+    assert outsider.get(url.split("?")[0] + f"?token={token}").status_code == 404
