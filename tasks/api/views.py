@@ -182,9 +182,6 @@ class TaskUploadView(APIView):
 class TaskDetailView(APIView):
     parser_classes = UPLOAD_PARSERS
 
-    def get_object(self, request: Request, pk: Any) -> Task:
-        return get_object_or_404(owned_tasks(request), pk=pk)
-
     @extend_schema(responses={200: TaskOutputSerializer, **ERRORS})
     def get(self, request: Request, pk: Any) -> Response:
         found = task_json(pk, owner=request_owner(request), now=timezone.now())
