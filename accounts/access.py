@@ -86,7 +86,9 @@ def team_for(user: Any, slug: str | None, *, need: str = EDITOR) -> Team | None:
     if found is None or role is None:
         raise ValidationError({"team": [f"No team {slug!r} among yours."]}, code="invalid")
     if RANK[role] < RANK[need]:
-        raise PermissionDenied(f"Your role in team {slug!r} is {role}; this needs {need}.")
+        raise PermissionDenied(
+            f"Your role in team {slug!r} is {role}; this needs {need}.", code="role"
+        )
     return found
 
 
@@ -100,7 +102,7 @@ def require_move(user: Any, obj: Model, team: Team | None) -> None:
     if current is not None:
         require(user, obj, EDITOR)
     if team is None and getattr(obj, "owner_id", None) != user.pk:
-        raise PermissionDenied("Only the owner may take an object out of its team.")
+        raise PermissionDenied("Only the owner may take an object out of its team.", code="role")
     if team is not None:
         team_for(user, team.slug, need=EDITOR)
 

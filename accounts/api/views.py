@@ -45,7 +45,9 @@ def team_of(request: Request, slug: str, need: str = access.VIEWER) -> Team:
     team = get_object_or_404(my_teams(request), slug=slug)
     role: str = team.role  # type: ignore[attr-defined]  # annotated by my_teams
     if access.RANK[role] < access.RANK[need]:
-        raise PermissionDenied(f"Your role in team {slug!r} is {role}; this needs {need}.")
+        raise PermissionDenied(
+            f"Your role in team {slug!r} is {role}; this needs {need}.", code="role"
+        )
     return team
 
 

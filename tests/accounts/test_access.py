@@ -35,6 +35,7 @@ def test_a_task_is_made_in_a_team_by_its_editors_only(teams) -> None:
     assert made.status_code == 201 and made.json()["team"] == "data"
     as_viewer = client_for(viewer).post("/api/v1/tasks", {**HANDLER, "team": "data"}, format="json")
     assert as_viewer.status_code == 403
+    assert as_viewer.json()["code"] == "role" and "viewer" in as_viewer.json()["detail"]
     foreign = client_for(editor).post("/api/v1/tasks", {**HANDLER, "team": "web"}, format="json")
     assert foreign.status_code == 400 and "team" in foreign.json()
     # The other members read it with its owner's name, not their own.
