@@ -373,6 +373,8 @@ class TaskInputSerializer(StrictSerializer):
             raise serializers.ValidationError({"team": ["Not taken here."]})
         if request is not None and request.user is not None:  # the admin's form may have none
             attrs = access.place(request.user, instance, attrs)
+        if self.context.get("team") is not None:  # a task set's entry: the set's team, checked
+            attrs["team"] = self.context["team"]
         if "notify" in attrs or ("team" in attrs and instance is not None and instance.notify):
             # Each entry must name a channel of the task's team, or of its owner for a task of
             # no team (errors per index): the outbox's registered check, the notifications app's.

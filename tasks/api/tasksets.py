@@ -66,14 +66,17 @@ class TaskSetBody(StrictSerializer):
     tasks = serializers.ListField(child=serializers.DictField(), max_length=MAX_BATCH)
 
 
-def declared_tasks(request: Request, now: Any) -> list[taskset_plan.Declared]:
+def declared_tasks(
+    request: Request, now: Any, team: Team | None = None
+) -> list[taskset_plan.Declared]:
     """The body's entries validated as a task's create validates them; the first bad entry is
     a 400 naming it by index and field (`{"tasks": {"3": {"schedule": {...}}}}`)."""
     outer = TaskSetBody(data=request.data)
     outer.is_valid(raise_exception=True)
     declared: list[taskset_plan.Declared] = []
     seen: set[str] = set()
-    context = {"now": now, "multipart": False, "request": request}
+    # The set's team is each task's, so `notify` is checked against its channels.
+    context = {"now": now, "multipart": False, "request": request, "team": team}
     for index, body in enumerate(outer.validated_data["tasks"]):
         one = TaskSetEntryBody(data=body, context=context)
         if not one.is_valid():
@@ -231,10 +234,7 @@ class TaskSetView(APIView):
         owner = request_owner(request)
         now = db_now()
         team = set_team(request)
-        declared = declared_tasks(request, now)
-        for task in declared:
-            if team is not None:
-                task.data["team"] = team  # the set's tasks are in its team
+        declared = declared_tasks(request, now, team)
         if _flag(request, "dry_run"):
             return Response(
                 tasksets.dry_run_taskset(
