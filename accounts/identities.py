@@ -16,6 +16,7 @@ from django.contrib.auth import get_user_model
 from django.db import IntegrityError, transaction
 
 from accounts.models import Identity
+from accounts.teams import sync_team_groups
 
 USERNAME_MAX = 150
 # Django's username validator allows these; anything else in a claim is dropped.
@@ -70,6 +71,11 @@ def _update(user: Any, claims: dict[str, Any]) -> None:
             changed += ["is_staff", "is_superuser"]
     if changed:
         user.save(update_fields=changed)
+    mapping = settings.OIDC_TEAM_GROUPS
+    if mapping and settings.OIDC_GROUPS_CLAIM in claims:
+        # As for operators: the provider's groups decide the mapped teams, and claims without
+        # the groups claim decide nothing.
+        sync_team_groups(user, groups=_groups(claims), mapping=mapping)
 
 
 def _groups(claims: dict[str, Any]) -> list[str]:

@@ -24,11 +24,12 @@ class NotificationsConfig(AppConfig):
 
 # Both import their modules when first called: a process that never validates a task's
 # `notify` or runs a worker does not load the API's serializers or the transports.
-def validate_notify_channels(entries: list[dict], *, owner: Any) -> list[dict]:
-    """A task's `notify` entries, each naming one of `owner`'s channels (the API's check)."""
+def validate_notify_channels(entries: list[dict], *, owner: Any, team: Any = None) -> list[dict]:
+    """A task's `notify` entries, each naming one of `owner`'s channels, or of the task's
+    `team` (the API's check)."""
     from notifications.api import serializers
 
-    return serializers.validate_notify_channels(entries, owner=owner)
+    return serializers.validate_notify_channels(entries, owner=owner, team=team)
 
 
 def start_delivery_thread() -> Companion | None:

@@ -31,6 +31,9 @@ class Channel(models.Model):
 
     id = models.UUIDField(primary_key=True, default=uuid7, editable=False)
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    team = models.ForeignKey(
+        "accounts.Team", on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
     kind = models.CharField(max_length=16, choices=Kind.choices)
     name = models.CharField(max_length=200, blank=True, default="")
     # email {"address"}; webhook {"url"}; slack {"webhook_host"} or {"channel"}.

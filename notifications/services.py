@@ -29,7 +29,7 @@ logger = logging.getLogger(__name__)
 
 # Configuration keys stored encrypted; the API never returns them.
 SECRET_FIELDS = frozenset({"secret", "webhook_url", "token"})
-CHANNEL_FIELDS = ("name", "all_tasks_events")
+CHANNEL_FIELDS = ("name", "all_tasks_events", "team")
 
 # The claim (a lease, at least once) and the fenced record: notifications/sql/delivery.sql.
 SQL = queries("notifications", "delivery.sql")

@@ -67,8 +67,8 @@ class ExternalToken(dict):
     """The verified claims of an identity provider's token (what `request.auth` holds)."""
 
 
-# (token kind, user claim) -> (monotonic time the entry expires, the user); per process.
-_users: dict[tuple[str, Any], tuple[float, Any]] = {}
+# (token kind, user claim[, groups]) -> (monotonic time the entry expires, the user); per process.
+_users: dict[tuple[Any, ...], tuple[float, Any]] = {}
 _USERS_MAX = 10_000  # distinct users held at once; the whole cache is dropped past it
 
 
@@ -107,8 +107,13 @@ class JWTAuthentication(authentication.JWTAuthentication):
     def get_user(self, validated_token: Any) -> Any:
         seconds = settings.SCHEDULER_AUTH_USER_CACHE_SECONDS
         config = settings.SCHEDULER_EXTERNAL_JWT  # set whenever a token is an ExternalToken
+        key: tuple[Any, ...]
         if config is not None and isinstance(validated_token, ExternalToken):
-            key = ("external", validated_token.get(config["USER_CLAIM"]))
+            # The groups too: a token with other groups than the cached user's signs in again,
+            # so a person who left a mapped group loses its team at once (OIDC_TEAM_GROUPS).
+            groups = validated_token.get(settings.OIDC_GROUPS_CLAIM)
+            shown = tuple(groups) if isinstance(groups, list) else groups
+            key = ("external", validated_token.get(config["USER_CLAIM"]), repr(shown))
         else:
             key = ("local", validated_token.get(api_settings.USER_ID_CLAIM))
         cacheable = seconds > 0 and isinstance(key[1], str | int)

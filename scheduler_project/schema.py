@@ -126,6 +126,10 @@ VALIDATION_ERROR_SCHEMA = {
 DESCRIPTIONS = {
     "400": "Invalid input; the body names the field.",
     "401": "Missing, expired or invalid token (or wrong credentials on the token endpoints).",
+    "403": (
+        "The caller's role in the object's team does not allow it (a viewer's write), or a "
+        "service token's scopes do not include what the operation needs; `detail` says which."
+    ),
     "404": "No such object among the caller's own (or a page past the end of a list).",
     "409": "Conflicts with the object's current state (a run in flight, a finished run).",
     "413": "The request body is larger than SCHEDULER_MAX_JSON_BYTES / _UPLOAD_BYTES allow.",
@@ -162,6 +166,8 @@ def _document(path: str, method: str, operation: dict[str, Any]) -> None:
     codes: set[str] = set()
     if authenticated or path in TOKEN_PATHS:
         codes.add("401")
+    if authenticated:
+        codes.add("403")  # a team role or a service token's scopes (docs/api.md, Teams)
     if has_body or in_query:
         codes.add("400")
     if has_body:

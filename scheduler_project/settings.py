@@ -64,6 +64,20 @@ def env_list(name: str, default: str = "") -> list[str]:
     return [item.strip() for item in os.environ.get(name, default).split(",") if item.strip()]
 
 
+def env_team_groups(name: str) -> dict[str, tuple[str, str]]:
+    """`group=team:role,...` as {group: (team slug, role)}; ImproperlyConfigured when malformed."""
+    mapping = {}
+    for item in env_list(name):
+        group, _, target = item.partition("=")
+        team, _, role = target.partition(":")
+        if not group.strip() or not team.strip() or role not in ("viewer", "editor", "admin"):
+            raise ImproperlyConfigured(
+                f"{name}: {item!r} is not group=team:role (role viewer, editor or admin)"
+            )
+        mapping[group.strip()] = (team.strip(), role)
+    return mapping
+
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 testing = "pytest" in sys.modules or os.environ.get("SCHEDULER_TESTING") == "true"
 data_dir = Path(os.environ.get("SCHEDULER_DATA_DIR", BASE_DIR / "var"))
@@ -209,8 +223,15 @@ SCHEDULER_OUTBOUND_ALLOW = env_list("SCHEDULER_OUTBOUND_ALLOW")
 
 # --- API: DRF, tokens, OpenAPI ----------------------------------------------------------------
 REST_FRAMEWORK = {
-    "DEFAULT_AUTHENTICATION_CLASSES": ["scheduler_project.auth.JWTAuthentication"],
-    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    # A service account's token (its prefix says so), else a JWT.
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "accounts.token_auth.ServiceTokenAuthentication",
+        "scheduler_project.auth.JWTAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": [
+        "rest_framework.permissions.IsAuthenticated",
+        "accounts.token_auth.TokenScopes",
+    ],
     # orjson, and PostgreSQL-built JSON written as is (scheduler_project/web/renderers.py).
     "DEFAULT_RENDERER_CLASSES": [
         "scheduler_project.web.renderers.ORJSONRenderer",
@@ -294,6 +315,9 @@ OIDC_LEEWAY_SECONDS = env_int("OIDC_LEEWAY_SECONDS", 0)
 # Members of this group (in the OIDC_GROUPS_CLAIM claim) are operators, others are not.
 OIDC_OPERATOR_GROUP = os.environ.get("OIDC_OPERATOR_GROUP", "")
 OIDC_GROUPS_CLAIM = os.environ.get("OIDC_GROUPS_CLAIM") or "groups"
+# Provider groups to teams: "group=team:role,...". The teams named here are the provider's: their
+# memberships are set from the groups at every sign-in and on every provider token.
+OIDC_TEAM_GROUPS = env_team_groups("OIDC_TEAM_GROUPS")
 # The API takes the provider's access tokens for this audience (the client id when unset).
 OIDC_API_AUDIENCE = os.environ.get("OIDC_API_AUDIENCE") or OIDC_RP_CLIENT_ID
 OIDC_API_ALGORITHMS = env_list("OIDC_API_ALGORITHMS", "RS256,ES256")
@@ -365,6 +389,8 @@ SPECTACULAR_SETTINGS = {
         "NotificationEventEnum": "notifications.models.EVENT_CHOICES",
         "EventEnum": "tasks.events.EVENTS",
         "HealthStatusEnum": "scheduler_project.web.health.HEALTH_STATUSES",
+        "TeamRoleEnum": "accounts.models.Membership.Role",
+        "ServiceAccountRoleEnum": "accounts.api.serializers.SERVICE_ROLES",
     },
 }
 

@@ -47,6 +47,7 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/v1/", include("tasks.api.urls")),
     path("api/v1/", include("notifications.api.urls")),
+    path("api/v1/", include("accounts.api.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path(
         "api/docs/",

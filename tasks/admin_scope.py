@@ -1,5 +1,5 @@
-"""The admin for everyone: a signed-in user sees and acts on their own objects only, operators
-on everyone's.
+"""The admin for everyone: a signed-in user sees and acts on their own objects and their teams'
+(accounts/access.py decides, as for the API), operators on everyone's.
 
 Every list, change page, history page, search, filter, action and autocomplete of a model admin
 reads `get_queryset`, so scoping it scopes them all; an object outside it is a 404 (not the
@@ -16,7 +16,9 @@ from typing import Any
 from django.contrib import admin
 from django.db.models import QuerySet
 from django.http import Http404, HttpRequest
+from rest_framework.exceptions import PermissionDenied
 
+from accounts import access
 from tasks import audit
 
 
@@ -45,13 +47,34 @@ class OwnedAdmin(AuditedDeletes):
     """A model admin whose rows belong to `owner_path` (a user, through a lookup path)."""
 
     owner_path = "owner"
+    team_path = ""  # the lookup path of the rows' team; "" derives it from owner_path
     owner_field = "owner"  # the form field that picks the owner (operators only), if any
 
     def get_queryset(self, request: HttpRequest) -> QuerySet:
         queryset = super().get_queryset(request)
         if is_operator(request.user):
             return queryset
-        return queryset.filter(**{self.owner_path: request.user})
+        # What the API shows the user (accounts/access.py): their own rows, their teams'.
+        team = self._team_path()
+        return access.visible(queryset, request.user, owner=self.owner_path, team=team)
+
+    def _team_path(self) -> str:
+        return self.team_path or self.owner_path.replace("owner", "team")
+
+    def changeable_rows(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
+        """The rows of `queryset` the user may change: a team's viewer sees its rows, but an
+        action (selected or bulk) leaves them alone."""
+        if is_operator(request.user):
+            return queryset
+        return access.changeable(
+            queryset, request.user, owner=self.owner_path, team=self._team_path()
+        )
+
+    def response_action(
+        self, request: HttpRequest, queryset: QuerySet, *args: Any, **kwargs: Any
+    ) -> Any:
+        narrowed = self.changeable_rows(request, queryset)
+        return super().response_action(request, narrowed, *args, **kwargs)
 
     def get_object(self, request: HttpRequest, object_id: str, from_field: Any = None) -> Any:
         found = super().get_object(request, object_id, from_field)
@@ -100,7 +123,26 @@ class OwnedAdmin(AuditedDeletes):
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         if is_operator(request.user):
             return super().has_change_permission(request, obj)
-        return bool(request.user.is_active)
+        if not request.user.is_active:
+            return False
+        # A team's viewer gets the page as anyone does (the task form has fields only a form
+        # shows, no read-only rendering), and a 403 for saving it.
+        return obj is None or request.method != "POST" or self._may_change(request, obj)
+
+    def _may_change(self, request: HttpRequest, obj: Any) -> bool:
+        """Whether the user may change `obj`: not as a team's viewer (accounts/access.py)."""
+        *path, last = self._team_path().split("__")
+        holder = obj
+        for step in path:
+            holder = getattr(holder, step)
+        team_id = getattr(holder, f"{last}_id")
+        if team_id is None:
+            return True  # the user's own (the queryset holds no one else's)
+        try:
+            access.require(request.user, obj, access.EDITOR, team_id=team_id)
+        except (Http404, PermissionDenied):
+            return False
+        return True
 
     def has_add_permission(self, request: HttpRequest, *args: Any) -> bool:
         if is_operator(request.user):

@@ -25,14 +25,15 @@ call. The scheduler, workers and reviewer record nothing: they act on their own.
     delete          task, run, notification,    the admin, an operator's delete
                     concurrency_key, rate_key
     bulk_resend     notification                the admin's resend (notifications/admin.py)
-    bulk_<verb>     task, run                   the admin's actions on selected rows (admin.py)
-                                                and on all rows matching a filter (admin_bulk.py):
+    bulk_<verb>     task, run                   the admin's actions on selected rows
+                                                (admin/actions.py) and on all rows matching a
+                                                filter (admin/bulk.py):
                                                 the filter and the count, beside each row's own
 
 Who acts comes from `AuditContextMiddleware` (one per request, in a contextvar): the signed-in
-user as DRF or the session authenticated them, the client address and the user agent. An
-authentication class that signs a service account in calls `note_token`; a command line sets
-its own actor with `acting` (`manage.py ops`). With no actor set, an entry names nobody.
+user as DRF or the session authenticated them (with a service token, its account and the
+token's id), the client address and the user agent. A command line sets its own actor with
+`acting` (`manage.py ops`). With no actor set, an entry names nobody.
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ from django.core.serializers.json import DjangoJSONEncoder
 from django.db import connection
 from django.http import HttpRequest, HttpResponse
 
+from accounts.models import ApiToken
 from scheduler_project.sql import queries
 
 ACTIONS = (
@@ -118,14 +120,6 @@ class AuditContextMiddleware:
             return self.get_response(request)
         finally:
             _actor.reset(token)
-
-
-def note_token(*, service_account: str, token_id: str) -> None:
-    """The request acts as `service_account` with the token `token_id`: for an authentication
-    class that signs one in (entries name both; `actor` stays the user it maps to, if any)."""
-    actor = _actor.get()
-    if actor is not None:
-        actor.service_account, actor.token_id = service_account, token_id
 
 
 @contextmanager
@@ -233,6 +227,12 @@ def _who() -> dict[str, Any]:
     if user is not None and not isinstance(user, AnonymousUser) and user.pk is not None:
         who["actor_id"] = user.pk
         who["actor_name"] = user.get_username()
+    # A service token (accounts/token_auth.py) is the request's `auth`, which DRF sets on
+    # the Django request too: the entry names its account and the token's id.
+    token = getattr(request, "auth", None)
+    if isinstance(token, ApiToken):
+        who["service_account"] = f"{token.account.team.slug}/{token.account.name}"
+        who["token_id"] = str(token.pk)
     who["client_address"] = _address(request.META.get("REMOTE_ADDR", ""))
     who["user_agent"] = request.META.get("HTTP_USER_AGENT", "")[:USER_AGENT_MAX]
     return who

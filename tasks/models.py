@@ -60,6 +60,9 @@ class LimitKey(models.Model):
     owner = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, null=True, blank=True, related_name="+"
     )
+    team = models.ForeignKey(
+        "accounts.Team", on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
     name = models.CharField(max_length=200)
     declared = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -155,6 +158,9 @@ class Task(models.Model):
 
     id = models.UUIDField(primary_key=True, default=uuid7, editable=False)
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    team = models.ForeignKey(
+        "accounts.Team", on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
     name = models.CharField(max_length=200, blank=True, default="")
     # NULL, not "": the partial unique index must ignore tasks without a key. A cancelled
     # (deleted) task keeps its key for the record but no longer holds it (ACTIVE_DEDUP).
@@ -355,6 +361,9 @@ class TaskSet(models.Model):
 
     id = models.UUIDField(primary_key=True, default=uuid7, editable=False)
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    team = models.ForeignKey(
+        "accounts.Team", on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
     name = models.CharField(max_length=100)
     version = models.PositiveIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -362,7 +371,17 @@ class TaskSet(models.Model):
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=["owner", "name"], name="taskset_unique_owner_name"),
+            models.UniqueConstraint(
+                fields=["owner", "name"],
+                condition=Q(team__isnull=True),
+                name="taskset_unique_owner_name",
+            ),
+            # A team's set is the team's, whoever applied it first.
+            models.UniqueConstraint(
+                fields=["team", "name"],
+                condition=Q(team__isnull=False),
+                name="taskset_unique_team_name",
+            ),
         ]
 
     def __str__(self) -> str:
@@ -639,6 +658,9 @@ class Calendar(models.Model):
 
     id = models.UUIDField(primary_key=True, default=uuid7, editable=False)
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    team = models.ForeignKey(
+        "accounts.Team", on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
     name = models.CharField(max_length=200)
     timezone = models.CharField(max_length=64, default="UTC")
     # {"country": "DE", "subdivision": "BY"} or {} for none.

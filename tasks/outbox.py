@@ -68,14 +68,16 @@ _notify_validator: NotifyValidator | None = None
 
 
 def register_notify_validator(validator: NotifyValidator) -> None:
-    """Install the check of a task's `notify` entries: `validator(entries, owner=...)` returns
-    them canonical or raises DRF's ValidationError (the notifications app registers it)."""
+    """Install the check of a task's `notify` entries: `validator(entries, owner=..., team=...)`
+    returns them canonical or raises DRF's ValidationError (the notifications app registers
+    it)."""
     global _notify_validator
     _notify_validator = validator
 
 
-def validate_notify(entries: list[dict], *, owner: Any) -> list[dict]:
-    """A task's `notify` entries checked by the registered validator (channels of `owner`)."""
+def validate_notify(entries: list[dict], *, owner: Any, team: Any = None) -> list[dict]:
+    """A task's `notify` entries checked by the registered validator (channels of `owner`, or
+    of the task's `team`)."""
     if _notify_validator is None:
         raise ImproperlyConfigured("no app registered a validator of `notify` entries")
-    return _notify_validator(entries, owner=owner)
+    return _notify_validator(entries, owner=owner, team=team)

@@ -30,6 +30,7 @@ BODY_FIELDS = (
     "rate_limit",
     "on_zombie",
     "expect",
+    "team",
 )
 # The fields a multipart form carries as JSON text: their values are objects or lists.
 JSON_TEXT_FIELDS = (
@@ -44,7 +45,7 @@ JSON_TEXT_FIELDS = (
 )
 # `null` clears these (to null, or to `{}` for an object); any other field refuses it, in a
 # create and in a PATCH or PUT alike (a create's `schedule: null` is its default, once now).
-NULL_CLEARS = ("dedup_key", "timeout", "resources", "concurrency", "rate_limit", "expect")
+NULL_CLEARS = ("dedup_key", "timeout", "resources", "concurrency", "rate_limit", "expect", "team")
 # The columns a create or an update writes straight from the validated body; `retry_backoff`
 # is two of them. `dedup_key` and `schedule` are a create's (an update re-plans a schedule);
 # `concurrency` and `rate_limit` also name a key row (limits.resolve_task_keys resolves it).
@@ -61,6 +62,7 @@ COLUMNS = (
     "resources",
     "on_zombie",
     "expect",
+    "team",
 )
 # The body fields whose value is an object the task shows as null when it is empty.
 OPTIONAL_OBJECTS = ("concurrency", "rate_limit")
@@ -71,8 +73,9 @@ def body_of(task: Task, *, shown: bool = True) -> dict[str, Any]:
     same; a test holds the two equal). `shown=False` keeps the schedule as stored, without the
     deployment's default misfire grace filled in (what task sets compare)."""
     body: dict[str, Any] = {
-        name: getattr(task, name) for name in BODY_FIELDS if name != "retry_backoff"
+        name: getattr(task, name) for name in BODY_FIELDS if name not in ("retry_backoff", "team")
     }
+    body["team"] = task.team.slug if task.team is not None else None  # as the API shows it
     body["retry_backoff"] = {"base": task.retry_backoff_base, "cap": task.retry_backoff_cap}
     for name in OPTIONAL_OBJECTS:
         body[name] = body[name] or None

@@ -1,6 +1,7 @@
-"""Where the URL and the credentials come from: flags, then the environment (`SCHEDULER_URL`,
-`SCHEDULER_TOKEN`), then the config file `login` writes (`$XDG_CONFIG_HOME/schedctl/config.json`,
-mode 0600, holding the URL and a refresh token)."""
+"""Where the URL and the credentials come from: flags, then the environment (`SCHEDULER_URL`;
+`SCHEDCTL_TOKEN`, a service account's token for CI, or `SCHEDULER_TOKEN`), then the config file
+`login` writes (`$XDG_CONFIG_HOME/schedctl/config.json`, mode 0600, holding the URL and a
+refresh token)."""
 
 from __future__ import annotations
 
@@ -46,12 +47,14 @@ class ConfigError(Exception):
 @dataclass
 class Settings:
     url: str
-    token: str | None  # an access token (flag or SCHEDULER_TOKEN)
+    token: str | None  # an access token (flag, SCHEDCTL_TOKEN or SCHEDULER_TOKEN)
     refresh: str | None  # the refresh token `login` stored
 
 
 def resolve(url: str | None, token: str | None) -> Settings:
     stored = read_config()
     chosen_url = url or os.environ.get("SCHEDULER_URL") or stored.get("url") or DEFAULT_URL
-    chosen_token = token or os.environ.get("SCHEDULER_TOKEN") or None
+    chosen_token = (
+        token or os.environ.get("SCHEDCTL_TOKEN") or os.environ.get("SCHEDULER_TOKEN") or None
+    )
     return Settings(chosen_url.rstrip("/"), chosen_token, stored.get("refresh"))

@@ -40,7 +40,8 @@ State: dict[str, Any] = {}
 def main(
     url: Annotated[str | None, typer.Option(help="The API (else SCHEDULER_URL, config).")] = None,
     token: Annotated[
-        str | None, typer.Option(help="An access token (else SCHEDULER_TOKEN, config).")
+        str | None,
+        typer.Option(help="An access token (else SCHEDCTL_TOKEN, SCHEDULER_TOKEN, config)."),
     ] = None,
 ) -> None:
     State["url"], State["token"] = url, token

@@ -24,8 +24,16 @@ KIND_FIELDS = {
 CONFIG_FIELDS = {"address", "url", "secret", "webhook_url", "token", "channel"}
 
 
-def validate_notify_channels(entries: list[dict], *, owner: Any) -> list[dict]:
-    """Each `notify` entry must name one of `owner`'s channels; ids come back canonical.
+def _usable(owner: Any, team: Any) -> Any:
+    if team is None:
+        return Channel.objects.filter(owner=owner, team__isnull=True)
+    return Channel.objects.filter(team=team)
+
+
+def validate_notify_channels(entries: list[dict], *, owner: Any, team: Any = None) -> list[dict]:
+    """Each `notify` entry must name one of `owner`'s channels (a task of no team), or one of
+    the channels of `team` (a team's task: another team's channel, or a member's own, is
+    refused the same way); ids come back canonical.
 
     Errors are keyed by the entry's index, as DRF reports nested lists. Without an
     owner (no request in the serializer's context) only the id's form is checked; the outbox
@@ -38,18 +46,18 @@ def validate_notify_channels(entries: list[dict], *, owner: Any) -> list[dict]:
         except ValueError:
             ids.append(None)
     owned: set[str] = set()
-    if owner is not None:
+    checked = owner is not None or team is not None
+    if checked:
         wanted = [i for i in ids if i]
         owned = {
             str(pk)
-            for pk in Channel.objects.filter(owner=owner, id__in=wanted).values_list(
-                "id", flat=True
-            )
+            for pk in _usable(owner, team).filter(id__in=wanted).values_list("id", flat=True)
         }
+    whose = "yours" if team is None else "the task's team's"
     errors = {
-        str(index): {"channel": ["No channel with this id among yours."]}
+        str(index): {"channel": [f"No channel with this id among {whose}."]}
         for index, channel_id in enumerate(ids)
-        if channel_id is None or (owner is not None and channel_id not in owned)
+        if channel_id is None or (checked and channel_id not in owned)
     }
     if errors:
         raise serializers.ValidationError(errors)
@@ -75,6 +83,7 @@ class ChannelInputSerializer(StrictSerializer):
     all_tasks_events = serializers.ListField(
         child=ChoiceField(choices=EVENTS), required=False, max_length=len(EVENTS)
     )
+    team = serializers.SlugField(max_length=100, required=False, allow_null=True)
 
     def validate_secret(self, value: str | None) -> str | None:
         if value and value.startswith(WHSEC_PREFIX):
@@ -160,6 +169,9 @@ class ChannelOutputSerializer(serializers.ModelSerializer):
     webhook_host = serializers.SerializerMethodField()
     channel = serializers.SerializerMethodField()
     has_secret = serializers.SerializerMethodField()
+    team: serializers.Field = serializers.SlugRelatedField(
+        slug_field="slug", read_only=True, allow_null=True
+    )
 
     class Meta:
         model = Channel
@@ -173,6 +185,7 @@ class ChannelOutputSerializer(serializers.ModelSerializer):
             "channel",
             "has_secret",
             "all_tasks_events",
+            "team",
             "created_at",
             "updated_at",
         ]

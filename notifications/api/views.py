@@ -13,6 +13,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from accounts import access
 from notifications import services
 from notifications.api.serializers import (
     ChannelCreatedSerializer,
@@ -31,7 +32,8 @@ ERRORS = {
 
 
 def owned_channels(request: Request) -> QuerySet[Channel]:
-    return Channel.objects.filter(owner=request_owner(request))
+    """The channels the caller may see (accounts/access.py)."""
+    return access.visible(Channel.objects.select_related("team"), request_owner(request))
 
 
 class ChannelListCreateView(generics.ListAPIView):
@@ -50,8 +52,9 @@ class ChannelListCreateView(generics.ListAPIView):
     def post(self, request: Request) -> Response:
         serializer = ChannelInputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
+        owner = request_owner(request)
         channel = services.create_channel(
-            owner=request_owner(request), data=serializer.validated_data
+            owner=owner, data=access.place(owner, None, serializer.validated_data)
         )
         generated = serializer.validated_data.get("generated_secret")
         body = ChannelCreatedSerializer(channel, context={"generated_secret": generated}).data
@@ -60,7 +63,10 @@ class ChannelListCreateView(generics.ListAPIView):
 
 class ChannelDetailView(APIView):
     def get_object(self, request: Request, pk: Any) -> Channel:
-        return get_object_or_404(owned_channels(request), pk=pk)
+        channel = get_object_or_404(owned_channels(request), pk=pk)
+        if request.method not in ("GET", "HEAD"):
+            access.require(request_owner(request), channel, access.EDITOR)
+        return channel
 
     @extend_schema(responses={200: ChannelOutputSerializer, **ERRORS})
     def get(self, request: Request, pk: Any) -> Response:
@@ -73,7 +79,8 @@ class ChannelDetailView(APIView):
         channel = self.get_object(request, pk)
         serializer = ChannelInputSerializer(channel, data=request.data, partial=True)
         serializer.is_valid(raise_exception=True)
-        channel = services.update_channel(channel=channel, data=serializer.validated_data)
+        data = access.place(request_owner(request), channel, serializer.validated_data)
+        channel = services.update_channel(channel=channel, data=data)
         return Response(ChannelOutputSerializer(channel).data)
 
     @extend_schema(responses={204: None, **ERRORS})
@@ -95,7 +102,12 @@ class NotificationFilter(django_filters.FilterSet):
 
 
 def owned_notifications(request: Request) -> QuerySet[Notification]:
-    return Notification.objects.filter(channel__owner=request_owner(request))
+    return access.visible(
+        Notification.objects.all(),
+        request_owner(request),
+        owner="channel__owner",
+        team="channel__team",
+    )
 
 
 class NotificationListView(generics.ListAPIView):

@@ -13,6 +13,7 @@ from typing import Any
 
 from django import forms
 from django.contrib.admin.widgets import AdminTextareaWidget
+from rest_framework.exceptions import PermissionDenied
 
 from tasks.api.serializers import TaskInputSerializer
 from tasks.db import db_now
@@ -168,6 +169,10 @@ class TaskAdminForm(forms.ModelForm):
         '"success_within"?, "repeat_every"?}; null for none.',
     )
 
+    team = forms.SlugField(
+        required=False, help_text="The team's slug (its editors may); empty: the owner's alone."
+    )
+
     class Meta:
         model = Task
         fields = ["owner", "name", "dedup_key", "kind", "priority", "max_attempts", "timeout"]
@@ -175,12 +180,14 @@ class TaskAdminForm(forms.ModelForm):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.api_data: dict[str, Any] = {}
+        self.team_slug: str | None = None
         task: Task = self.instance
         if task._state.adding:  # a Task's pk is set before it is saved (uuid7)
             self.fields["payload"].initial = {"name": "echo", "args": {}}
             return
         self.initial.update(payload=task.payload, notify=task.notify, resources=task.resources)
         self.initial["on_zombie"] = task.on_zombie
+        self.initial["team"] = task.team.slug if task.team is not None else None
         for field in JSON_TASK_FIELDS:
             self.initial[field] = getattr(task, field) or None  # shown as null when empty
         self.initial.update(backoff_base=task.retry_backoff_base)
@@ -214,6 +221,8 @@ class TaskAdminForm(forms.ModelForm):
             body["schedule"] = self.schedule()
         if data.get("executable_file") is not None:
             body["file"] = data["executable_file"]
+        if "team" in self.changed_data:
+            body["team"] = self.team_slug
         return body
 
     def schedule(self) -> dict[str, Any]:
@@ -235,6 +244,8 @@ class TaskAdminForm(forms.ModelForm):
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean() or {}
+        # The model's field takes a team, set below once the API's check placed it.
+        self.team_slug = cleaned.pop("team", None) or None
         if self.errors:
             return cleaned
         owner = cleaned.get("owner") or getattr(self.instance, "owner", None)
@@ -246,8 +257,15 @@ class TaskAdminForm(forms.ModelForm):
         }
         instance = None if self.instance._state.adding else self.instance
         serializer = TaskInputSerializer(instance, data=self.body(), context=context)
-        if serializer.is_valid():
+        try:
+            valid = serializer.is_valid()
+        except PermissionDenied as exc:  # a team's role too low (accounts/access.py)
+            self.add_error("team", str(exc.detail))
+            return cleaned
+        if valid:
             self.api_data = dict(serializer.validated_data)
+            # The model's field takes the team itself, not the slug the form shows.
+            cleaned["team"] = self.api_data.get("team", getattr(self.instance, "team", None))
         else:
             self._add_api_errors(serializer.errors)
         return cleaned

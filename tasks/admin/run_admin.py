@@ -49,6 +49,7 @@ class RunAdmin(BulkMatching, RunPageButtons, RunTimeline, OwnedAdmin):
     list_select_related = ["task"]
     search_fields = ["task__name"]
     raw_id_fields = ["task", "owner"]
+    team_path = "task__team"  # a run is in its task's team
     fields = readonly_fields = (
         "id",
         "task",

@@ -75,7 +75,20 @@ class TaskAdmin(
     readonly_fields = ["status", "health", "next_fire_times", "next_run", "last_run", *TIMES]
     readonly_fields += ["task_set"]
     fieldsets = [
-        (None, {"fields": ["owner", "name", "dedup_key", "kind", "payload", "executable_file"]}),
+        (
+            None,
+            {
+                "fields": [
+                    "owner",
+                    "team",
+                    "name",
+                    "dedup_key",
+                    "kind",
+                    "payload",
+                    "executable_file",
+                ]
+            },
+        ),
         ("Schedule", {"fields": list(SCHEDULE_FIELDS), "description": schedule_help()}),
         ("Next fire times", {"fields": ["next_fire_times"]}),
         ("Running", {"fields": ["priority", "max_attempts", "backoff_base", "backoff_cap"]}),

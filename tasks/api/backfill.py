@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import serializers, status
 from rest_framework.request import Request
@@ -14,7 +13,7 @@ from rest_framework.views import APIView
 
 from tasks.api.serializers import PriorityField
 from tasks.api.strict import StrictSerializer
-from tasks.api.views import CONFLICT, ERRORS, owned_tasks
+from tasks.api.views import CONFLICT, ERRORS, changeable_task
 from tasks.db import db_now
 from tasks.transitions.backfill import DEFAULT_MAX_RUNS, MAX_RUNS_CAP, BackfillError, backfill
 
@@ -54,12 +53,14 @@ BACKFILL_OUTPUT = inline_serializer(
 
 
 class TaskBackfillView(APIView):
+    token_scopes = {"POST": ("run",)}  # a service token needs `run` (accounts/token_auth.py)
+
     @extend_schema(
         request=BackfillSerializer,
         responses={201: BACKFILL_OUTPUT, 200: BACKFILL_OUTPUT, **ERRORS, **CONFLICT},
     )
     def post(self, request: Request, pk: Any) -> Response:
-        task = get_object_or_404(owned_tasks(request), pk=pk)
+        task = changeable_task(request, pk)
         serializer = BackfillSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data

@@ -59,6 +59,9 @@ class TaskUploadBody(serializers.Serializer):
     )
     on_zombie = ChoiceField(choices=Task.OnZombie.choices, required=False)
     expect = serializers.CharField(required=False, help_text="JSON text: an Expect object.")
+    team = serializers.SlugField(
+        max_length=100, required=False, help_text="The team's slug (docs/api.md, Teams)."
+    )
 
 
 UPLOAD_BODY = {"multipart/form-data": TaskUploadBody}

@@ -14,6 +14,7 @@ from typing import Any
 from uuid import UUID
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.http import Http404, HttpResponse
 from django.urls import reverse
 from django.utils import timezone
@@ -31,6 +32,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from accounts import access
 from scheduler_project.auth import request_owner
 from scheduler_project.web.renderers import ORJSONRenderer
 from tasks import feed_tokens, occurrences
@@ -154,8 +156,9 @@ class TaskCalendarView(_FeedView):
         responses=ICS_RESPONSES,
     )
     def get(self, request: Request, pk: UUID) -> HttpResponse:
-        owner = self.owner_id(request)
-        task = Task.objects.filter(pk=pk, owner_id=owner).only(*FEED_FIELDS).first()
+        # Any task the token's user sees: their teams' show the same `calendar_url` as theirs.
+        user = get_user_model()(pk=self.owner_id(request))
+        task = access.visible(Task.objects.filter(pk=pk), user).only(*FEED_FIELDS).first()
         if task is None:
             raise Http404(NOT_FOUND)
         return self.ics(task.name or str(task.pk), [task], limit=EVENTS_PER_TASK)

@@ -13,6 +13,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from accounts import access
 from scheduler_project.auth import request_owner
 from tasks.api.serializers import CalendarOutputSerializer, CalendarSerializer
 from tasks.db import db_now
@@ -28,7 +29,8 @@ IN_USE = {409: OpenApiResponse(description="Tasks use the calendar; `detail` nam
 
 
 def owned_calendars(request: Request) -> QuerySet[Calendar]:
-    return Calendar.objects.filter(owner=request_owner(request))
+    """The calendars the caller may see (accounts/access.py)."""
+    return access.visible(Calendar.objects.select_related("team"), request_owner(request))
 
 
 class CalendarListCreateView(generics.ListAPIView):
@@ -44,15 +46,19 @@ class CalendarListCreateView(generics.ListAPIView):
     def post(self, request: Request) -> Response:
         serializer = CalendarSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
+        owner = request_owner(request)
         calendar = calendars.create_calendar(
-            owner=request_owner(request), data=serializer.validated_data
+            owner=owner, data=access.place(owner, None, serializer.validated_data)
         )
         return Response(CalendarOutputSerializer(calendar).data, status=status.HTTP_201_CREATED)
 
 
 class CalendarDetailView(APIView):
     def get_object(self, request: Request, pk: Any) -> Calendar:
-        return get_object_or_404(owned_calendars(request), pk=pk)
+        calendar = get_object_or_404(owned_calendars(request), pk=pk)
+        if request.method not in ("GET", "HEAD"):
+            access.require(request_owner(request), calendar, access.EDITOR)
+        return calendar
 
     @extend_schema(responses={200: CalendarOutputSerializer, **ERRORS})
     def get(self, request: Request, pk: Any) -> Response:
@@ -70,9 +76,8 @@ class CalendarDetailView(APIView):
         calendar = self.get_object(request, pk)
         serializer = CalendarSerializer(calendar, data=request.data, partial=partial)
         serializer.is_valid(raise_exception=True)
-        calendar = calendars.update_calendar(
-            calendar=calendar, data=serializer.validated_data, now=db_now()
-        )
+        data = access.place(request_owner(request), calendar, serializer.validated_data)
+        calendar = calendars.update_calendar(calendar=calendar, data=data, now=db_now())
         return Response(CalendarOutputSerializer(calendar).data)
 
     @extend_schema(responses={204: None, **ERRORS, **IN_USE})

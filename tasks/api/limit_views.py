@@ -17,6 +17,7 @@ from rest_framework.exceptions import PermissionDenied
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from accounts import access
 from scheduler_project.auth import request_owner
 from scheduler_project.schema import AutoSchema
 from tasks.api.serializers import KEY_NAME, key_limit, key_scope, rate_per
@@ -36,6 +37,7 @@ class KeyInputSerializer(StrictSerializer):
     key = serializers.RegexField(KEY_NAME, max_length=200)
     limit = key_limit()
     scope = key_scope()
+    team = serializers.SlugField(max_length=100, required=False, allow_null=True)
 
 
 class RateKeyInputSerializer(StrictSerializer):
@@ -43,6 +45,7 @@ class RateKeyInputSerializer(StrictSerializer):
     limit = key_limit()
     per = rate_per()
     scope = key_scope()
+    team = serializers.SlugField(max_length=100, required=False, allow_null=True)
 
 
 class KeyLimitSerializer(StrictSerializer):
@@ -57,6 +60,9 @@ class RateKeyChangeSerializer(StrictSerializer):
 # A concurrency key as listed; the base of a rate key's.
 class KeyOutputSerializer(serializers.ModelSerializer):
     key = serializers.CharField(source="name", read_only=True)
+    team: serializers.Field = serializers.SlugRelatedField(
+        slug_field="slug", read_only=True, allow_null=True
+    )
     scope = serializers.SerializerMethodField()
     limit = serializers.IntegerField(source="max_running", read_only=True)
     declared = serializers.BooleanField(
@@ -72,6 +78,7 @@ class KeyOutputSerializer(serializers.ModelSerializer):
     class Meta:
         model = ConcurrencyKey
         fields = ["id", "key", "scope", "limit", "declared", "running", "waiting", "updated_at"]
+        fields += ["team"]
 
     def get_scope(self, key: Any) -> str:
         return "global" if key.owner_id is None else "owner"
@@ -97,7 +104,7 @@ class RateKeyOutputSerializer(KeyOutputSerializer):
     class Meta:
         model = RateKey
         fields = ["id", "key", "scope", "limit", "per", "declared", "used", "next_start_at"]
-        fields += ["waiting", "updated_at"]
+        fields += ["waiting", "updated_at", "team"]
 
 
 @dataclass(frozen=True)
@@ -158,8 +165,14 @@ class KeyViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
         scope = data.get("scope", "owner")
         owner = request_owner(request)
         self._may_change(None if scope == limits.GLOBAL else owner)
+        team = access.place(owner, None, {"team": data["team"]} if "team" in data else {})
         key, created = limits.declare(
-            kind=self.routes.kind, owner=owner, name=data["key"], limits=data, scope=scope
+            kind=self.routes.kind,
+            owner=owner,
+            name=data["key"],
+            limits=data,
+            scope=scope,
+            team=team.get("team"),
         )
         body = self.routes.output(self.get_queryset().get(pk=key.pk)).data
         return Response(body, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
@@ -167,6 +180,8 @@ class KeyViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
     def partial_update(self, request: Request, pk: int) -> Response:
         key = get_object_or_404(self.get_queryset(), pk=pk)
         self._may_change(key.owner_id)
+        if key.owner_id is not None:
+            access.require(request_owner(request), key, access.EDITOR)
         serializer = self.routes.change(data=request.data)
         serializer.is_valid(raise_exception=True)
         limits.set_limits(self.routes.kind, key, serializer.validated_data)

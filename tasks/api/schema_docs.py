@@ -502,6 +502,7 @@ OPERATION_EXAMPLES: dict[str, dict[str, tuple[str, Schema]]] = {
 # --- operations -------------------------------------------------------------------------------
 
 _OWN = "Only the caller's own objects: another user's id answers 404, like an unknown one."
+_TEAM = "A member's; anyone else gets 404. No service token (403)."
 _PAGED = "Paginated (`count`, `next`, `previous`, `results`; `page`, `page_size` up to 500)."
 _CHANGE = (
     "The change applies to every run not yet started; 409 while a one-time task's run is "
@@ -708,6 +709,43 @@ OPERATIONS: dict[str, tuple[str, str]] = {
         '`{"task_id", "status": "enable"}` resumes the task, `"disable"` pauses it.',
     ),
     "seed_tasks_list": ("List your tasks (seed route)", "As `GET /api/v1/tasks`."),
+    "teams_list": ("List your teams", "Each with your `role` in it. " + _PAGED),
+    "teams_create": (
+        "Create a team",
+        "You become its first admin. A taken `slug` is a 400 on `slug`.",
+    ),
+    "teams_retrieve": ("Get a team", _TEAM),
+    "teams_members_list": ("List a team's members", "People and service accounts. " + _TEAM),
+    "teams_members_create": (
+        "Add a member or change their role",
+        "Admins only (403 otherwise). 201 when added, 200 when the role changed.",
+    ),
+    "teams_members_partial_update": (
+        "Change a member's role",
+        "Admins only; the last admin keeps the role (400 on `role`).",
+    ),
+    "teams_members_destroy": (
+        "Remove a member",
+        "Admins only; effective at the member's next request. The last admin stays (400).",
+    ),
+    "teams_service_accounts_list": ("List a team's service accounts", "Admins only."),
+    "teams_service_accounts_create": (
+        "Create a service account",
+        "A machine identity of the team with role `viewer` or `editor`; admins only.",
+    ),
+    "teams_service_accounts_tokens_list": (
+        "List a service account's tokens",
+        "Names, scopes, expiry, last use and revocation; never the token's text.",
+    ),
+    "teams_service_accounts_tokens_create": (
+        "Create a token",
+        "Scoped (`read`, `write`, `run`, `tasksets:apply`) and expiring; its text is in "
+        "`token`, shown this once (the service keeps its SHA-256 only).",
+    ),
+    "teams_service_accounts_tokens_destroy": (
+        "Revoke a token",
+        "Refused from the next request on (401 `token_revoked`); answers the token.",
+    ),
 }
 
 # A task as an answer shows it (the http_cron example after its creation), for the docs' samples.

@@ -22,7 +22,7 @@ from tasks.api.bodies import TASK_BODY, UPLOAD_NOTE
 from tasks.api.json_sql import tasks_json
 from tasks.api.serializers import TaskInputSerializer, TaskOutputSerializer
 from tasks.api.strict import ChoiceField, StrictSerializer
-from tasks.api.views import CONFLICT, ERRORS, TaskListCreateView, owned_tasks
+from tasks.api.views import CONFLICT, ERRORS, TaskListCreateView, changeable_task, owned_tasks
 from tasks.db import db_now
 from tasks.models import Task
 from tasks.storage import payload_s3_path
@@ -92,7 +92,9 @@ def _task_from(request: Request, value: Any) -> Task:
         pk = UUID(str(value))
     except ValueError:
         raise serializers.ValidationError({"task_id": ["Must be a task id."]}) from None
-    return get_object_or_404(owned_tasks(request), pk=pk)
+    if request.method in ("GET", "HEAD"):
+        return get_object_or_404(owned_tasks(request), pk=pk)
+    return changeable_task(request, pk)
 
 
 def seed_representation(request: Request, task: Task) -> dict:
@@ -213,7 +215,7 @@ class SeedTaskDetailView(APIView):
         request=TASK_BODY, description=UPLOAD_NOTE, responses={204: None, **ERRORS, **CONFLICT}
     )
     def put(self, request: Request, pk: Any) -> Response:
-        task = get_object_or_404(owned_tasks(request), pk=pk)
+        task = changeable_task(request, pk)
         body = _plain(request.data)
         if body.pop("cancel_next", False) in (True, "true", "1"):
             lifecycle.skip_next(task=task, now=db_now())
@@ -223,7 +225,7 @@ class SeedTaskDetailView(APIView):
 
     @extend_schema(responses={204: None, **ERRORS, **CONFLICT})
     def delete(self, request: Request, pk: Any) -> Response:
-        task = get_object_or_404(owned_tasks(request), pk=pk)
+        task = changeable_task(request, pk)
         lifecycle.cancel_task(task=task, force=False, now=db_now())
         return Response(status=status.HTTP_204_NO_CONTENT)
 

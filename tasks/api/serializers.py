@@ -11,6 +11,7 @@ from django.conf import settings
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from accounts import access
 from tasks import events, exclusions, outbox, schedules, task_fields
 from tasks.api.payloads import validate_payload
 from tasks.api.resource_fields import ResourcesField
@@ -279,6 +280,7 @@ class TaskInputSerializer(StrictSerializer):
     rate_limit = RateLimitSerializer(required=False, allow_null=True)
     on_zombie = ChoiceField(choices=Task.OnZombie.choices, required=False)
     expect = ExpectSerializer(required=False, allow_null=True)
+    team = serializers.SlugField(max_length=100, required=False, allow_null=True)
     file = serializers.FileField(required=False, write_only=True)
 
     def to_internal_value(self, data: Any) -> dict:
@@ -311,9 +313,7 @@ class TaskInputSerializer(StrictSerializer):
         }
         if missing:
             raise serializers.ValidationError(missing)
-        request = self.context.get("request")
-        owner = request.user if request else getattr(self.instance, "owner", None)
-        return outbox.validate_notify(value, owner=owner)
+        return value  # the channels are checked with the task's team (`validate`)
 
     def validate_dedup_key(self, value: str | None) -> str | None:
         instance: Task | None = self.instance
@@ -368,6 +368,23 @@ class TaskInputSerializer(StrictSerializer):
             raise serializers.ValidationError({"file": ["Only executable tasks take a file."]})
         if "expect" in attrs and attrs["expect"] is None:
             attrs["expect"] = {}  # null clears the expectations, as {} does
+        request = self.context.get("request")
+        if "team" in attrs and request is None:
+            raise serializers.ValidationError({"team": ["Not taken here."]})
+        if request is not None and request.user is not None:  # the admin's form may have none
+            attrs = access.place(request.user, instance, attrs)
+        if self.context.get("team") is not None:  # a task set's entry: the set's team, checked
+            attrs["team"] = self.context["team"]
+        if "notify" in attrs or ("team" in attrs and instance is not None and instance.notify):
+            # Each entry must name a channel of the task's team, or of its owner for a task of
+            # no team (errors per index): the outbox's registered check, the notifications app's.
+            owner = request.user if request else getattr(instance, "owner", None)
+            team = attrs["team"] if "team" in attrs else getattr(instance, "team", None)
+            notify = attrs.get("notify", instance.notify if instance else [])
+            try:
+                attrs["notify"] = outbox.validate_notify(notify, owner=owner, team=team)
+            except serializers.ValidationError as exc:
+                raise serializers.ValidationError({"notify": exc.detail}) from None
         backoff = attrs.pop("retry_backoff", None)
         if backoff:
             attrs["retry_backoff_base"] = backoff["base"]
@@ -416,6 +433,9 @@ class TaskOutputSerializer(serializers.ModelSerializer):
     )
     taskset = serializers.CharField(read_only=True, allow_null=True, help_text="Its task set.")
     key = serializers.CharField(read_only=True, allow_null=True, help_text="Its key there.")
+    team = serializers.CharField(
+        read_only=True, allow_null=True, help_text="Its team's slug; null: its owner's alone."
+    )
 
     class Meta:
         model = Task
@@ -442,6 +462,7 @@ class TaskOutputSerializer(serializers.ModelSerializer):
             "health",
             "taskset",
             "key",
+            "team",
             "describe",
             "last_run",
             "next_run_at",
@@ -482,19 +503,16 @@ class PreviewSerializer(StrictSerializer):
 
 
 def check_calendars(schedule: dict, context: Mapping[str, Any]) -> dict:
-    """The calendars a schedule names in `exclude` must be the owner's: another user's id is
-    refused like an unknown one (a 400 naming `exclude[i]`)."""
+    """The calendars a schedule names in `exclude` must be ones the caller sees (their own and
+    their teams', accounts/access.py): another user's id is refused like an unknown one (a 400
+    naming `exclude[i]`)."""
     ids = schedule.get("exclude") or []
     if not ids:
         return schedule
     request = context.get("request")
     owner = getattr(request, "user", None)
-    owned = {
-        str(pk)
-        for pk in Calendar.objects.filter(
-            owner_id=getattr(owner, "pk", None), pk__in=ids
-        ).values_list("pk", flat=True)
-    }
+    seen = access.visible(Calendar.objects.filter(pk__in=ids), owner) if owner else None
+    owned = {str(pk) for pk in seen.values_list("pk", flat=True)} if seen is not None else set()
     errors = {f"exclude[{i}]": ["Unknown calendar."] for i, c in enumerate(ids) if c not in owned}
     if errors:
         raise serializers.ValidationError(errors)
@@ -547,6 +565,7 @@ class CalendarSerializer(StrictSerializer):
     windows = serializers.ListField(
         child=WindowSerializer(), max_length=exclusions.MAX_WINDOWS, required=False
     )
+    team = serializers.SlugField(max_length=100, required=False, allow_null=True)
 
     def validate(self, attrs: dict) -> dict:
         # The zone and the windows are read as a schedule reads them, with the same messages.
@@ -572,6 +591,10 @@ class CalendarSerializer(StrictSerializer):
 
 
 class CalendarOutputSerializer(serializers.ModelSerializer):
+    team: serializers.Field = serializers.SlugRelatedField(
+        slug_field="slug", read_only=True, allow_null=True
+    )
+
     class Meta:
         model = Calendar
         fields = [
@@ -581,6 +604,7 @@ class CalendarOutputSerializer(serializers.ModelSerializer):
             "holidays",
             "dates",
             "windows",
+            "team",
             "created_at",
             "updated_at",
         ]

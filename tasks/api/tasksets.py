@@ -17,6 +17,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from accounts import access
+from accounts.models import Team
 from scheduler_project.auth import request_owner
 from scheduler_project.web.parsers import JSONParser
 from tasks.api.bodies import TaskJSONBody
@@ -36,6 +38,9 @@ TRUE = ("true", "1", "yes")
 class TaskSetEntryBody(TaskJSONBody):
     """A task of a set: the body of a task's create, with its `key` and what drift may keep."""
 
+    # A set's tasks are in the set's team (`?team=<slug>`): an entry's `team` is refused as an
+    # unknown field.
+    team = None  # type: ignore[assignment]
     key = serializers.RegexField(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,199}$", help_text=KEY_HELP)
     ignore_changes = serializers.ListField(
         child=ChoiceField(choices=taskset_plan.IGNORABLE),
@@ -61,14 +66,17 @@ class TaskSetBody(StrictSerializer):
     tasks = serializers.ListField(child=serializers.DictField(), max_length=MAX_BATCH)
 
 
-def declared_tasks(request: Request, now: Any) -> list[taskset_plan.Declared]:
+def declared_tasks(
+    request: Request, now: Any, team: Team | None = None
+) -> list[taskset_plan.Declared]:
     """The body's entries validated as a task's create validates them; the first bad entry is
     a 400 naming it by index and field (`{"tasks": {"3": {"schedule": {...}}}}`)."""
     outer = TaskSetBody(data=request.data)
     outer.is_valid(raise_exception=True)
     declared: list[taskset_plan.Declared] = []
     seen: set[str] = set()
-    context = {"now": now, "multipart": False, "request": request}
+    # The set's team is each task's, so `notify` is checked against its channels.
+    context = {"now": now, "multipart": False, "request": request, "team": team}
     for index, body in enumerate(outer.validated_data["tasks"]):
         one = TaskSetEntryBody(data=body, context=context)
         if not one.is_valid():
@@ -84,6 +92,20 @@ def declared_tasks(request: Request, now: Any) -> list[taskset_plan.Declared]:
         entry = {k: v for k, v in body.items() if k not in ("key", "ignore_changes")}
         declared.append(taskset_plan.Declared(key, entry, data, sorted(set(ignore))))
     return declared
+
+
+def set_team(request: Request, need: str = access.EDITOR) -> Team | None:
+    """The team of the set the request names (`?team=<slug>`; a service account's own team
+    when it names none), or None for the caller's own set: 404 for a team the caller is no
+    member of (as for a set that does not exist), 403 for a role less than `need`."""
+    user = request_owner(request)
+    slug = request.query_params.get("team")
+    if slug is None:
+        return access.default_team(user)
+    try:
+        return access.team_for(user, slug, need=need)
+    except serializers.ValidationError:
+        raise NotFound("No task set of that name.") from None
 
 
 def _flag(request: Request, name: str) -> bool:
@@ -144,6 +166,12 @@ SERIALISED = (
 
 class TaskSetView(APIView):
     parser_classes = [JSONParser]
+    # A service token reads a set with `read` or `tasksets:apply`, changes it with the latter.
+    token_scopes = {
+        "GET": ("read", "tasksets:apply"),
+        "PUT": ("tasksets:apply",),
+        "DELETE": ("tasksets:apply",),
+    }
 
     @extend_schema(
         summary="Show a task set",
@@ -172,7 +200,8 @@ class TaskSetView(APIView):
         },
     )
     def get(self, request: Request, name: str) -> Response:
-        taskset = tasksets.find_taskset(owner=request_owner(request), name=name)
+        team = set_team(request, access.VIEWER)
+        taskset = tasksets.find_taskset(owner=request_owner(request), name=name, team=team)
         if taskset is None:
             raise NotFound("No task set of that name.")
         members = taskset_plan.members(taskset)
@@ -204,13 +233,21 @@ class TaskSetView(APIView):
     def put(self, request: Request, name: str) -> Response:
         owner = request_owner(request)
         now = db_now()
-        declared = declared_tasks(request, now)
+        team = set_team(request)
+        declared = declared_tasks(request, now, team)
         if _flag(request, "dry_run"):
             return Response(
-                tasksets.dry_run_taskset(owner=owner, name=_name(name), declared=declared)
+                tasksets.dry_run_taskset(
+                    owner=owner, name=_name(name), declared=declared, team=team
+                )
             )
         _, carried_out = tasksets.apply_taskset(
-            owner=owner, name=_name(name), declared=declared, force=_flag(request, "force"), now=now
+            owner=owner,
+            name=_name(name),
+            declared=declared,
+            force=_flag(request, "force"),
+            now=now,
+            team=team,
         )
         return Response(carried_out)
 
@@ -224,6 +261,7 @@ class TaskSetView(APIView):
     def delete(self, request: Request, name: str) -> Response:
         result = tasksets.delete_taskset(
             owner=request_owner(request),
+            team=set_team(request),
             name=name,
             force=_flag(request, "force"),
             dry_run=_flag(request, "dry_run"),
@@ -245,6 +283,8 @@ FIELD_DRIFT = inline_serializer(
 
 
 class TaskSetDriftView(APIView):
+    token_scopes = {"GET": ("read", "tasksets:apply")}
+
     @extend_schema(
         summary="A task set's drift: what changed outside it since the last apply",
         description="Each task whose fields differ from what the last apply left (changed "
@@ -272,7 +312,8 @@ class TaskSetDriftView(APIView):
         },
     )
     def get(self, request: Request, name: str) -> Response:
-        taskset = tasksets.find_taskset(owner=request_owner(request), name=name)
+        team = set_team(request, access.VIEWER)
+        taskset = tasksets.find_taskset(owner=request_owner(request), name=name, team=team)
         if taskset is None:
             raise NotFound("No task set of that name.")
         return Response({"name": name, "drift": taskset_plan.drift(taskset)})

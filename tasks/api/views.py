@@ -23,6 +23,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from accounts import access
 from scheduler_project.auth import request_owner
 from scheduler_project.web.parsers import UPLOAD_PARSERS
 from scheduler_project.web.renderers import RawJSON
@@ -68,7 +69,19 @@ class PagedListView(generics.ListAPIView):
 
 
 def owned_tasks(request: Request) -> QuerySet[Task]:
-    return Task.objects.filter(owner=request_owner(request))
+    """The tasks the caller may see (accounts/access.py)."""
+    return access.visible(Task.objects.all(), request_owner(request))
+
+
+def visible_runs(request: Request) -> QuerySet[Run]:
+    return access.visible(Run.objects.all(), request_owner(request), team="task__team")
+
+
+def changeable_task(request: Request, pk: Any) -> Task:
+    """The caller's task `pk` for a write: 404 unless they see it, 403 for a team's viewer."""
+    task = get_object_or_404(owned_tasks(request), pk=pk)
+    access.require(request_owner(request), task, access.EDITOR)
+    return task
 
 
 def task_response(request: Request, task: Task, code: int = status.HTTP_200_OK) -> Response:
@@ -90,10 +103,20 @@ class TaskFilter(django_filters.FilterSet):
     last_run_status = filtering.last_run_status_filter()
     health = filtering.health_filter()
     taskset = django_filters.CharFilter(field_name="taskset__name", help_text="One task set's.")
+    team = django_filters.CharFilter(field_name="team__slug", help_text="One team's (its slug).")
 
     class Meta:
         model = Task
-        fields = ["name", "status", "kind", "priority", "last_run_status", "health", "taskset"]
+        fields = [
+            "name",
+            "status",
+            "kind",
+            "priority",
+            "last_run_status",
+            "health",
+            "taskset",
+            "team",
+        ]
 
 
 class TaskListCreateView(PagedListView):
@@ -161,9 +184,6 @@ class TaskUploadView(APIView):
 class TaskDetailView(APIView):
     parser_classes = UPLOAD_PARSERS
 
-    def get_object(self, request: Request, pk: Any) -> Task:
-        return get_object_or_404(owned_tasks(request), pk=pk)
-
     @extend_schema(responses={200: TaskOutputSerializer, **ERRORS})
     def get(self, request: Request, pk: Any) -> Response:
         found = task_json(pk, owner=request_owner(request), now=timezone.now())
@@ -186,7 +206,7 @@ class TaskDetailView(APIView):
         return self._update(request, pk, partial=False)
 
     def _update(self, request: Request, pk: Any, *, partial: bool) -> Response:
-        task = self.get_object(request, pk)
+        task = changeable_task(request, pk)
         now = db_now()
         multipart = request.content_type.startswith("multipart/")
         serializer = TaskInputSerializer(
@@ -204,7 +224,7 @@ class TaskDetailView(APIView):
         responses={204: None, **ERRORS, **CONFLICT},
     )
     def delete(self, request: Request, pk: Any) -> Response:
-        task = self.get_object(request, pk)
+        task = changeable_task(request, pk)
         force = request.query_params.get("force", "").lower() in ("true", "1", "yes")
         lifecycle.cancel_task(task=task, force=force, now=db_now())
         return Response(status=status.HTTP_204_NO_CONTENT)
@@ -214,10 +234,11 @@ class TaskActionView(APIView):
     """POST /tasks/{id}/pause|resume: the task as it is then."""
 
     verb = ""
+    token_scopes = {"POST": ("run",)}  # a service token needs `run` (accounts/token_auth.py)
 
     @extend_schema(request=None, responses={200: TaskOutputSerializer, **ERRORS, **CONFLICT})
     def post(self, request: Request, pk: Any) -> Response:
-        task = get_object_or_404(owned_tasks(request), pk=pk)
+        task = changeable_task(request, pk)
         if self.verb == "pause":
             return task_response(request, lifecycle.pause_task(task=task, now=db_now()))
         return task_response(request, lifecycle.resume_task(task=task, now=db_now()))
@@ -227,12 +248,13 @@ class TaskRunActionView(APIView):
     """POST /tasks/{id}/run-now|skip-next: the run it created (201) or skipped (200)."""
 
     verb = ""
+    token_scopes = {"POST": ("run",)}  # a service token needs `run` (accounts/token_auth.py)
 
     @extend_schema(
         request=None, responses={200: RunSerializer, 201: RunSerializer, **ERRORS, **CONFLICT}
     )
     def post(self, request: Request, pk: Any) -> Response:
-        task = get_object_or_404(owned_tasks(request), pk=pk)
+        task = changeable_task(request, pk)
         if self.verb == "run-now":
             run = lifecycle.run_now(task=task, now=db_now())
             return run_response(request, run, status.HTTP_201_CREATED)
@@ -307,7 +329,7 @@ class RunListView(PagedListView):
     def get_queryset(self) -> QuerySet[Run]:
         if getattr(self, "swagger_fake_view", False):
             return Run.objects.none()
-        return Run.objects.filter(owner=request_owner(self.request))
+        return visible_runs(self.request)
 
     def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         ids = self.filter_queryset(self.get_queryset()).values_list("id", flat=True)
@@ -323,7 +345,7 @@ class RunDetailView(generics.RetrieveAPIView):
     serializer_class = RunSerializer  # the schema; the run itself is built by json_sql.runs_json
 
     def get_queryset(self) -> QuerySet[Run]:
-        return Run.objects.filter(owner=request_owner(self.request))
+        return visible_runs(self.request)
 
     def retrieve(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         found = runs_json([kwargs["pk"]], owner_id=request_owner(request).pk)
@@ -336,10 +358,12 @@ class RunActionView(APIView):
     """POST /runs/{id}/cancel|retry."""
 
     verb = ""
+    token_scopes = {"POST": ("run",)}  # a service token needs `run` (accounts/token_auth.py)
 
     @extend_schema(request=None, responses={200: RunSerializer, **ERRORS, **CONFLICT})
     def post(self, request: Request, pk: Any) -> Response:
-        run = get_object_or_404(Run.objects.filter(owner=request_owner(request)), pk=pk)
+        run = get_object_or_404(visible_runs(request).select_related("task"), pk=pk)
+        access.require(request_owner(request), run, access.EDITOR, team_id=run.task.team_id)
         now = db_now()
         if self.verb == "cancel":
             run = run_actions.cancel_run(run=run, now=now)
@@ -399,6 +423,8 @@ PREVIEW_OUTPUT = inline_serializer(
 
 
 class SchedulePreviewView(APIView):
+    token_scopes = {"POST": ("read", "tasksets:apply")}  # changes nothing
+
     @extend_schema(request=PreviewSerializer, responses={200: PREVIEW_OUTPUT, **ERRORS})
     def post(self, request: Request) -> Response:
         now = db_now()

@@ -114,7 +114,10 @@ SELECT array_agg(p.scheduled_at ORDER BY p.scheduled_at) AS times,
 -- what those need.
 -- name: task_columns
 json_build_object(
-           'id', t.id, 'owner', %(owner_name)s::text, 'name', t.name, 'dedup_key', t.dedup_key,
+           'id', t.id,
+           'owner', CASE WHEN t.owner_id = %(owner)s THEN %(owner_name)s::text
+                         ELSE (SELECT u.username FROM auth_user u WHERE u.id = t.owner_id) END,
+           'name', t.name, 'dedup_key', t.dedup_key,
            'kind', t.kind, 'payload', t.payload,
            'executable', CASE WHEN t.executable <> '' THEN t.executable_name END,
            -- A recurring schedule shows the misfire grace that applies (shown_schedule in
@@ -134,7 +137,8 @@ json_build_object(
            'health', coalesce((SELECT h.health FROM tasks_taskhealth h WHERE h.task_id = t.id),
                               'up'),
            'taskset', (SELECT name FROM tasks_taskset WHERE id = t.taskset_id),
-           'key', t.taskset_key)::text AS head,
+           'key', t.taskset_key,
+           'team', (SELECT s.slug FROM accounts_team s WHERE s.id = t.team_id))::text AS head,
        '{{"runs":'
            || CASE WHEN recent.whole OR recent.shown >= {recent_runs} THEN recent.runs
                    ELSE {history_of_task} END
@@ -149,12 +153,18 @@ json_build_object(
        -- The owner's calendar feed token (`calendar_url`): read once for the whole page.
        (SELECT f.token FROM tasks_calendarfeed f WHERE f.owner_id = %(owner)s) AS feed_token
 
--- The owner's tasks of a page, with their runs, in the page's order.
+-- A task the caller may see (accounts/access.py `visible`): their own without a team, and
+-- every task of their teams.
+-- name: visible_task
+((t.owner_id = %(owner)s AND t.team_id IS NULL)
+ OR t.team_id IN (SELECT m.team_id FROM accounts_membership m WHERE m.user_id = %(owner)s))
+
+-- The caller's tasks of a page, with their runs, in the page's order.
 -- name: task_rows
   JOIN tasks_task t ON t.id = page.id
  CROSS JOIN LATERAL ({recent_runs_of_task}) AS recent
  CROSS JOIN LATERAL ({runs_ahead_of_task}) AS ahead
- WHERE t.owner_id = %(owner)s
+ WHERE {visible_task}
  ORDER BY page.position
 
 -- The owner's tasks among the ids, in their order.
@@ -202,7 +212,8 @@ json_build_object(
 SELECT {run_json} AS run, NULL::bigint AS total
   FROM {page_of_ids}
   JOIN tasks_run r ON r.id = page.id
- WHERE r.owner_id = %(owner)s
+  JOIN tasks_task t ON t.id = r.task_id
+ WHERE {visible_task}
  ORDER BY page.position
 
 -- A list page of the owner's runs, and how many the whole list has.
@@ -210,5 +221,6 @@ SELECT {run_json} AS run, NULL::bigint AS total
 SELECT {run_json} AS run, {count_of_list} AS total
   FROM {page_of_list}
   JOIN tasks_run r ON r.id = page.id
- WHERE r.owner_id = %(owner)s
+  JOIN tasks_task t ON t.id = r.task_id
+ WHERE {visible_task}
  ORDER BY page.position

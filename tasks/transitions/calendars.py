@@ -14,7 +14,7 @@ from tasks.exceptions import Conflict
 from tasks.models import Calendar, Task
 from tasks.transitions.lifecycle import replan_exclusions
 
-FIELDS = ("name", "timezone", "holidays", "dates", "windows")
+FIELDS = ("name", "timezone", "holidays", "dates", "windows", "team")
 
 
 def tasks_using(calendar: Calendar) -> QuerySet[Task]:

@@ -25,6 +25,7 @@ from django.db.models import Case, Count, F, IntegerField, OuterRef, Q, QuerySet
 from django.db.models.expressions import RawSQL
 from django.db.models.functions import Coalesce, Now
 
+from accounts import access
 from scheduler_project.sql import queries
 from tasks import audit
 from tasks.models import CLAIMABLE_STATUSES, ConcurrencyKey, LimitKey, RateKey, Run, Task
@@ -135,8 +136,9 @@ def resolve(kind: Kind, owner: Any, value: dict) -> int | None:
 
 
 def visible_keys(kind: Kind, owner: Any) -> QuerySet[Any]:
-    """The owner's keys and the global ones, with their runs counted (with_counts)."""
-    keys = kind.model.objects.filter(Q(owner=owner) | Q(owner__isnull=True))
+    """The keys `owner` may see (accounts/access.py) and the global ones, with their runs
+    counted (with_counts)."""
+    keys = kind.model.objects.filter(access.visible_q(owner) | Q(owner__isnull=True))
     return with_counts(kind, keys).order_by("owner_id", "name", "id")
 
 
@@ -146,14 +148,17 @@ def with_counts(kind: Kind, keys: QuerySet[Any]) -> QuerySet[Any]:
     return keys.annotate(waiting=_runs(kind.run_column, due), **kind.counts())
 
 
-def declare(*, kind: Kind, owner: Any, name: str, limits: dict, scope: str) -> tuple[Any, bool]:
-    """Create (or set the limits of) a key, declared: its limits win over the tasks'."""
+def declare(
+    *, kind: Kind, owner: Any, name: str, limits: dict, scope: str, team: Any = None
+) -> tuple[Any, bool]:
+    """Create (or set the limits of) a key, declared: its limits win over the tasks'. A new
+    key of an owner is in `team` when one is given."""
     columns = {column: limits[limit] for limit, column in kind.limits.items()}
     with transaction.atomic():
         key, created = kind.model.objects.get_or_create(
             owner=None if scope == GLOBAL else owner,
             name=name,
-            defaults={**columns, "declared": True},
+            defaults={**columns, "declared": True, "team": None if scope == GLOBAL else team},
         )
         if created:
             record_created(kind, key)

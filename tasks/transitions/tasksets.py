@@ -20,18 +20,25 @@ from tasks.transitions import creation, lifecycle
 from tasks.transitions.taskset_plan import Declared, Plan, as_json, compared_fields, plan
 
 
-def find_taskset(*, owner: Any, name: str) -> TaskSet | None:
-    return TaskSet.objects.filter(owner=owner, name=name).first()
+def _named(owner: Any, name: str, team: Any) -> Any:
+    """The query of the set `name`: the team's (any member applies it), or the owner's own."""
+    if team is not None:
+        return TaskSet.objects.filter(team=team, name=name)
+    return TaskSet.objects.filter(owner=owner, team__isnull=True, name=name)
 
 
-def _lock_taskset(owner: Any, name: str) -> TaskSet:
-    locked = TaskSet.objects.select_for_update().filter(owner=owner, name=name)
+def find_taskset(*, owner: Any, name: str, team: Any = None) -> TaskSet | None:
+    return _named(owner, name, team).first()
+
+
+def _lock_taskset(owner: Any, name: str, team: Any) -> TaskSet:
+    locked = _named(owner, name, team).select_for_update()
     found = locked.first()
     if found is not None:
         return found
     # Two first applies of a new set race on the unique key: the loser's insert waits for the
     # winner's commit and then does nothing, and its lock then waits for the winner too.
-    TaskSet.objects.bulk_create([TaskSet(owner=owner, name=name)], ignore_conflicts=True)
+    TaskSet.objects.bulk_create([TaskSet(owner=owner, name=name, team=team)], ignore_conflicts=True)
     return locked.get()
 
 
@@ -73,7 +80,7 @@ def _remove(tasks: list[Task], *, force: bool, now: datetime) -> None:
 
 
 def apply_taskset(
-    *, owner: Any, name: str, declared: list[Declared], force: bool, now: datetime
+    *, owner: Any, name: str, declared: list[Declared], force: bool, now: datetime, team: Any = None
 ) -> tuple[TaskSet, dict[str, Any]]:
     """Make the owner's set `name` exactly `declared`; returns the set and the plan carried out
     (with the ids of the tasks created).
@@ -82,7 +89,7 @@ def apply_taskset(
     where a removal needs `force`) rolls the whole apply back.
     """
     with transaction.atomic():
-        taskset = _lock_taskset(owner, name)
+        taskset = _lock_taskset(owner, name, team)
         carried_out = plan(taskset, declared)
         # The batch create: a few statements for all new tasks and their due runs.
         new = creation.create_tasks(
@@ -122,12 +129,12 @@ def apply_taskset(
 
 
 def delete_taskset(
-    *, owner: Any, name: str, force: bool, dry_run: bool, now: datetime
+    *, owner: Any, name: str, force: bool, dry_run: bool, now: datetime, team: Any = None
 ) -> dict[str, Any] | None:
     """Cancel every task of the set and remove the set; None when it does not exist. With
     `dry_run`, the plan alone. Serialised with applies on the set's row."""
     with transaction.atomic():
-        query = TaskSet.objects.filter(owner=owner, name=name)
+        query = _named(owner, name, team)
         taskset = query.first() if dry_run else query.select_for_update().first()
         if taskset is None:
             return None
@@ -141,9 +148,11 @@ def delete_taskset(
     return {"name": name, "version": taskset.version, **removal.as_json()}
 
 
-def dry_run_taskset(*, owner: Any, name: str, declared: list[Declared]) -> dict[str, Any]:
+def dry_run_taskset(
+    *, owner: Any, name: str, declared: list[Declared], team: Any = None
+) -> dict[str, Any]:
     """The plan an apply would carry out now, changing nothing."""
-    taskset = find_taskset(owner=owner, name=name)
+    taskset = find_taskset(owner=owner, name=name, team=team)
     planned: Plan = plan(taskset, declared)
     version = taskset.version if taskset else 0
     return {"name": name, "version": version, **planned.as_json()}

@@ -120,6 +120,7 @@ def test_operation_ids_and_tags_read_by_resource(schema: dict) -> None:
         "health",
         "workflows",
         "workflow-runs",
+        "teams",
     }
     assert operations[("/tasks", "get")]["tags"] == ["seed"]
 

@@ -8,6 +8,7 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
+from accounts.models import Membership, Team
 from notifications.models import Channel, Notification
 from tasks.models import Task
 from tests.factories import RunFactory, TaskFactory, UserFactory
@@ -172,3 +173,26 @@ def test_a_local_user_without_staff_signs_in_with_a_password(people) -> None:
 
     assert response.status_code == 302
     assert client.get(reverse("admin:tasks_task_changelist")).status_code == 200
+
+
+def test_a_teams_tasks_are_its_members_and_its_viewers_only_read_them() -> None:
+    team = Team.objects.create(slug="data")
+    editor, viewer, outsider = UserFactory(), UserFactory(), UserFactory()
+    Membership.objects.create(team=team, user=editor, role="editor")
+    Membership.objects.create(team=team, user=viewer, role="viewer")
+    task = TaskFactory(owner=UserFactory(), team=team, name="team nightly")
+    listed = reverse("admin:tasks_task_changelist")
+    page = reverse("admin:tasks_task_change", args=[task.pk])
+
+    assert "team nightly" in signed_in(viewer).get(listed).content.decode()
+    assert "team nightly" not in signed_in(outsider).get(listed).content.decode()
+    assert signed_in(outsider).get(page).status_code == 404
+    # The viewer reads the page, and saving it or an action leaves the task alone.
+    assert signed_in(viewer).get(page).status_code == 200
+    assert signed_in(viewer).post(page, form(name="renamed")).status_code == 403
+    assert Task.objects.get(pk=task.pk).name == "team nightly"
+    pause = {"action": "pause", "_selected_action": [str(task.pk)]}
+    signed_in(viewer).post(listed, pause)
+    assert Task.objects.get(pk=task.pk).status == "active"
+    signed_in(editor).post(listed, pause)
+    assert Task.objects.get(pk=task.pk).status == "paused"

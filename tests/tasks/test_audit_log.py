@@ -10,6 +10,7 @@ import pytest
 from django.db import DatabaseError, connection, transaction
 from django.test import override_settings
 from django.utils import timezone
+from rest_framework.test import APIClient
 
 from reviewers import retention
 from reviewers.checks import check_retention
@@ -18,7 +19,8 @@ from tasks import audit
 from tasks.audit_log import AuditEntry
 from tasks.db import db_now
 from tasks.transitions import lifecycle
-from tests.factories import TaskFactory
+from tests.conftest import client_for
+from tests.factories import TaskFactory, UserFactory
 
 pytestmark = pytest.mark.django_db
 DAY = timedelta(days=1)
@@ -89,13 +91,24 @@ def test_a_rolled_back_change_leaves_no_entry() -> None:
     )
 
 
-def test_a_service_account_noted_by_authentication_names_the_entry() -> None:
-    task = TaskFactory(status="active")
-    with audit.acting(audit.Actor()):
-        audit.note_token(service_account="ci-data", token_id="tok-42")
-        lifecycle.pause_task(task=task, now=db_now())
-    [paused] = AuditEntry.objects.filter(action="pause")
-    assert (paused.service_account, paused.token_id) == ("ci-data", "tok-42")
+def test_a_change_made_with_a_service_token_names_its_account_and_token() -> None:
+    lead = client_for(UserFactory(username="lead"))
+    assert lead.post("/api/v1/teams", {"slug": "data"}, format="json").status_code == 201
+    accounts = "/api/v1/teams/data/service-accounts"
+    made = lead.post(accounts, {"name": "ci", "role": "editor"}, format="json")
+    assert made.status_code == 201, made.content
+    answer = lead.post(
+        f"{accounts}/ci/tokens", {"name": "pipeline", "scopes": ["write"]}, format="json"
+    )
+    assert answer.status_code == 201, answer.content
+    machine = APIClient()
+    machine.credentials(HTTP_AUTHORIZATION=f"Bearer {answer.json()['token']}")
+    body = {"name": "load", "kind": "handler", "payload": {"name": "noop"}}
+    created = machine.post("/api/v1/tasks", body, format="json", HTTP_USER_AGENT="pipeline/1")
+    assert created.status_code == 201, created.content
+    [entry] = AuditEntry.objects.filter(action="create", object_id=created.json()["id"])
+    assert (entry.service_account, entry.token_id) == ("data/ci", str(answer.json()["id"]))
+    assert entry.user_agent == "pipeline/1"
 
 
 def test_pruning_takes_only_entries_past_the_retention_in_batches() -> None:

@@ -18,6 +18,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 from rest_framework.test import APIClient
 
+from accounts.models import Membership, Team
 from notifications.models import Channel
 from tasks import schedules
 from tasks.admin.forms import RECURRING_FIELDS, TYPE_FIELDS
@@ -30,6 +31,7 @@ pytestmark = pytest.mark.django_db
 
 HANDLER = {"kind": "handler", "payload": {"name": "noop"}}
 CALENDAR, CHANNEL = "<calendar>", "<channel>"  # the owner's, made per test
+TEAM = "<team>"  # a team the owner is an editor of, made per test
 WINDOW = {"start": "2030-02-01T00:00:00Z", "end": "2030-02-02T00:00:00Z"}
 # The members each schedule type needs, and a value of every member it takes (not the default).
 BASE = {
@@ -113,6 +115,7 @@ FIELD_CASES = [
         {"start_within": 60.0, "duration": {"max": 600.0}, "failure_streak": 3},
         id="expect",
     ),
+    pytest.param("team", TEAM, id="team"),
 ]
 CASES = [*FIELD_CASES, *schedule_cases()]
 
@@ -142,6 +145,10 @@ def filled(value: Any, env: Env) -> Any:
             owner=env.owner, kind=Channel.Kind.EMAIL, config={"address": "ops@example.com"}
         )
         text = text.replace(CHANNEL, str(channel.pk))
+    if TEAM in text:
+        team = Team.objects.create(slug="data")
+        Membership.objects.create(team=team, user=env.owner, role=Membership.Role.EDITOR)
+        text = text.replace(TEAM, team.slug)
     return json.loads(text)
 
 
@@ -334,9 +341,14 @@ PATHS: list[Callable[[Env, str, Any], dict]] = [
     admin_add,
     admin_change,
 ]
-# (path, field) pairs a path refuses by design, naming the field: none, every path takes every
-# field. Any other refusal fails its case, as a dropped value does.
-REFUSED: set[tuple[str, str]] = set()
+# (path, field) pairs a path refuses by design, naming the field. A task set's entries take no
+# `team`: the set's tasks are in the set's team (`?team=`). Any other refusal fails its case, as
+# a dropped value does.
+REFUSED: set[tuple[str, str]] = {
+    ("taskset_apply", "team"),
+    ("taskset_dry_run", "team"),
+    ("taskset_export", "team"),
+}
 
 
 def test_every_body_field_is_a_case() -> None:

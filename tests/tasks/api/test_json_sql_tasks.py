@@ -84,6 +84,7 @@ def test_every_field_of_a_recurring_task(settings) -> None:
         "health": "up",
         "taskset": None,
         "key": None,
+        "team": None,
         "describe": "Every minute",
         "last_run": {
             "id": str(done.pk),

@@ -1,0 +1,138 @@
+"""Which objects an identity may see and change: the one place that decides it. Every API view
+and the admin's scoping (tasks/admin_scope.py) call it instead of filtering by owner.
+
+An object without a team is its owner's alone, as before teams. An object of a team is seen by
+the team's members (404 for anyone else, as for another user's object) and changed by its
+editors and admins (403 for a viewer). A service account is a user with a membership, so the
+same rules hold for it; its token's scopes narrow them further (accounts/token_auth.py), never
+widen them. Operators (staff) see everything in the admin; the API treats them as anyone else.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models import Model, Q, QuerySet
+from django.http import Http404
+from rest_framework.exceptions import PermissionDenied, ValidationError
+
+from accounts.models import Membership, ServiceAccount, Team
+
+VIEWER, EDITOR, ADMIN = Membership.Role.VIEWER, Membership.Role.EDITOR, Membership.Role.ADMIN
+RANK: dict[str, int] = {VIEWER: 1, EDITOR: 2, ADMIN: 3}
+
+
+def visible(queryset: QuerySet, user: Any, *, owner: str = "owner", team: str = "team") -> QuerySet:
+    """`queryset` narrowed to what `user` may see: their own objects without a team, and every
+    object of their teams. `owner` and `team` are the lookup paths of the two (a run's team is
+    its task's: `team="task__team"`). The memberships are read on every call, so a membership
+    removed is seen by the next request."""
+    return queryset.filter(visible_q(user, owner=owner, team=team))
+
+
+def visible_q(user: Any, *, owner: str = "owner", team: str = "team") -> Q:
+    """The condition of `visible`, to combine with others (limit keys add the global ones).
+
+    For a user in no team it is the owner's condition alone, as before teams: a list ordered
+    and paged by an (owner, time) index stays a short read of that index, which an OR with the
+    teams' rows would turn into reading and sorting all of the user's rows."""
+    mine = Q(**{owner: user, f"{team}__isnull": True})
+    # No user at all while the schema is generated (drf-spectacular's fake views): no teams.
+    user_id: Any = getattr(user, "pk", None)
+    teams = sorted(Membership.objects.filter(user_id=user_id).values_list("team_id", flat=True))
+    return mine | Q(**{f"{team}__in": teams}) if teams else mine
+
+
+def changeable(
+    queryset: QuerySet, user: Any, *, owner: str = "owner", team: str = "team"
+) -> QuerySet:
+    """`queryset` narrowed to what `user` may change: their own objects without a team, and
+    the objects of the teams they are an editor or admin of (the admin's bulk actions)."""
+    teams = Membership.objects.filter(user_id=user.pk, role__in=[EDITOR, ADMIN]).values("team_id")
+    mine = Q(**{owner: user, f"{team}__isnull": True})
+    return queryset.filter(mine | Q(**{f"{team}__in": teams}))
+
+
+def role_in(user: Any, team_id: int | None) -> str | None:
+    """`user`'s role in the team `team_id`, or None (no such team, or no member)."""
+    if team_id is None:
+        return None
+    found = Membership.objects.filter(user_id=user.pk, team_id=team_id).values_list("role")
+    return next((role for (role,) in found), None)
+
+
+def require(user: Any, obj: Model, need: str = EDITOR, *, team_id: int | None = -1) -> None:
+    """Refuse `user` acting on `obj` (an object they can see) with less than role `need`: 404
+    when they cannot see it, 403 naming the role when they can but may not change it. A personal
+    object needs its owner. `team_id` is the object's team when `obj` holds none itself (a
+    run: its task's)."""
+    team = getattr(obj, "team_id", None) if team_id == -1 else team_id
+    if team is None:
+        if getattr(obj, "owner_id", None) != user.pk:
+            raise Http404("No such object.")
+        return
+    role = role_in(user, team)
+    if role is None:
+        raise Http404("No such object.")
+    if RANK[role] < RANK[need]:
+        raise PermissionDenied(
+            f"Your role in this object's team is {role}; this needs {need}.", code="role"
+        )
+
+
+def team_for(user: Any, slug: str | None, *, need: str = EDITOR) -> Team | None:
+    """The team named `slug` for an object `user` puts in it (None: no team): 400 naming
+    `team` when they are no member of it (unknown and foreign teams alike), 403 when their role
+    is less than `need`."""
+    if slug is None:
+        return None
+    found = Team.objects.filter(slug=slug).first()
+    role = role_in(user, found.pk) if found is not None else None
+    if found is None or role is None:
+        raise ValidationError({"team": [f"No team {slug!r} among yours."]}, code="invalid")
+    if RANK[role] < RANK[need]:
+        raise PermissionDenied(
+            f"Your role in team {slug!r} is {role}; this needs {need}.", code="role"
+        )
+    return found
+
+
+def require_move(user: Any, obj: Model, team: Team | None) -> None:
+    """Moving `obj` to `team` (None: out of any) needs editor rights in both teams; out of a
+    team only its owner may take it (it becomes theirs alone)."""
+    current = getattr(obj, "team_id", None)
+    target = team.pk if team is not None else None
+    if current == target:
+        return
+    if current is not None:
+        require(user, obj, EDITOR)
+    if team is None and getattr(obj, "owner_id", None) != user.pk:
+        raise PermissionDenied("Only the owner may take an object out of its team.", code="role")
+    if team is not None:
+        team_for(user, team.slug, need=EDITOR)
+
+
+def placed(user: Any, obj: Model | None, slug: str | None) -> Team | None:
+    """The team an object created (`obj` None) or changed by `user` is put in by its body's
+    `"team": slug`: checked for the team's editors (and, for a move, the old team's)."""
+    team = team_for(user, slug)
+    if obj is not None:
+        require_move(user, obj, team)
+    return team
+
+
+def place(user: Any, obj: Model | None, data: dict[str, Any]) -> dict[str, Any]:
+    """`data` (a validated body) with its `team` slug, if it has one, replaced by the team
+    (`placed`); a service account's new object without one goes to its team."""
+    if "team" in data:
+        data["team"] = placed(user, obj, data["team"])
+    elif obj is None and (own := default_team(user)) is not None:
+        data["team"] = placed(user, None, own.slug)
+    return data
+
+
+def default_team(user: Any) -> Team | None:
+    """The team a service account's objects belong to when a body names none (a machine has no
+    space of its own that a person could see); None for a person."""
+    account = ServiceAccount.objects.filter(user_id=user.pk).select_related("team").first()
+    return account.team if account is not None else None

@@ -1,0 +1,122 @@
+"""accounts/access.py through the API: placing objects in teams, moving them between teams,
+and a team's task naming only its team's channels."""
+
+from __future__ import annotations
+
+import pytest
+
+from accounts.models import Membership, Team
+from notifications.models import Channel
+from tasks.models import Calendar
+from tests.conftest import client_for
+from tests.factories import TaskFactory, UserFactory
+
+pytestmark = pytest.mark.django_db
+
+HANDLER = {"kind": "handler", "payload": {"name": "noop"}}
+
+
+@pytest.fixture
+def teams():
+    data, web = Team.objects.create(slug="data"), Team.objects.create(slug="web")
+    return data, web
+
+
+def member(team: Team, role: str, user=None):
+    user = user or UserFactory()
+    Membership.objects.create(team=team, user=user, role=role)
+    return user
+
+
+def test_a_task_is_made_in_a_team_by_its_editors_only(teams) -> None:
+    data, _ = teams
+    editor, viewer = member(data, "editor"), member(data, "viewer")
+    made = client_for(editor).post("/api/v1/tasks", {**HANDLER, "team": "data"}, format="json")
+    assert made.status_code == 201 and made.json()["team"] == "data"
+    as_viewer = client_for(viewer).post("/api/v1/tasks", {**HANDLER, "team": "data"}, format="json")
+    assert as_viewer.status_code == 403
+    assert as_viewer.json()["code"] == "role" and "viewer" in as_viewer.json()["detail"]
+    foreign = client_for(editor).post("/api/v1/tasks", {**HANDLER, "team": "web"}, format="json")
+    assert foreign.status_code == 400 and "team" in foreign.json()
+    # The other members read it with its owner's name, not their own.
+    shown = client_for(viewer).get(f"/api/v1/tasks/{made.json()['id']}").json()
+    assert shown["owner"] == editor.username
+
+
+def test_moving_a_task_between_teams_needs_editor_rights_in_both(teams) -> None:
+    data, web = teams
+    user = member(data, "editor")
+    member(web, "viewer", user)
+    task = TaskFactory(owner=UserFactory(), team=data)
+    refused = client_for(user).patch(f"/api/v1/tasks/{task.pk}", {"team": "web"}, format="json")
+    assert refused.status_code == 403
+    Membership.objects.filter(team=web, user=user).update(role="editor")
+    moved = client_for(user).patch(f"/api/v1/tasks/{task.pk}", {"team": "web"}, format="json")
+    assert moved.status_code == 200 and moved.json()["team"] == "web"
+    # Out of any team: its owner's alone, so only its owner may.
+    out = client_for(user).patch(f"/api/v1/tasks/{task.pk}", {"team": None}, format="json")
+    assert out.status_code == 403
+    out = client_for(task.owner).patch(f"/api/v1/tasks/{task.pk}", {"team": None}, format="json")
+    assert out.status_code == 404  # the owner is no member of `web`: they do not see it
+
+
+def test_a_teams_task_cannot_use_another_teams_channel(teams) -> None:
+    data, web = teams
+    user = member(data, "editor")
+    member(web, "editor", user)
+    theirs = Channel.objects.create(
+        owner=user, team=web, kind="webhook", config={"url": "https://e.x/h"}
+    )
+    ours = Channel.objects.create(
+        owner=user, team=data, kind="webhook", config={"url": "https://e.x/h"}
+    )
+    own = Channel.objects.create(owner=user, kind="webhook", config={"url": "https://e.x/h"})
+    client = client_for(user)
+    for channel in (theirs, own):
+        body = {
+            **HANDLER,
+            "team": "data",
+            "notify": [{"channel": str(channel.pk), "events": ["failed"]}],
+        }
+        refused = client.post("/api/v1/tasks", body, format="json")
+        assert refused.status_code == 400
+        assert "channel" in refused.json()["notify"]["0"]
+    body = {**HANDLER, "team": "data", "notify": [{"channel": str(ours.pk), "events": ["failed"]}]}
+    made = client.post("/api/v1/tasks", body, format="json")
+    assert made.status_code == 201, made.content
+    # Moving it to `web` would leave it naming `data`'s channel: refused on `notify`.
+    moved = client.patch(f"/api/v1/tasks/{made.json()['id']}", {"team": "web"}, format="json")
+    assert moved.status_code == 400 and "notify" in moved.json()
+
+
+def test_a_channel_and_a_calendar_are_made_in_a_team(teams) -> None:
+    data, _ = teams
+    editor = member(data, "editor")
+    client = client_for(editor)
+    body = {"kind": "email", "address": "ops@example.com", "team": "data"}
+    channel = client.post("/api/v1/channels", body, format="json")
+    assert channel.status_code == 201, channel.content
+    assert Channel.objects.get(pk=channel.json()["id"]).team == data
+    calendar = client.post("/api/v1/calendars", {"name": "off", "team": "data"}, format="json")
+    assert calendar.status_code == 201 and calendar.json()["team"] == "data"
+    key = client.post(
+        "/api/v1/concurrency-keys", {"key": "db", "limit": 2, "team": "data"}, format="json"
+    )
+    assert key.status_code == 201 and key.json()["team"] == "data"
+
+
+def test_a_teams_calendar_and_feed_serve_its_members(teams) -> None:
+    data, _ = teams
+    editor, other = member(data, "editor"), member(data, "viewer")
+    calendar = Calendar.objects.create(owner=other, team=data, name="off")
+    schedule = {"type": "daily", "at": "09:00:00", "exclude": [str(calendar.pk)]}
+    body = {**HANDLER, "team": "data", "schedule": schedule}
+    made = client_for(editor).post("/api/v1/tasks", body, format="json")
+    assert made.status_code == 201, made.content
+    # Another member's calendar_url of the team's task opens its feed; an outsider's does not.
+    url = client_for(other).get(f"/api/v1/tasks/{made.json()['id']}").json()["calendar_url"]
+    assert client_for(other).get(url).status_code == 200
+    outsider = client_for(UserFactory())
+    outsider_url = outsider.get("/api/v1/calendar-feed").json()["url"]
+    token = outsider_url.split("token=")[1]
+    assert outsider.get(url.split("?")[0] + f"?token={token}").status_code == 404
