@@ -32,9 +32,10 @@ UPDATE notifications_notification n
        AS v(id, attempts, status, sent_at, next_attempt_at, error)
  WHERE n.id = v.id AND n.status = 'pending' AND (v.status = 'sent' OR n.attempts = v.attempts)
 
+-- Give back the claimed rows a stopping deliverer did not try.
 -- name: release
--- Claimed rows a stopping deliverer did not try: due again at once, their claim not counted as
--- a try, and only while this deliverer still holds the claim (attempts unchanged).
+-- Due again at once, their claim not counted as a try, and only while this deliverer still
+-- holds the claim (attempts unchanged).
 UPDATE notifications_notification n
    SET attempts = n.attempts - 1, next_attempt_at = clock_timestamp()
   FROM unnest(%(ids)s::uuid[], %(attempts)s::int[]) AS v(id, attempts)
