@@ -39,7 +39,12 @@ def build_tasks(owner: object, t0: object) -> list[Task]:
     tasks = []
     for i in range(60):
         start = t0 + timedelta(milliseconds=(i * 37) % 1000)
-        raw = {"type": "interval", "every": INTERVALS[i % 3], "start_at": iso(start)}
+        raw = {
+            "type": "interval",
+            "every": INTERVALS[i % 3],
+            "start_at": iso(start),
+            "allow_every_second": True,  # the first interval is 1 s
+        }
         tasks.append(recurring_task(owner, raw, now=now, name=f"interval-{i}"))
     for i in range(40):
         raw = {

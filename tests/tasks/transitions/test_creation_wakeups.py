@@ -51,7 +51,7 @@ def test_batch_with_an_occurrence_to_plan_soon_wakes_schedulers(listener, settin
     settings.TASKS_LOOKAHEAD_SECONDS = 1.0
     settings.TASKS_HEARTBEAT_SECONDS = 2.0
     every = {"kind": "handler", "payload": {"name": "noop"}}
-    every["schedule"] = {"type": "interval", "every": 1}
+    every["schedule"] = {"type": "interval", "every": 1, "allow_every_second": True}
     api = client_for(UserFactory())
     response = api.post("/api/v1/tasks/batch", {"tasks": [once(), every]}, format="json")
     assert response.status_code == 201, response.content
@@ -66,7 +66,7 @@ def test_batch_with_occurrences_past_the_next_heartbeat_does_not_wake_schedulers
     settings.TASKS_LOOKAHEAD_SECONDS = 30.0
     settings.TASKS_HEARTBEAT_SECONDS = 2.0
     every = {"kind": "handler", "payload": {"name": "noop"}}
-    every["schedule"] = {"type": "interval", "every": 1}
+    every["schedule"] = {"type": "interval", "every": 1, "allow_every_second": True}
     later = once(run_at="2099-01-01T00:00:00Z")
     api = client_for(UserFactory())
     response = api.post("/api/v1/tasks/batch", {"tasks": [every, later]}, format="json")
