@@ -18,7 +18,7 @@ from django.urls import reverse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
 
-from tasks.models import TERMINAL_STATUSES, Run
+from tasks.models import CLAIMABLE_STATUSES, TERMINAL_STATUSES, Run
 
 # ?range= → (span, bucket). Each range draws 60 to 96 bars.
 RANGES: dict[str, tuple[timedelta, timedelta]] = {
@@ -52,6 +52,18 @@ def buckets(now: datetime, range_name: str) -> tuple[list[datetime], timedelta]:
     return [last - size * (n - 1 - i) for i in range(n)], size
 
 
+def live_or_finished_since(since: datetime) -> Q:
+    """Unfinished runs, and runs finished since `since`: each branch one index's (the claimable
+    and running partial indexes, run_status_finished_idx), so the planner can read three short
+    ranges instead of every row of the user's (the runs table has no started_at index). A run
+    that started since `since` is in it: a finished run finished after it started."""
+    return (
+        Q(status__in=CLAIMABLE_STATUSES)
+        | Q(status="running")
+        | Q(status__in=TERMINAL_STATUSES, finished_at__gte=since)
+    )
+
+
 def _binned(queryset: QuerySet, field: str, size: timedelta) -> QuerySet:
     return queryset.annotate(
         bucket=DateBin(Value(size, output_field=DurationField()), F(field), Value(ORIGIN))
@@ -73,7 +85,9 @@ def run_series(runs: QuerySet, starts: list[datetime], size: timedelta) -> dict[
     started = {
         row["bucket"]: row
         for row in _binned(
-            runs.filter(started_at__gte=begin, started_at__lt=end), "started_at", size
+            runs.filter(live_or_finished_since(begin), started_at__gte=begin, started_at__lt=end),
+            "started_at",
+            size,
         )
         .annotate(n=Count("pk"), late_n=Count("pk", filter=Q(backfill=False)))
         .annotate(late=Max(late, filter=Q(backfill=False)))
@@ -112,7 +126,7 @@ def state_counts(runs: QuerySet, since: datetime) -> list[tuple[str, int, str]]:
     """Runs per state: every unfinished one, and those finished since `since`; each with the
     run list's link to them."""
     counts = dict(
-        runs.filter(~Q(status__in=TERMINAL_STATUSES) | Q(finished_at__gte=since))
+        runs.filter(live_or_finished_since(since))
         .values_list("status")
         .annotate(n=Count("pk"))
         .order_by()
@@ -144,7 +158,9 @@ def bar_chart(title: str, bars: list[Bar], size: timedelta, unit: str, colour: s
         ),
         format_html('<line x1="{}" y1="{}" x2="{}" y2="{}" stroke="#999"/>', LEFT, TOP, LEFT, base),
     ]
-    for fraction in (0.0, 0.5, 1.0):
+    # A count's axis has no half run: its middle tick only where it is a whole number.
+    whole = unit != "runs" or top % 2 == 0
+    for fraction in (0.0, 0.5, 1.0) if whole else (0.0, 1.0):
         y = base - plot_h * fraction
         parts.append(
             format_html(
