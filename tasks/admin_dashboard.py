@@ -140,6 +140,7 @@ def own_dashboard(request: HttpRequest, range_name: str) -> HttpResponse:
         "ranges": list(dashboard_runs.RANGES),
         "states": dashboard_runs.state_counts(runs, starts[0]),
         "charts": dashboard_runs.charts(series, size),
+        "keys": dashboard_runs.key_rows(request.user),
     }
     return TemplateResponse(request, "admin/tasks/dashboard.html", context)
 

@@ -18,7 +18,8 @@ from django.urls import reverse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
 
-from tasks.models import CLAIMABLE_STATUSES, TERMINAL_STATUSES, Run
+from tasks.models import CLAIMABLE_STATUSES, TERMINAL_STATUSES, LimitKey, Run
+from tasks.transitions import limits
 
 # ?range= → (span, bucket). Each range draws 60 to 96 bars.
 RANGES: dict[str, tuple[timedelta, timedelta]] = {
@@ -29,6 +30,7 @@ RANGES: dict[str, tuple[timedelta, timedelta]] = {
 ORIGIN = datetime(2000, 1, 1, tzinfo=UTC)  # date_bin's origin: buckets on round boundaries
 WIDTH, HEIGHT, LEFT, RIGHT, TOP, BOTTOM = 1000, 190, 56, 12, 14, 44
 FINISHED = ("succeeded", "failed")
+KEYS_SHOWN = 50  # per kind: the panel is a glance, the API lists them all
 
 
 class DateBin(Func):
@@ -252,3 +254,32 @@ def charts(series: dict[str, list[Bar]], size: timedelta) -> list[SafeString]:
             "Start lateness (max, backfills left out)", series["lateness"], size, "s", "#e6a23c"
         ),
     ]
+
+
+@dataclass
+class KeyRow:
+    kind: str
+    name: str
+    using: int  # concurrency: running now; rate: starts in the window
+    waiting: int  # claimable runs due
+    limit: str
+
+
+def key_rows(user: object) -> list[KeyRow]:
+    """The concurrency and rate keys the user may see (theirs, their teams', the global ones),
+    as the API lists them (limits.visible_keys), with the counts the claim keeps."""
+    rows = [
+        KeyRow("concurrency", _name(key), key.running, key.waiting, f"{key.max_running} running")
+        for key in limits.visible_keys(limits.CONCURRENCY, user)[:KEYS_SHOWN]
+    ]
+    rows += [
+        KeyRow(
+            "rate", _name(key), key.used, key.waiting, f"{key.rate_limit} per {key.per_seconds} s"
+        )
+        for key in limits.visible_keys(limits.RATE, user)[:KEYS_SHOWN]
+    ]
+    return rows
+
+
+def _name(key: LimitKey) -> str:
+    return f"{key.name} (global)" if key.owner_id is None else key.name

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from django.utils import timezone
 
+from tasks.models import ConcurrencyKey
 from tests.browser.test_admin_layout import OVERFLOW
 from tests.factories import RunFactory, TaskFactory, UserFactory
 
@@ -22,6 +23,7 @@ def test_a_users_dashboard_counts_their_runs_and_a_bar_opens_them(site, page, tm
     shots.mkdir(parents=True, exist_ok=True)
     alice, bob = UserFactory(username="alice"), UserFactory(username="bob")
     mine, theirs = TaskFactory(owner=alice), TaskFactory(owner=bob)
+    ConcurrencyKey.objects.create(owner=alice, name="warehouse-db", max_running=2)
     now = timezone.now().replace(second=0, microsecond=0)
     failed = []
     for i in range(40):
@@ -56,6 +58,7 @@ def test_a_users_dashboard_counts_their_runs_and_a_bar_opens_them(site, page, tm
     page.screenshot(path=shots / "dashboard-own-top.png")
 
     assert page.evaluate(OVERFLOW) == []
+    assert "warehouse-db" in page.locator("#dashboard-keys").inner_text()
     failed_row = page.locator("#dashboard-live tr", has_text="Failed (in range)")
     assert failed_row.locator("td").inner_text() == str(len(failed))
     caption = page.locator("figcaption", has_text="Failures").inner_text()

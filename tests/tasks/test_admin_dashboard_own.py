@@ -12,6 +12,7 @@ from django.test import Client
 from django.urls import reverse
 
 from tasks.db import db_now
+from tasks.models import ConcurrencyKey, RateKey
 from tests.factories import RunFactory, TaskFactory, UserFactory
 
 pytestmark = pytest.mark.django_db
@@ -105,3 +106,36 @@ def test_each_range_draws_its_buckets(range_name: str) -> None:
 def test_an_unknown_range_is_a_400_naming_the_field() -> None:
     response = signed_in(UserFactory()).get(reverse("admin-dashboard"), {"range": "2y"})
     assert response.status_code == 400 and b"range" in response.content
+
+
+def test_the_key_panel_lists_the_users_keys_and_the_global_ones_with_their_counts() -> None:
+    alice, bob = UserFactory(), UserFactory()
+    mine = ConcurrencyKey.objects.create(owner=alice, name="warehouse-db", max_running=2)
+    ConcurrencyKey.objects.create(owner=bob, name="bobs-db", max_running=9)
+    RateKey.objects.create(owner=None, name="vendor-api", rate_limit=10, per_seconds=60)
+    task = TaskFactory(owner=alice)
+    now = db_now()
+    RunFactory(
+        task=task,
+        concurrency_key_id=mine.pk,
+        status="running",
+        worker="w:1",
+        started_at=now,
+        heartbeat_at=now,
+        scheduled_at=now - timedelta(minutes=1),
+    )
+    for minutes in (2, 3):
+        RunFactory(
+            task=task,
+            concurrency_key_id=mine.pk,
+            status="scheduled",
+            scheduled_at=now - timedelta(minutes=minutes),
+        )
+
+    keys = signed_in(alice).get(reverse("admin-dashboard")).context["keys"]
+
+    shown = {(k.kind, k.name): (k.using, k.waiting, k.limit) for k in keys}
+    assert shown == {
+        ("concurrency", "warehouse-db"): (1, 2, "2 running"),
+        ("rate", "vendor-api (global)"): (0, 0, "10 per 60 s"),
+    }

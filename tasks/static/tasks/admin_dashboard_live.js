@@ -1,5 +1,5 @@
 // The dashboard's counts refresh on their own (as the run list's rows do, admin_live.js): every
-// few seconds the same URL is fetched and the counts' table swapped in. Paused while hidden.
+// few seconds the same URL is fetched and the counts' tables swapped in. Paused while hidden.
 "use strict";
 (function () {
   const EVERY_MS = 10000;
@@ -12,9 +12,11 @@
     });
     if (!response.ok) return;
     const fresh = new DOMParser().parseFromString(await response.text(), "text/html");
-    const now = document.getElementById("dashboard-live");
-    const next = fresh.getElementById("dashboard-live");
-    if (now && next) now.replaceWith(next);
+    for (const id of ["dashboard-live", "dashboard-keys"]) {
+      const now = document.getElementById(id);
+      const next = fresh.getElementById(id);
+      if (now && next) now.replaceWith(next);
+    }
     document.body.dataset.liveRefreshedAt = String(Date.now());
   }
 
