@@ -1,4 +1,5 @@
 """The admin dashboard (/admin/dashboard/): the queue now, and the last hour drawn as charts.
+Operators see the whole queue's; everyone else their own runs' (tasks/admin/dashboard_runs.py).
 
 The charts read the per-minute rows reviewers write (tasks.QueueSample), so the page costs the
 same whatever the load; the live figures are a few queries on the partial indexes. Charts are
@@ -12,14 +13,14 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.contrib import admin, messages
+from django.contrib import admin
 from django.db.models import Count, Max, Min, Q
-from django.http import HttpRequest, HttpResponse
-from django.shortcuts import redirect
+from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
 from django.template.response import TemplateResponse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
 
+from tasks.admin import dashboard_runs
 from tasks.admin_scope import is_operator
 from tasks.db import db_now
 from tasks.models import CLAIMABLE_STATUSES, HEALTHS, Process, QueueSample, Run, TaskHealth
@@ -122,6 +123,28 @@ def last_hour(now: datetime) -> tuple[list[datetime], dict[datetime, QueueSample
     return minutes, {row.minute: row for row in rows}
 
 
+def own_dashboard(request: HttpRequest, range_name: str) -> HttpResponse:
+    """A user's dashboard: counts and charts of the runs they may see, from the runs table (the
+    whole queue's samples cannot be split by owner). The run admin's queryset scopes it, so the
+    run list each bar links to lists exactly the runs the bar counts."""
+    now = db_now()
+    runs = admin.site.get_model_admin(Run).get_queryset(request)
+    starts, size = dashboard_runs.buckets(now, range_name)
+    series = dashboard_runs.run_series(runs, starts, size)
+    context = {
+        **admin.site.each_context(request),
+        "title": "Your dashboard",
+        "now": now,
+        "own": True,
+        "range": range_name,
+        "ranges": list(dashboard_runs.RANGES),
+        "states": dashboard_runs.state_counts(runs, starts[0]),
+        "charts": dashboard_runs.charts(series, size),
+        "keys": dashboard_runs.key_rows(request.user),
+    }
+    return TemplateResponse(request, "admin/tasks/dashboard.html", context)
+
+
 def live_figures(now: datetime) -> dict[str, Any]:
     """The queue right now, from the claimable and running partial indexes."""
     claimable = Run.objects.filter(status__in=CLAIMABLE_STATUSES).aggregate(
@@ -158,15 +181,12 @@ ROLES = ("scheduler", "worker", "reviewer")
 
 
 def dashboard_view(request: HttpRequest) -> HttpResponse:
-    # The whole queue's figures: operators only. The charts read per-minute samples of the
-    # whole queue, which no owner filter can split; everyone else is sent to their own lists.
+    range_name = request.GET.get("range", "1h")
+    if range_name not in dashboard_runs.RANGES:
+        choices = ", ".join(dashboard_runs.RANGES)
+        return HttpResponseBadRequest(f"range: must be one of {choices}.")
     if not is_operator(request.user):
-        messages.info(
-            request,
-            "The dashboard shows the whole queue, for operators only; your tasks and runs are "
-            "below.",
-        )
-        return redirect("admin:index")
+        return own_dashboard(request, range_name)
     now = db_now()
     minutes, samples = last_hour(now)
 
@@ -210,6 +230,7 @@ def dashboard_view(request: HttpRequest) -> HttpResponse:
     context = {
         **admin.site.each_context(request),
         "title": "Scheduler dashboard",
+        "range": "1h",
         "now": now,
         "live": live,
         "roles": [(role, live["roles"].get(role, 0)) for role in ROLES],
