@@ -1,5 +1,5 @@
 """Which objects an identity may see and change: the one place that decides it. Every API view
-and the admin's scoping (tasks/admin_scope.py) call it instead of filtering by owner.
+and the admin's scoping (tasks/admin/scope.py) call it instead of filtering by owner.
 
 An object without a team is its owner's alone, as before teams. An object of a team is seen by
 the team's members (404 for anyone else, as for another user's object) and changed by its

@@ -12,7 +12,7 @@ from notifications.admin_add import ChannelAdd
 from notifications.models import Channel, Notification
 from tasks import audit
 from tasks.admin.notify import register_channel_choices
-from tasks.admin_scope import OwnedAdmin
+from tasks.admin.scope import OwnedAdmin
 from tasks.db import db_now
 
 

@@ -1,6 +1,6 @@
 """The admin site: open to every signed-in, active user, not only staff.
 
-What each user sees there is scoped by the model admins (tasks/admin_scope.py): their own
+What each user sees there is scoped by the model admins (tasks/admin/scope.py): their own
 objects, or everyone's for operators. Models without such scoping (users, groups, processes) keep
 Django's permissions, which only operators hold.
 """

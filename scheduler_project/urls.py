@@ -17,7 +17,7 @@ from drf_spectacular.views import (
 from accounts.preferences import zone_view
 from scheduler_project.web.health import HealthView, LiveView
 from scheduler_project.web.metrics import metrics_view
-from tasks.admin_dashboard import dashboard_view
+from tasks.admin.dashboard import dashboard_view
 from tasks.api import seed
 
 # The API docs pages fetch from this host only, whatever their bundles reference (ReDoc's

@@ -1,7 +1,6 @@
-"""The Django admin operators and users run the service from: tasks, runs, processes, limit
-keys, calendars, the audit log (and the dashboard, tasks/admin_dashboard.py; who sees what is
-tasks/admin_scope.py). One module per page or model admin; importing the package registers them.
-"""
+"""The Django admin operators and users run the service from: one module per page or model
+admin (importing the package registers them); who sees what is decided in `scope`, which every
+model admin's queryset goes through."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The audit log in the admin: read-only for everyone (no add, change or delete, operators
-included), scoped as every list is (tasks/admin_scope.py): a user sees the entries about their
+included), scoped as every list is (tasks/admin/scope.py): a user sees the entries about their
 own objects, operators all."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from django.contrib import admin
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
-from tasks.admin_scope import OwnedAdmin
+from tasks.admin.scope import OwnedAdmin
 from tasks.api.audit import visible_entries
 from tasks.audit_log import AuditEntry
 

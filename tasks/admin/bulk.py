@@ -164,7 +164,7 @@ class BulkMatching(admin.ModelAdmin):
     def _matching(self, request: HttpRequest, bulk: Bulk) -> Any:
         changelist = self.get_changelist_instance(request)  # the list's filters and search
         matching = changelist.get_queryset(request).filter(bulk.applies_to)
-        narrow = getattr(self, "changeable_rows", None)  # tasks/admin_scope.py: by role
+        narrow = getattr(self, "changeable_rows", None)  # tasks/admin/scope.py: by role
         return narrow(request, matching) if narrow is not None else matching
 
     def matching_view(self, request: HttpRequest, bulk: Bulk) -> HttpResponse:

@@ -14,7 +14,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 
-from tasks.admin_scope import OwnedAdmin, is_operator
+from tasks.admin.scope import OwnedAdmin, is_operator
 from tasks.api.serializers import CalendarSerializer
 from tasks.db import db_now
 from tasks.exceptions import Conflict

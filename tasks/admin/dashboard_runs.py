@@ -2,7 +2,7 @@
 
 The queue samples (tasks.QueueSample) are the whole queue's and cannot be split by owner, so a
 user's charts are bucketed aggregates (`date_bin`) of the run admin's own queryset: the same
-scoping (tasks/admin_scope.py, accounts/access.py) as the run list every bar links to, so a bar
+scoping (tasks/admin/scope.py, accounts/access.py) as the run list every bar links to, so a bar
 counts exactly the rows its link lists. The owner's index bounds the read to the user's runs.
 """
 

@@ -11,7 +11,7 @@ from django.contrib import admin
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
-from tasks.admin_scope import AuditedDeletes
+from tasks.admin.scope import AuditedDeletes
 from tasks.models import ConcurrencyKey, RateKey
 from tasks.transitions import limits
 

@@ -18,7 +18,7 @@ from django.utils.dateparse import parse_date, parse_datetime
 from django.utils.functional import cached_property
 
 from tasks import expectations, history, schedules
-from tasks.admin_scope import is_operator
+from tasks.admin.scope import is_operator
 from tasks.models import HEALTHS
 
 # A filtered list is counted exactly up to this many rows, then shown as "at least" this many.

@@ -16,8 +16,8 @@ from tasks.admin.actions import apply_each
 from tasks.admin.bulk import CANCEL_UNFINISHED, RETRY_FAILED, BulkMatching
 from tasks.admin.lists import DateRangeFilter, EstimatedCountPaginator, OwnerFilter, parse_uuid
 from tasks.admin.run_page import RunPageButtons
+from tasks.admin.scope import OwnedAdmin, OwnedInline
 from tasks.admin.timeline import RunTimeline
-from tasks.admin_scope import OwnedAdmin, OwnedInline
 from tasks.models import TERMINAL_STATUSES, Attempt, Run, Task
 from tasks.transitions import run_actions
 

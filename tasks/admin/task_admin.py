@@ -39,9 +39,9 @@ from tasks.admin.lists import (
 )
 from tasks.admin.notify import NotifyPicker
 from tasks.admin.preview import SchedulePreview
+from tasks.admin.scope import OwnedAdmin, is_operator
 from tasks.admin.task_list import TaskListColumns
 from tasks.admin.task_page import TaskSummaryPage
-from tasks.admin_scope import OwnedAdmin, is_operator
 from tasks.db import db_now
 from tasks.exceptions import TasksError
 from tasks.models import Task, TaskSet

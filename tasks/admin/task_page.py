@@ -5,7 +5,7 @@ The summary: name, status and health badges; the schedule in words with its next
 times in the task's zone and the viewer's; expectations, keys and limits; calendars and
 exclusions; the last PAGE_STRIP runs as a strip of squares, each a link to its run; then those
 runs as a table with duration and error. The task is the one the page's scoped queryset found
-(tasks/admin_scope.py), its runs read in one query (tasks/admin/strips.py).
+(tasks/admin/scope.py), its runs read in one query (tasks/admin/strips.py).
 """
 
 from __future__ import annotations

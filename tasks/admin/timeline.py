@@ -3,7 +3,7 @@ overlaps and gaps. Server-rendered SVG, nothing fetched from elsewhere.
 
 `GET timeline/?task=<id>&since=<time>&until=<time>` (times as the run list's date range takes
 them; the range defaults to the last 24 hours, `hours=1|24|168` picks a preset ending now). Runs
-come through the run admin's scoped queryset (tasks/admin_scope.py). Each task gets a band of
+come through the run admin's scoped queryset (tasks/admin/scope.py). Each task gets a band of
 lanes; a run that overlaps an earlier run of the same task goes to the next lane of the band, so
 two overlapping runs show as two bars whose spans overlap. At most MAX_BARS runs, the earliest
 started, and the page says when there were more.

@@ -14,7 +14,7 @@ from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework import generics, serializers
 
 from scheduler_project.auth import request_owner
-from tasks.admin_scope import is_operator
+from tasks.admin.scope import is_operator
 from tasks.api.views import ERRORS
 from tasks.audit import ACTIONS, OBJECT_TYPES
 from tasks.audit_log import AuditEntry

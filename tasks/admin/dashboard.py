@@ -21,7 +21,7 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
 
 from tasks.admin import dashboard_runs
-from tasks.admin_scope import is_operator
+from tasks.admin.scope import is_operator
 from tasks.db import db_now
 from tasks.models import CLAIMABLE_STATUSES, HEALTHS, Process, QueueSample, Run, TaskHealth
 
