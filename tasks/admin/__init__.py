@@ -1,6 +1,7 @@
 """The Django admin operators and users run the service from: tasks, runs, processes, limit
-keys, calendars, the audit log (and the dashboard, tasks/admin_dashboard.py; who sees what is
-tasks/admin_scope.py). One module per page or model admin; importing the package registers them.
+keys, calendars, workflows and their runs, the audit log (and the dashboard,
+tasks/admin_dashboard.py; who sees what is tasks/admin_scope.py). One module per page or model
+admin; importing the package registers them.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from tasks.admin import (  # noqa: F401  (each registers its model admin)
     process_admin,
     run_admin,
     task_admin,
+    workflow_admin,
+    workflow_run_admin,
 )
 
 # The index page links the dashboard (templates/admin/tasks_index.html).
