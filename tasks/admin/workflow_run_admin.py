@@ -3,9 +3,11 @@ statuses, each box a link to its step's run, and a table of the steps."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib import admin
 from django.db.models import QuerySet
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
@@ -40,6 +42,19 @@ class WorkflowRunAdmin(WorkflowScoped):
 
     def get_queryset(self, request: HttpRequest) -> QuerySet:
         return super().get_queryset(request).select_related("workflow")
+
+    def change_view(
+        self,
+        request: HttpRequest,
+        object_id: str,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:
+        # The heading names the workflow and the time, not the raw `id@timestamp`.
+        workflow_run = self.get_object(request, object_id)  # scoped: another user's is a 404
+        subtitle = f"{workflow_run.workflow.name}, {display.local(workflow_run.started_at)}"
+        shown = {**(extra_context or {}), "subtitle": subtitle}
+        return super().change_view(request, object_id, form_url, shown)
 
     @admin.display(description="workflow")
     def workflow_link(self, workflow_run: WorkflowRun) -> SafeString:
