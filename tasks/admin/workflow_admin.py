@@ -1,13 +1,13 @@
 """The workflow admin: the list and a read-only page with the DAG drawn, each step toned by its
-status in the workflow's last run (tasks/admin/workflow_dag.py). Workflows are written through
-the API (docs/workflows.md); the admin reads them."""
+status in the workflow's last run (tasks/admin/workflow_dag.py), and a "Run now" button
+(tasks/admin/workflow_page.py). Workflows are written through the API (docs/workflows.md)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from django.contrib import admin
-from django.db.models import QuerySet
+from django.db.models import OuterRef, QuerySet, Subquery
 from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
@@ -15,6 +15,7 @@ from django.utils.safestring import SafeString
 
 import tasks.admin.display as display
 import tasks.admin.workflow_dag as workflow_dag
+from tasks.admin.workflow_page import WorkflowRunNow
 from tasks.admin_scope import OwnedAdmin, is_operator
 from tasks.workflow_models import Workflow, WorkflowRun, WorkflowStep
 
@@ -58,7 +59,7 @@ def last_run(workflow: Workflow) -> WorkflowRun | None:
 
 
 @admin.register(Workflow)
-class WorkflowAdmin(WorkflowScoped):
+class WorkflowAdmin(WorkflowRunNow, WorkflowScoped):
     list_display = ["name", "step_count", "last_status", "last_started", "created_at", "id"]
     search_fields = ["name"]
     ordering = ["-created_at", "-id"]
@@ -68,21 +69,30 @@ class WorkflowAdmin(WorkflowScoped):
         css = {"all": ["tasks/admin_console.css", "tasks/admin_dag.css"]}
 
     def get_queryset(self, request: HttpRequest) -> QuerySet:
-        return super().get_queryset(request).select_related("owner")
+        # The last run's status and start, one subquery each (workflow_run_workflow_idx).
+        latest = WorkflowRun.objects.filter(workflow=OuterRef("pk")).order_by("-started_at", "-id")
+        return (
+            super()
+            .get_queryset(request)
+            .select_related("owner")
+            .annotate(
+                last_run_status=Subquery(latest.values("status")[:1]),
+                last_run_started=Subquery(latest.values("started_at")[:1]),
+            )
+        )
 
     @admin.display(description="steps")
     def step_count(self, workflow: Workflow) -> int:
         return len(workflow.steps)
 
     @admin.display(description="last run")
-    def last_status(self, workflow: Workflow) -> str:
-        found = last_run(workflow)
-        return display.badge(found.status) if found else "-"
+    def last_status(self, workflow: Any) -> str:
+        status = workflow.last_run_status
+        return display.badge(status) if status else "-"
 
     @admin.display(description="last started at")
-    def last_started(self, workflow: Workflow) -> str:
-        found = last_run(workflow)
-        return display.local(found.started_at) if found else "-"
+    def last_started(self, workflow: Any) -> str:
+        return display.local(workflow.last_run_started)
 
     @admin.display(description="steps (as of the last run)")
     def dag(self, workflow: Workflow) -> SafeString:

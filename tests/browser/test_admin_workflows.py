@@ -1,5 +1,6 @@
 """A workflow's page and a workflow run's page at 1,280 px: the DAG is drawn (a box per step),
-nothing is cut off, and a box on the run page leads to its step's run; with a screenshot of
+nothing is cut off, "Run now" starts a workflow run and shows it, and a box on the run page
+leads to its step's run; with a screenshot of
 each for a person to look at."""
 
 from __future__ import annotations
@@ -64,6 +65,13 @@ def test_the_workflow_pages_at_1280_px(site, page, shots) -> None:  # noqa: F811
             assert box and box["width"] > 100  # drawn, not collapsed
     assert cut == {name: [] for name in pages}
 
+    page.goto(site + pages["workflow"])
+    page.click("#workflow-run-now")
+    page.wait_for_selector("svg.dag")
+    assert "/admin/tasks/workflowrun/" in page.url and workflow_run not in page.url
+    assert page.locator("svg.dag g.step").count() == len(STEPS)
+
+    page.goto(site + pages["workflow-run"])
     page.click("svg.dag g.step[data-step=clean-customers]")
     page.wait_for_selector("#content")
     assert "/admin/tasks/run/" in page.url

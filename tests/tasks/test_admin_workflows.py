@@ -118,10 +118,15 @@ def test_a_workflow_run_page_links_each_box_and_lists_the_steps(user) -> None:
 
 
 def test_the_list_shows_only_the_users_workflows(user, other_user) -> None:
-    started(user)
+    mine = started(user)
+    end(mine, "a", "failed")  # `b` and `c` skipped, so `d`, then `tidy` runs: still running
     theirs = started(other_user)
+    WorkflowRun.objects.filter(pk=theirs.pk).update(status="cancelled", finished_at=timezone.now())
     listed = signed_in(user).get(reverse("admin:tasks_workflow_changelist"))
     assert listed.status_code == 200
+    row = re.search(r"<tr>.*?</tr>", listed.content.decode().split("<tbody>")[1], re.S)
+    assert row and '<span class="badge tone-busy">running</span>' in row.group(0)
+    assert "tone-off" not in listed.content.decode()  # not theirs, cancelled
     assert f"/{theirs.workflow_id}/change/" not in listed.content.decode()
     assert reverse("admin:tasks_workflow_change", args=[theirs.workflow_id]) not in (
         listed.content.decode()
@@ -136,3 +141,29 @@ def test_another_users_workflow_and_workflow_run_are_404(user, other_user) -> No
     run_page = reverse("admin:tasks_workflowrun_change", args=[theirs.pk])
     assert client.get(run_page).status_code == 404
     assert signed_in(other_user).get(run_page).status_code == 200
+
+
+def test_run_now_starts_a_workflow_run_and_shows_it(user) -> None:
+    workflow_id = started(user).workflow_id
+    client = signed_in(user)
+    page = reverse("admin:tasks_workflow_change", args=[workflow_id])
+    assert 'id="workflow-run-now"' in client.get(page).content.decode()
+    start = reverse("admin:tasks_workflow_start", args=[workflow_id])
+    assert client.get(start).status_code == 405
+    assert WorkflowRun.objects.filter(workflow_id=workflow_id).count() == 1
+
+    response = client.post(start)
+    newest = WorkflowRun.objects.filter(workflow_id=workflow_id).order_by("-started_at").first()
+    assert WorkflowRun.objects.filter(workflow_id=workflow_id).count() == 2
+    assert response.status_code == 302
+    assert response["Location"] == reverse("admin:tasks_workflowrun_change", args=[newest.pk])
+    steps = WorkflowStep.objects.filter(workflow_run=newest)
+    assert sorted(steps.values_list("step_id", flat=True)) == sorted(s["id"] for s in DIAMOND)
+    assert set(steps.values_list("run__task__owner", flat=True)) == {user.pk}
+
+
+def test_run_now_on_another_users_workflow_is_404(user, other_user) -> None:
+    theirs = started(other_user)
+    start = reverse("admin:tasks_workflow_start", args=[theirs.workflow_id])
+    assert signed_in(user).post(start).status_code == 404
+    assert WorkflowRun.objects.filter(workflow_id=theirs.workflow_id).count() == 1
