@@ -31,20 +31,27 @@ class Box:
 
 
 def layers(steps: list[dict]) -> dict[str, int]:
-    """Each step's layer: 0 for a root, else one more than its deepest upstream step. The
-    steps form a DAG (the API refuses a cycle), so the walk ends."""
-    after = {step["id"]: list(step.get("after") or []) for step in steps}
+    """Each step's layer: 0 for a root, else one more than its deepest upstream step. Walked in
+    topological order without recursion (a chain of 1,000 steps is allowed); the API refuses a
+    cycle, and a step left on one anyway is put after the others."""
+    after = {step["id"]: [a for a in step.get("after") or [] if a != step["id"]] for step in steps}
+    after = {s: [a for a in upstream if a in after] for s, upstream in after.items()}
+    waiting = {s: len(upstream) for s, upstream in after.items()}
+    downstream: dict[str, list[str]] = {s: [] for s in after}
+    for s, upstream in after.items():
+        for a in upstream:
+            downstream[a].append(s)
     found: dict[str, int] = {}
-
-    def depth(step_id: str) -> int:
-        if step_id not in found:
-            upstream = [a for a in after.get(step_id, []) if a in after]
-            found[step_id] = 1 + max(map(depth, upstream)) if upstream else 0
-        return found[step_id]
-
-    for step_id in after:
-        depth(step_id)
-    return found
+    ready = [s for s, count in waiting.items() if count == 0]
+    while ready:
+        step_id = ready.pop()
+        found[step_id] = 1 + max((found[a] for a in after[step_id]), default=-1)
+        for d in downstream[step_id]:
+            waiting[d] -= 1
+            if waiting[d] == 0:
+                ready.append(d)
+    deepest = max(found.values(), default=-1)
+    return {s: found.get(s, deepest + 1) for s in after}
 
 
 def layout(steps: list[dict]) -> dict[str, Box]:
@@ -59,7 +66,7 @@ def layout(steps: list[dict]) -> dict[str, Box]:
         ids = columns[layer]
         if layer:
             # A stable sort by the mean row of the upstream steps (placed already).
-            ids.sort(key=lambda s: sum(row[a] for a in after[s]) / max(len(after[s]), 1))
+            ids.sort(key=lambda s: sum(row.get(a, 0) for a in after[s]) / max(len(after[s]), 1))
         for index, step_id in enumerate(ids):
             row[step_id] = index
     return {

@@ -65,6 +65,12 @@ def test_layers_are_the_longest_path_from_a_root() -> None:
     assert layers(steps) == {"a": 0, "b": 1, "c": 1, "d": 2, "tidy": 3, "e": 4}
 
 
+def test_a_chain_of_1000_steps_is_laid_out() -> None:
+    chain = [{"id": "s0", "task": NOOP}]
+    chain += [{"id": f"s{i}", "after": [f"s{i - 1}"], "task": NOOP} for i in range(1, 1000)]
+    assert layers(chain) == {f"s{i}": i for i in range(1000)}
+
+
 def test_a_workflow_page_draws_its_dag_toned_by_the_last_run(user) -> None:
     older = started(user)
     latest = WorkflowRun.objects.get(
