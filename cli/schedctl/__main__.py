@@ -1,5 +1,5 @@
 from __future__ import annotations
 
-from schedctl.main import app
+from schedctl.commands import app
 
 app(prog_name="schedctl")

@@ -13,6 +13,8 @@ from tasks.admin import (  # noqa: F401  (each registers its model admin)
     process_admin,
     run_admin,
     task_admin,
+    workflow_admin,
+    workflow_run_admin,
 )
 
 # The index page links the dashboard (templates/admin/tasks_index.html).

@@ -159,7 +159,7 @@ class CalendarAdmin(OwnedAdmin):
         if change:
             saved = calendars.update_calendar(calendar=obj, data=data, now=db_now())
         else:
-            # Only operators pick an owner (admin_scope): a user's calendar is their own.
+            # Only operators pick an owner (admin/scope.py): a user's calendar is their own.
             owner = obj.owner if is_operator(request.user) else request.user
             saved = calendars.create_calendar(owner=owner, data=data)
         obj.pk = saved.pk
