@@ -286,6 +286,8 @@ def test_the_api_shows_only_the_reason_of_a_current_wait(api, user) -> None:
     gone = due(
         5, {"cpu": "64"}, status="cancelled", wait_reason="why", finished_at=datetime.now(UTC)
     )
+    # The user's runs of the user's tasks (a run's owner is its task's).
     Run.objects.filter(pk__in=[waiting.pk, gone.pk]).update(owner=user)
+    Task.objects.filter(pk__in=[waiting.task_id, gone.task_id]).update(owner=user)
     assert api.get(f"/api/v1/runs/{waiting.pk}").json()["wait_reason"] == "why"
     assert api.get(f"/api/v1/runs/{gone.pk}").json()["wait_reason"] == ""
