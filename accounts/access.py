@@ -22,6 +22,11 @@ VIEWER, EDITOR, ADMIN = Membership.Role.VIEWER, Membership.Role.EDITOR, Membersh
 RANK: dict[str, int] = {VIEWER: 1, EDITOR: 2, ADMIN: 3}
 
 
+def is_operator(user: Any) -> bool:
+    """An operator (staff): sees everyone's objects in the admin and everyone's audit log."""
+    return bool(user.is_active and user.is_staff)
+
+
 def visible(queryset: QuerySet, user: Any, *, owner: str = "owner", team: str = "team") -> QuerySet:
     """`queryset` narrowed to what `user` may see: their own objects without a team, and every
     object of their teams. `owner` and `team` are the lookup paths of the two (a run's team is

@@ -9,10 +9,15 @@ object neither cascades into the log nor is refused by it.
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.conf import settings
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import models
+from django.db.models import QuerySet
 from django.db.models.functions import Now
+
+from accounts.access import is_operator
 
 
 class AuditEntry(models.Model):
@@ -68,3 +73,11 @@ class AuditEntry(models.Model):
 
     def __str__(self) -> str:
         return f"{self.action} {self.object_type} {self.object_id}"
+
+
+def visible_entries(user: Any) -> QuerySet[AuditEntry]:
+    """The entries `user` may read: all for an operator, else those of their own objects (the
+    API's list and the admin's page both read through this)."""
+    if is_operator(user):
+        return AuditEntry.objects.all()
+    return AuditEntry.objects.filter(owner_id=user.pk)

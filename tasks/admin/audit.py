@@ -11,8 +11,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from tasks.admin.scope import OwnedAdmin
-from tasks.api.audit import visible_entries
-from tasks.audit_log import AuditEntry
+from tasks.audit_log import AuditEntry, visible_entries
 
 
 @admin.register(AuditEntry)

@@ -19,11 +19,8 @@ from django.http import Http404, HttpRequest
 from rest_framework.exceptions import PermissionDenied
 
 from accounts import access
+from accounts.access import is_operator
 from tasks import audit
-
-
-def is_operator(user: Any) -> bool:
-    return bool(user.is_active and user.is_staff)
 
 
 class AuditedDeletes(admin.ModelAdmin):

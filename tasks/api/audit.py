@@ -6,18 +6,16 @@ when it changed) and the admin actions they did on many rows; operators (staff) 
 
 from __future__ import annotations
 
-from typing import Any
-
 import django_filters
 from django.db.models import QuerySet
 from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework import generics, serializers
 
 from scheduler_project.auth import request_owner
-from tasks.admin.scope import is_operator
+from tasks.api.filtering import UtcIsoDateTimeFilter
 from tasks.api.views import ERRORS
 from tasks.audit import ACTIONS, OBJECT_TYPES
-from tasks.audit_log import AuditEntry
+from tasks.audit_log import AuditEntry, visible_entries
 
 
 class AuditEntrySerializer(serializers.ModelSerializer):
@@ -66,10 +64,8 @@ class AuditFilter(django_filters.FilterSet):
     object_id = django_filters.CharFilter(help_text="One object's entries (with object_type).")
     actor = django_filters.CharFilter(field_name="actor_name", help_text="The actor's username.")
     service_account = django_filters.CharFilter()
-    after = django_filters.IsoDateTimeFilter(
-        field_name="at", lookup_expr="gte", help_text="at or after"
-    )
-    before = django_filters.IsoDateTimeFilter(field_name="at", lookup_expr="lt", help_text="before")
+    after = UtcIsoDateTimeFilter(field_name="at", lookup_expr="gte", help_text="at or after")
+    before = UtcIsoDateTimeFilter(field_name="at", lookup_expr="lt", help_text="before")
 
     class Meta:
         model = AuditEntry
@@ -82,13 +78,6 @@ class AuditFilter(django_filters.FilterSet):
             "after",
             "before",
         ]
-
-
-def visible_entries(user: Any) -> QuerySet[AuditEntry]:
-    """The entries `user` may read: all for an operator, else those of their own objects."""
-    if is_operator(user):
-        return AuditEntry.objects.all()
-    return AuditEntry.objects.filter(owner_id=user.pk)
 
 
 @extend_schema_view(

@@ -31,7 +31,7 @@ from tasks import history, occurrences
 from tasks.api import filtering
 from tasks.api.bodies import TASK_BODY, UPLOAD_BODY
 from tasks.api.creation_warnings import task_warnings, with_warnings
-from tasks.api.filtering import PriorityFilter
+from tasks.api.filtering import PriorityFilter, UtcIsoDateTimeFilter
 from tasks.api.json_sql import (
     iso_json,
     runs_json,
@@ -299,10 +299,10 @@ class TaskRunListView(PagedListView):
 class OwnRunFilter(django_filters.FilterSet):
     status = django_filters.ChoiceFilter(choices=Run.Status.choices)
     task = django_filters.UUIDFilter(field_name="task_id", help_text="One task's runs.")
-    scheduled_after = django_filters.IsoDateTimeFilter(
+    scheduled_after = UtcIsoDateTimeFilter(
         field_name="scheduled_at", lookup_expr="gte", help_text="scheduled_at at or after"
     )
-    scheduled_before = django_filters.IsoDateTimeFilter(
+    scheduled_before = UtcIsoDateTimeFilter(
         field_name="scheduled_at", lookup_expr="lt", help_text="scheduled_at before"
     )
 
