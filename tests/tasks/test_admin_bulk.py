@@ -220,6 +220,9 @@ def test_more_than_a_batch_is_done_one_batch_per_confirmation(tasks, monkeypatch
     client, mine, _ = tasks
     owner = mine["paused"][0].owner
     paused = mine["paused"] + [TaskFactory(owner=owner, status="paused") for _ in range(2)]
+    # Oldest first is id order (uuid7: by millisecond; two made in one millisecond fall in
+    # either order), so the expected order is the ids'.
+    paused.sort(key=lambda task: task.pk)
     monkeypatch.setattr(admin_bulk, "BATCH", 2)
     url = reverse("admin:tasks_task_resume_matching")
 
