@@ -55,7 +55,8 @@ def test_killed_workers_never_let_a_key_run_more_than_its_limit(processes):
     for i in range(RUNS):
         task = TaskFactory(
             owner=key.owner,
-            payload={"name": "sleep", "args": {"seconds": 0.2}},
+            # 30 runs of 0.6 s through 2 slots: at least 9 s of work, several kills at one a 2 s.
+            payload={"name": "sleep", "args": {"seconds": 0.6}},
             concurrency_key=key,
             max_attempts=20,
         )
