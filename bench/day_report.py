@@ -19,10 +19,11 @@ import psycopg
 
 from bench.day_faults import Fault, SqlFloor
 from bench.day_seed import RETENTION_DAYS, Seeded
+from bench.day_verdict import TARGET_PCT, verdict
+from bench.day_verdict import lines as verdict_lines
 from bench.proc import percentile
 
 YEAR_SECONDS = 365.25 * 86400
-TARGET = 99.99
 AFTER_WINDOW = 5.0
 
 
@@ -34,6 +35,7 @@ def _pcts(values: list[float]) -> dict:
         "p95_ms": round(percentile(ordered, 95), 1),
         "p99_ms": round(percentile(ordered, 99), 1),
         "max_ms": round(ordered[-1], 1) if ordered else 0.0,
+        "mean_ms": round(sum(ordered) / len(ordered), 1) if ordered else 0.0,
     }
 
 
@@ -95,6 +97,8 @@ def figures(
         selects = [ms for t, ms in sql_floor.selects if keep(t)]
         out[side] = {
             "api": {**availability(mine), **_pcts([s[2] for s in mine])},
+            "creates": availability([s for s in mine if s[0] == "create"]),
+            "reads": availability([s for s in mine if s[0] != "create"]),
             "floor_endpoint": {**availability(floors), **_pcts([s[2] for s in floors])},
             "select_1": {
                 **_pcts(selects),
@@ -242,9 +246,10 @@ def figures(
             "availability_pct": round(100 * (1 - down / YEAR_SECONDS), 5),
             "with_a_switchover_a_month_pct": round(100 * (1 - both / YEAR_SECONDS), 5),
             "floor_sql_availability_pct": round(100 * (1 - floor_down / YEAR_SECONDS), 5),
-            "target_pct": TARGET,
-            "budget_s": round(YEAR_SECONDS * (1 - TARGET / 100), 1),
+            "target_pct": TARGET_PCT,
+            "budget_s": round(YEAR_SECONDS * (1 - TARGET_PCT / 100), 1),
         }
+    out["verdict"] = verdict(out)
     return out
 
 
@@ -321,3 +326,5 @@ def print_figures(f: dict, write: Callable[[str], None]) -> None:
             f" {y['with_a_switchover_a_month_pct']} %; plain SQL {y['floor_sql_availability_pct']}"
             f" %) against {y['target_pct']} % ({y['budget_s']} s a year)"
         )
+    for line in verdict_lines(f["verdict"]):
+        write(line)
