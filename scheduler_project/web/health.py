@@ -33,7 +33,7 @@ from rest_framework.views import APIView
 from tasks.db import db_now
 from tasks.models import Process
 from tasks.processes import executables_unavailable, worker_sandboxes
-from tasks.transitions.claim import EARLIEST_CLAIMABLE_SQL
+from tasks.transitions.claim import DUE_WAITING_SINCE_SQL
 
 logger = logging.getLogger(__name__)
 
@@ -102,12 +102,13 @@ class RoleCheck(Component):
 
 @dataclasses.dataclass
 class QueueCheck(Component):
-    """Age of the oldest due run not yet started; down past TASKS_START_SLA_SECONDS."""
+    """How long the oldest due run has waited to start (a backfilled one since its backfill, not
+    since the past occurrence it records); down past TASKS_START_SLA_SECONDS."""
 
     def run(self) -> None:
         now = db_now()
         with connection.cursor() as cursor:
-            cursor.execute(EARLIEST_CLAIMABLE_SQL)
+            cursor.execute(DUE_WAITING_SINCE_SQL)
             earliest = cursor.fetchone()[0]
         age = max(0.0, (now - earliest).total_seconds()) if earliest else 0.0
         sla = settings.TASKS_START_SLA_SECONDS

@@ -635,14 +635,23 @@ SELECT 'rate', NULL, NULL, NULL, NULL, NULL, claimed.*, rate_wait.seconds FROM {
 UPDATE tasks_run SET heartbeat_at = clock_timestamp()
  WHERE id = ANY(%s) AND worker = %s AND status = 'running' RETURNING id
 
--- The earliest claimable execute_at: the first entry of run_claimable_idx for each priority (ten
--- index probes, however many runs are queued).
--- name: earliest_claimable
-SELECT min(first.execute_at) FROM generate_series(0, 9) AS p(priority)
- CROSS JOIN LATERAL (
-       SELECT execute_at FROM tasks_run
-        WHERE status IN ('scheduled', 'waiting_for_resource') AND priority = p.priority
-        ORDER BY execute_at LIMIT 1) AS first
+-- Since when the queue's oldest due run has waited (/health's queue check): the first entry of
+-- run_claimable_idx for each priority, and the first not backfilled; a backfilled run waits
+-- from its backfill (created_at), not from the past occurrence it records (execute_at).
+-- name: due_waiting_since
+SELECT least(
+       (SELECT min(greatest(first.execute_at, first.created_at))
+          FROM generate_series(0, 9) AS p(priority)
+         CROSS JOIN LATERAL (
+               SELECT execute_at, created_at FROM tasks_run
+                WHERE status IN ('scheduled', 'waiting_for_resource') AND priority = p.priority
+                ORDER BY execute_at LIMIT 1) AS first),
+       (SELECT min(first.execute_at) FROM generate_series(0, 9) AS p(priority)
+         CROSS JOIN LATERAL (
+               SELECT execute_at FROM tasks_run
+                WHERE status IN ('scheduled', 'waiting_for_resource') AND priority = p.priority
+                  AND NOT backfill
+                ORDER BY execute_at LIMIT 1) AS first))
 
 -- How long a worker may sleep: the earliest claimable run it could hold at all (within its
 -- totals, executables only with a sandbox), due later than %(later_than)s seconds from now

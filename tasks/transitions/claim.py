@@ -29,7 +29,7 @@ from tasks.schedules import RUN_ALL_CAP
 
 SQL = queries("tasks", "claim.sql", run_all_cap=RUN_ALL_CAP)
 # The earliest claimable execute_at (ten index probes); /health reads it too.
-EARLIEST_CLAIMABLE_SQL = SQL["earliest_claimable"]
+DUE_WAITING_SINCE_SQL = SQL["due_waiting_since"]
 UNLIMITED = 2**62  # a worker's capacity when it declares none (above any request allowed)
 
 

@@ -70,6 +70,21 @@ def test_queue_down_past_the_start_sla(client, every_role):
     assert queue["status"] == "down" and queue["oldest_due_seconds"] >= 30
 
 
+def test_a_backfilled_run_waits_from_its_backfill_not_its_occurrence(client, every_role):
+    now = timezone.now()
+    week_ago = RunFactory(execute_at=now - timedelta(days=7), scheduled_at=now - timedelta(days=7))
+    week_ago.backfill = True
+    week_ago.save(update_fields=["backfill"])
+    with override_settings(TASKS_START_SLA_SECONDS=10):
+        response = client.get("/health")
+        assert response.status_code == 200, response.json()
+        assert response.json()["components"]["queue"]["oldest_due_seconds"] < 10
+        # Backfilled a minute ago and not started since: that wait counts.
+        type(week_ago).objects.filter(pk=week_ago.pk).update(created_at=now - timedelta(minutes=1))
+        queue = client.get("/health").json()["components"]["queue"]
+    assert queue["status"] == "down" and 60 <= queue["oldest_due_seconds"] < 120
+
+
 def test_a_soft_warning_does_not_fail_the_probe(client, every_role, monkeypatch):
     def warn(self) -> None:
         raise health.ServiceWarning("deliveries are slow")
