@@ -128,6 +128,12 @@ def parser() -> argparse.ArgumentParser:
     sets = sub.add_parser("tasksets", help="one task set's plan and apply, in-process")
     sets.add_argument("--n", type=int, default=1000, help="entries of the set")
     sets.add_argument("--keep-db", action="store_true", help="keep the scratch database")
+    flows = sub.add_parser("workflow", help="fan-out/fan-in and hand-offs against plain runs")
+    flows.add_argument("--n", type=int, default=1000, help="children (and independent runs)")
+    flows.add_argument("--rounds", type=int, default=100, help="hand-offs timed")
+    flows.add_argument("--workers", type=int, default=4, help="worker slots")
+    flows.add_argument("--processes", type=int, default=None, help="worker processes")
+    flows.add_argument("--keep-db", action="store_true", help="keep the scratch database")
     return top
 
 
@@ -173,6 +179,18 @@ def main(argv: list[str]) -> int:
 
             with scratch.database("tasksets", keep=options["keep_db"]):
                 tasksets.measure(options["n"])
+        elif kind == "workflow":
+            from bench import workflow
+
+            with scratch.database("workflow", keep=options["keep_db"]) as url:
+                workflow.measure(
+                    database_url=url,
+                    n=options["n"],
+                    rounds=options["rounds"],
+                    workers=options["workers"],
+                    processes=options["processes"],
+                    write=write,
+                )
         else:
             run_core(options)
     except BenchError as error:

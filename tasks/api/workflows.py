@@ -24,7 +24,7 @@ from tasks.models import Workflow, WorkflowRun, WorkflowStep
 from tasks.transitions import workflows
 from tasks.workflow_models import STEP_ON
 
-MAX_STEPS = 1000  # as many as a batch create makes (creation.MAX_BATCH)
+MAX_STEPS = 5000  # a fan-out of thousands between a root and a join, in one start transaction
 # A step's task runs once, now, per workflow run: no schedule, no dedup key of its own.
 NOT_IN_STEP = ("schedule", "dedup_key", "file")
 

@@ -204,3 +204,12 @@ def test_tasksets_plans_applies_and_deletes_a_set() -> None:
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "apply, 20 updates" in done.stdout and "delete, 20 tasks" in done.stdout
+
+
+def test_workflow_fans_out_and_hands_off_against_plain_runs() -> None:
+    (result,) = bench("workflow", "--n", "20", "--rounds", "2", scratch="workflow")
+    assert result["independent"]["runs"] == 20
+    fan = result["fan_out"]
+    assert fan["children"] == 20 and fan["rate"] > 0
+    assert fan["join_after_last_child_ms"] >= 0  # the join never starts before a child ends
+    assert result["rounds"] == 2 and result["hand_off"]["p50_ms"] >= 0
