@@ -367,14 +367,18 @@ def measure(
     api_threads: int | None,
     tasks: int,
     runs_per_task: int,
+    teams: int = 0,
     emit: Callable[[dict], None],
     write: Callable[[str], None],
 ) -> list[dict]:
     """Seed; start gunicorn, a scheduler and a worker; measure the service times against the
     floor, the saturated throughput, then one open-loop step (or step the read rate up until a
     target is missed)."""
-    seeded = apiserver.seed(username=USERNAME, tasks=tasks, runs_per_task=runs_per_task)
-    write(f"seeded {tasks} tasks, {tasks * runs_per_task} runs in {seeded.seconds} s")
+    seeded = apiserver.seed(
+        username=USERNAME, tasks=tasks, runs_per_task=runs_per_task, teams=teams
+    )
+    shared = f", half of them in {teams} teams the reader edits" if teams else ""
+    write(f"seeded {tasks} tasks, {tasks * runs_per_task} runs{shared} in {seeded.seconds} s")
     run_dir = tempfile.mkdtemp(prefix="bench-api-")
     server = apiserver.Gunicorn(database_url, api_workers, run_dir, threads=api_threads)
     fleet = workload.Fleet(run_dir, workload.fleet_env(run_dir, database_url))

@@ -150,8 +150,10 @@ class Seeded:
     seconds: float
 
 
-def seed(*, username: str, tasks: int, runs_per_task: int) -> Seeded:
-    """`tasks` active hourly tasks of a fresh user, each with `runs_per_task` finished runs."""
+def seed(*, username: str, tasks: int, runs_per_task: int, teams: int = 0) -> Seeded:
+    """`tasks` active hourly tasks of a fresh user, each with `runs_per_task` finished runs;
+    with `teams`, every second task (and its runs) is a colleague's in one of that many teams
+    the user is an editor of, so the user reads it through the team."""
     started = time.monotonic()
     owner = data.owner_id(username)
     task_ids = data.insert_tasks(
@@ -163,6 +165,8 @@ def seed(*, username: str, tasks: int, runs_per_task: int) -> Seeded:
         runs_planned=runs_per_task,
     )
     data.insert_history(owner, tasks * runs_per_task, span=timedelta(hours=runs_per_task))
+    run_ids = data.sample_ids("tasks_run", owner, 5000)  # before any moves to a colleague
+    if teams:
+        data.share_with_teams(owner, data.owner_id(f"{username}-colleague"), teams)
     data.vacuum_analyze()
-    run_ids = data.sample_ids("tasks_run", owner, 5000)
     return Seeded(owner, task_ids, run_ids, round(time.monotonic() - started, 2))

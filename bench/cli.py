@@ -47,6 +47,8 @@ def parser() -> argparse.ArgumentParser:
     core.add_argument("--writes", type=float, default=5.0, help="api: writes/s")
     core.add_argument("--seconds", type=float, default=60.0, help="api/scheduler: seconds")
     core.add_argument("--find-max", action="store_true", help="api: step the rate up")
+    teams = "api: the reader is an editor of N teams that own half the tasks (a colleague's)"
+    core.add_argument("--teams", type=int, default=0, help=teams)
     gunicorn = "gunicorn --workers (default: scheduler_project/gunicorn_conf.py)"
     core.add_argument("--api-workers", type=int, default=None, help=gunicorn)
     threads = "gunicorn --threads; 1: sync workers (default: scheduler_project/gunicorn_conf.py)"
@@ -244,6 +246,7 @@ def run_core(options: dict[str, Any]) -> None:
                 api_threads=options["api_threads"],
                 tasks=1000,
                 runs_per_task=20,
+                teams=options["teams"],
                 emit=emit,
                 write=write,
             )

@@ -188,6 +188,37 @@ def vacuum_analyze() -> None:
             cursor.execute(f"VACUUM ANALYZE {table}")
 
 
+def share_with_teams(owner: int, colleague: int, teams: int) -> None:
+    """`teams` teams with `owner` an editor of each; every second task of `owner`'s, with its
+    runs, becomes `colleague`'s in one of them (round robin)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO accounts_team (slug, name, created_at)"
+            " SELECT 'bench-' || i, 'bench ' || i, now() FROM generate_series(1, %s) AS i"
+            " RETURNING id",
+            [teams],
+        )
+        team_ids = [row[0] for row in cursor.fetchall()]
+        cursor.execute(
+            "INSERT INTO accounts_membership (team_id, user_id, role, created_at)"
+            " SELECT unnest(%s::bigint[]), %s, 'editor', now()",
+            [team_ids, owner],
+        )
+        cursor.execute(
+            """
+            WITH moved AS (
+                UPDATE tasks_task t SET owner_id = %(colleague)s,
+                       team_id = (%(teams)s::bigint[])[1 + (n.i / 2) %% cardinality(%(teams)s)]
+                  FROM (SELECT id, row_number() OVER (ORDER BY id) AS i FROM tasks_task
+                         WHERE owner_id = %(owner)s) AS n
+                 WHERE t.id = n.id AND n.i %% 2 = 0
+                RETURNING t.id)
+            UPDATE tasks_run r SET owner_id = %(colleague)s FROM moved WHERE r.task_id = moved.id
+            """,
+            {"owner": owner, "colleague": colleague, "teams": team_ids},
+        )
+
+
 def sample_ids(table: str, owner: int, limit: int) -> list[UUID]:
     with connection.cursor() as cursor:
         cursor.execute(
