@@ -36,17 +36,17 @@ def change_workflow(*, workflow: Workflow, changes: dict[str, Any], now: datetim
     The workflow's row is locked first, so a scheduler's pass starting one of its occurrences
     (which holds that lock) finishes before or starts after the change, never half of each. A
     change applies to the workflow runs started afterwards: the ones in flight keep the steps
-    they started with (their WorkflowStep rows and tasks). A schedule that changes starts
-    again from its first occurrence at or after `now` (one already started is not started
-    twice: the unique (workflow, scheduled_at) index); `runs_started` keeps counting toward
-    `max_runs`, as a task's `runs_planned` does.
+    they started with (their WorkflowStep rows and tasks). A schedule sent (changed or not, as a
+    task's PATCH replans it) starts again from its first occurrence at or after `now` (one
+    already started is not started twice: the unique (workflow, scheduled_at) index);
+    `runs_started` keeps counting toward `max_runs`, as a task's `runs_planned` does.
     """
     with transaction.atomic():
         workflow = Workflow.objects.select_for_update().get(pk=workflow.pk)
         fields: list[str] = [name for name in ("name", "steps") if name in changes]
         for name in fields:
             setattr(workflow, name, changes[name])
-        rescheduled = "schedule" in changes and changes["schedule"] != workflow.schedule
+        rescheduled = "schedule" in changes
         if rescheduled:
             workflow.schedule = changes["schedule"]
             workflow.next_run_at = first_run_at(workflow.schedule, now=now)
