@@ -82,7 +82,11 @@ class WorkflowAdmin(WorkflowRunNow, WorkflowScoped):
 
     def get_queryset(self, request: HttpRequest) -> QuerySet:
         # The last run's status and start, one subquery each (workflow_run_workflow_idx).
-        latest = WorkflowRun.objects.filter(workflow=OuterRef("pk")).order_by("-started_at", "-id")
+        latest = (
+            WorkflowRun.objects.filter(workflow=OuterRef("pk"))
+            .exclude(status=WorkflowRun.Status.SKIPPED)
+            .order_by("-started_at", "-id")
+        )
         return (
             super()
             .get_queryset(request)

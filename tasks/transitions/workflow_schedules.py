@@ -13,6 +13,7 @@ from datetime import datetime, timedelta
 from django.db import IntegrityError, transaction
 
 from tasks import occurrences
+from tasks.exclusions import CalendarData
 from tasks.models import Workflow, WorkflowRun
 from tasks.transitions.creation import first_fire_at
 from tasks.transitions.workflows import cancel_workflow_run, start_workflow_run
@@ -64,35 +65,56 @@ def start_due_workflows(
         )
         calendars = occurrences.load_calendars([w.schedule for w in due if w.schedule])
         for workflow in due:
-            if not workflow.schedule or workflow.next_run_at is None:
-                continue
+            previous: list[WorkflowRun] = []  # its runs to cancel, once its starts stand
             try:
-                plan = occurrences.due_occurrences(
-                    workflow.schedule,
-                    next_at=workflow.next_run_at,
-                    planned=workflow.runs_started,
-                    now=now,
-                    horizon=now,
-                    calendars=calendars,
-                )
+                with transaction.atomic():  # a savepoint: one workflow's error spares the rest
+                    counts = _start_due(workflow, now, calendars, step_bodies, previous)
             except Exception:
-                # Pushed back rather than retried in a hot loop; a PATCH of its schedule
-                # sets next_run_at again.
-                logger.exception("planning workflow=%s failed", workflow.pk)
+                # Pushed back rather than retried in a hot loop (first in next_run_at order, it
+                # would hold up every workflow behind it); a PATCH of its schedule resets it.
+                logger.exception(
+                    "starting workflow=%s failed; next attempt in %ss", workflow.pk, RETRY_SECONDS
+                )
                 Workflow.objects.filter(pk=workflow.pk).update(
                     next_run_at=now + timedelta(seconds=RETRY_SECONDS)
                 )
                 continue
-            for occurrence in plan.occurrences:
-                outcome = _start_occurrence(workflow, occurrence, now, step_bodies, superseded)
-                started += outcome == WorkflowRun.Status.RUNNING
-                skipped += outcome == WorkflowRun.Status.SKIPPED
-            Workflow.objects.filter(pk=workflow.pk).update(
-                next_run_at=plan.next_at, runs_started=plan.planned
-            )
+            started += counts[0]
+            skipped += counts[1]
+            superseded += previous
     for workflow_run in superseded:
         cancel_workflow_run(workflow_run=workflow_run, now=now)
     return WorkflowPlanResult(started=started, skipped=skipped)
+
+
+def _start_due(
+    workflow: Workflow,
+    now: datetime,
+    calendars: dict[str, CalendarData],
+    step_bodies: StepBodies,
+    superseded: list[WorkflowRun],
+) -> tuple[int, int]:
+    """Start or skip each due occurrence of a locked workflow and advance its `next_run_at`;
+    returns how many it started and skipped."""
+    if workflow.schedule is None or workflow.next_run_at is None:
+        return 0, 0
+    plan = occurrences.due_occurrences(
+        workflow.schedule,
+        next_at=workflow.next_run_at,
+        planned=workflow.runs_started,
+        now=now,
+        horizon=now,
+        calendars=calendars,
+    )
+    started = skipped = 0
+    for occurrence in plan.occurrences:
+        outcome = _start_occurrence(workflow, occurrence, now, step_bodies, superseded)
+        started += outcome == WorkflowRun.Status.RUNNING
+        skipped += outcome == WorkflowRun.Status.SKIPPED
+    Workflow.objects.filter(pk=workflow.pk).update(
+        next_run_at=plan.next_at, runs_started=plan.planned
+    )
+    return started, skipped
 
 
 def _start_occurrence(

@@ -13,7 +13,11 @@ from tasks.api.workflows import step_bodies
 from tasks.db import db_now
 from tasks.models import Run, Workflow, WorkflowRun, WorkflowStep
 from tasks.occurrences import MISSED_REASON
-from tasks.transitions.workflow_schedules import OVERLAP_SKIPPED, start_due_workflows
+from tasks.transitions.workflow_schedules import (
+    OVERLAP_SKIPPED,
+    RETRY_SECONDS,
+    start_due_workflows,
+)
 
 NOOP = {"kind": "handler", "payload": {"name": "noop"}}
 TWO = [{"id": "a", "task": NOOP}, {"id": "b", "after": ["a"], "task": NOOP}]
@@ -163,3 +167,36 @@ def test_a_workflow_without_a_schedule_is_never_started_by_the_pass(api) -> None
     assert created.json()["next_run_at"] is None
     assert plan(db_now() + timedelta(days=365)) == (0, 0)
     assert not WorkflowRun.objects.exists()
+
+
+@pytest.mark.django_db
+def test_a_step_body_no_longer_valid_records_the_occurrence_not_started(api) -> None:
+    workflow, start = scheduled(api)
+    # Valid when created; the handler it names is gone since (a deploy without it, say).
+    steps = [
+        {
+            "id": "a",
+            "after": [],
+            "on": "success",
+            "task": {"kind": "handler", "payload": {"name": "gone"}},
+        }
+    ]
+    Workflow.objects.filter(pk=workflow.pk).update(steps=steps)
+    assert plan(start) == (0, 1)
+    [workflow_run] = runs_of(workflow)
+    assert workflow_run.status == "skipped"
+    assert workflow_run.reason.startswith("not started: steps[0] (a): ")
+    assert "payload" in workflow_run.reason
+
+
+@pytest.mark.django_db
+def test_a_workflow_that_fails_to_start_is_pushed_back_and_spares_the_others(api) -> None:
+    broken, start = scheduled(api)
+    fine, _ = scheduled(api)
+    # A schedule this code cannot evaluate (stored by an older release, say).
+    Workflow.objects.filter(pk=broken.pk).update(schedule={"type": "cron", "expression": "bad"})
+    assert plan(start) == (1, 0)
+    assert [r.scheduled_at for r in runs_of(fine)] == [start]
+    assert runs_of(broken) == []
+    broken.refresh_from_db()
+    assert broken.next_run_at == start + timedelta(seconds=RETRY_SECONDS)
