@@ -9,8 +9,11 @@ from datetime import datetime, timedelta
 import pytest
 from rest_framework.test import APIClient
 
+from tasks import schedules
 from tasks.api.workflows import step_bodies
 from tasks.db import db_now
+from tasks.management.commands.runscheduler import MIN_PAUSE_SECONDS
+from tasks.management.commands.runscheduler import Command as Scheduler
 from tasks.models import Run, Workflow, WorkflowRun, WorkflowStep
 from tasks.occurrences import MISSED_REASON
 from tasks.transitions.workflow_schedules import (
@@ -200,3 +203,25 @@ def test_a_workflow_that_fails_to_start_is_pushed_back_and_spares_the_others(api
     assert runs_of(broken) == []
     broken.refresh_from_db()
     assert broken.next_run_at == start + timedelta(seconds=RETRY_SECONDS)
+
+
+@pytest.mark.django_db
+def test_the_scheduler_sleeps_until_a_workflows_next_occurrence_and_starts_it(api) -> None:
+    workflow, _ = scheduled(api)
+    scheduler = Scheduler()
+    assert scheduler.sleep_seconds() == 2.0  # an hour away: capped at the heartbeat interval
+
+    def every_minute_from(at: datetime) -> None:
+        schedule = schedules.normalize(
+            {"type": "interval", "every": 60, "start_at": iso(at)}, now=db_now()
+        )
+        Workflow.objects.filter(pk=workflow.pk).update(schedule=schedule, next_run_at=at)
+
+    every_minute_from(db_now() + timedelta(seconds=0.8))
+    # Not half a look-ahead later, as a task's planning: when it is due.
+    assert 0.5 < scheduler.sleep_seconds() <= 0.8
+    every_minute_from(db_now() - timedelta(seconds=1))
+    assert scheduler.sleep_seconds() == MIN_PAUSE_SECONDS
+    assert scheduler.run_once() is True
+    assert [r.status for r in runs_of(workflow)] == ["running"]
+    assert scheduler.run_once() is False
