@@ -4,6 +4,7 @@ them) and reading what is planned: a task's next runs, schedule previews."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from itertools import islice
 from uuid import UUID
@@ -80,7 +81,58 @@ def advance(
     """
     if task.next_unplanned_at is None or task.next_unplanned_at > horizon:
         return []
-    schedule = task.schedule
+    recurring = task.schedule.get("type") != "once"
+    due = due_occurrences(
+        task.schedule,
+        next_at=task.next_unplanned_at,
+        planned=task.runs_planned,
+        now=now,
+        horizon=horizon,
+        calendars=calendars,
+        paused=_paused_during(task),
+    )
+    grace = timedelta(seconds=grace_seconds(task.schedule)) if recurring else None
+    runs = [
+        _new_run(task, o.at, status=o.status, kind=o.kind, reason=o.reason, now=now, grace=grace)
+        for o in due.occurrences
+    ]
+    task.runs_planned = due.planned
+    task.next_unplanned_at = due.next_at
+    return runs
+
+
+@dataclass(frozen=True)
+class Occurrence:
+    """One occurrence of a schedule as planned: `scheduled` (it runs) or `skipped`, with the
+    kind of skip (`misfire`, `pause`, `exclusion`) and its reason."""
+
+    at: datetime
+    status: str
+    kind: str = ""
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class DueOccurrences:
+    occurrences: list[Occurrence]
+    next_at: datetime | None  # the first occurrence not planned yet; None: the schedule ended
+    planned: int  # occurrences planned so far, these included (max_runs counts them)
+
+
+def due_occurrences(
+    schedule: dict,
+    *,
+    next_at: datetime,
+    planned: int,
+    now: datetime,
+    horizon: datetime,
+    calendars: dict[str, CalendarData] | None = None,
+    paused: Callable[[datetime], bool] | None = None,
+) -> DueOccurrences:
+    """A schedule's occurrences from `next_at` up to `horizon` (`planned` of them planned
+    before), each to run or skipped by the misfire policy, the exclusions or `paused` (times
+    that fell while its owner was paused). What tasks (advance) and workflows
+    (tasks/transitions/workflow_schedules.py) plan from. Pure apart from reading settings."""
     max_runs = schedule.get("max_runs")
     misfire = schedule.get("misfire", "run_once")
     grace = timedelta(seconds=grace_seconds(schedule))
@@ -89,29 +141,29 @@ def advance(
 
     times: list[datetime] = []
     upcoming = schedules.fire_times(
-        schedule, after=task.next_unplanned_at - timedelta(microseconds=1), days_off=off
+        schedule, after=next_at - timedelta(microseconds=1), days_off=off
     )
     following: datetime | None = None
     for at in upcoming:
         if at > horizon or len(times) >= MAX_OCCURRENCES_PER_PASS:
             following = at
             break
-        if max_runs is not None and task.runs_planned + len(times) >= max_runs:
+        if max_runs is not None and planned + len(times) >= max_runs:
             break
         times.append(at)
 
-    # A one-time task runs however late it is planned; recurring ones follow their misfire policy,
-    # except for the occurrences that fell while the task was paused: those are skipped.
+    # A one-time schedule runs however late it is planned; recurring ones follow their misfire
+    # policy, except for the occurrences that fell while paused: those are skipped.
     recurring = schedule.get("type") != "once"
-    paused_ = _paused_during(task) if recurring else lambda at: False
+    paused_ = paused if recurring and paused is not None else lambda at: False
     reasons = {at: excluded.reason(at) for at in times} if excluded else {}
 
-    def paused(at: datetime) -> bool:
+    def left_out(at: datetime) -> bool:
         # Paused or excluded: recorded skipped for that reason, never counted as missed.
         return paused_(at) or (bool(excluded) and excluded.reason(at) is not None)
 
-    missed = [at for at in times if recurring and at < now - grace and not paused(at)]
-    room = None if max_runs is None else max_runs - task.runs_planned - len(times)
+    missed = [at for at in times if recurring and at < now - grace and not left_out(at)]
+    room = None if max_runs is None else max_runs - planned - len(times)
     runnable_missed = _missed_to_run(
         schedule,
         missed,
@@ -119,29 +171,26 @@ def advance(
         following=following,
         cutoff=now - grace,
         room=room,
-        paused=paused,
+        paused=left_out,
         days_off=off,
     )
     missed_set = set(missed)
-    runs = []
+    found = []
     for at in times:
-        status, kind, reason = Run.Status.SCHEDULED, "", ""
         if paused_(at):
-            status, kind, reason = Run.Status.SKIPPED, "pause", PAUSED_REASON
+            found.append(Occurrence(at, Run.Status.SKIPPED, "pause", PAUSED_REASON))
         elif reasons.get(at):
-            status, kind, reason = Run.Status.SKIPPED, "exclusion", reasons[at] or ""
+            found.append(Occurrence(at, Run.Status.SKIPPED, "exclusion", reasons[at] or ""))
         elif at in missed_set and at not in runnable_missed:
-            status, kind, reason = Run.Status.SKIPPED, "misfire", MISSED_REASON
-        grace_ = grace if recurring else None
-        runs.append(
-            _new_run(task, at, status=status, kind=kind, reason=reason, now=now, grace=grace_)
-        )
+            found.append(Occurrence(at, Run.Status.SKIPPED, "misfire", MISSED_REASON))
+        else:
+            found.append(Occurrence(at, Run.Status.SCHEDULED))
 
-    task.runs_planned += len(times)
-    task.next_unplanned_at = following if following is not None else _next_after(task, times, off)
-    if max_runs is not None and task.runs_planned >= max_runs:
-        task.next_unplanned_at = None
-    return runs
+    planned += len(times)
+    following = following if following is not None else _next_after(schedule, next_at, times, off)
+    if max_runs is not None and planned >= max_runs:
+        following = None
+    return DueOccurrences(occurrences=found, next_at=following, planned=planned)
 
 
 def _missed_to_run(
@@ -177,12 +226,10 @@ def _missed_to_run(
 
 
 def _next_after(
-    task: Task, times: list[datetime], off: Callable[[date], bool] | None
+    schedule: dict, next_at: datetime, times: list[datetime], off: Callable[[date], bool] | None
 ) -> datetime | None:
-    after = times[-1] if times else task.next_unplanned_at
-    if after is None:
-        return None
-    return next(iter(schedules.fire_times(task.schedule, after=after, days_off=off)), None)
+    after = times[-1] if times else next_at
+    return next(iter(schedules.fire_times(schedule, after=after, days_off=off)), None)
 
 
 def grace_seconds(schedule: dict) -> float:

@@ -10,7 +10,7 @@ from django.db.models import Q
 
 from tasks.ids import uuid7
 
-WORKFLOW_RUN_STATUSES = ("running", "succeeded", "failed", "cancelled")
+WORKFLOW_RUN_STATUSES = ("running", "succeeded", "failed", "cancelled", "skipped")
 STEP_ON = ("success", "failure", "always")
 
 
@@ -23,12 +23,25 @@ class Workflow(models.Model):
     # [{"id", "after": [...], "on": ..., "task": {<a task body without schedule>}}], validated
     # by the API (tasks/api/workflows.py): ids unique, `after` naming steps, no cycle.
     steps = models.JSONField()
+    # A schedule as a task's (tasks/schedules.py normalize), or None: started only on demand.
+    # The scheduler starts one workflow run per occurrence (tasks/transitions/
+    # workflow_schedules.py): `next_run_at` is the first occurrence not started yet (None: no
+    # schedule, or it ended), `runs_started` how many occurrences were (max_runs counts them).
+    schedule = models.JSONField(null=True, blank=True)
+    next_run_at = models.DateTimeField(null=True, blank=True)
+    runs_started = models.IntegerField(default=0, db_default=0)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
         indexes = [
             models.Index(fields=["owner", "-created_at"], name="workflow_owner_created_idx"),
+            # The scheduler's search for workflows with an occurrence due.
+            models.Index(
+                fields=["next_run_at"],
+                condition=Q(next_run_at__isnull=False),
+                name="workflow_next_run_idx",
+            ),
         ]
 
     def __str__(self) -> str:
@@ -41,6 +54,8 @@ class WorkflowRun(models.Model):
         SUCCEEDED = "succeeded"
         FAILED = "failed"
         CANCELLED = "cancelled"
+        # An occurrence of its schedule not started (misfire, overlap, exclusion): `reason`.
+        SKIPPED = "skipped"
 
     id = models.UUIDField(primary_key=True, default=uuid7, editable=False)
     workflow = models.ForeignKey(
@@ -52,6 +67,9 @@ class WorkflowRun(models.Model):
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.RUNNING)
     started_at = models.DateTimeField()
     finished_at = models.DateTimeField(null=True, blank=True)
+    # The occurrence of the workflow's schedule it was started for; None when started on demand.
+    scheduled_at = models.DateTimeField(null=True, blank=True)
+    reason = models.TextField(blank=True, default="", db_default="")  # why it was skipped
 
     class Meta:
         constraints = [
@@ -62,6 +80,12 @@ class WorkflowRun(models.Model):
                 condition=Q(status="running", finished_at__isnull=True)
                 | ~Q(status="running") & Q(finished_at__isnull=False),
                 name="workflow_run_finished_iff_ended",
+            ),
+            # One workflow run per occurrence, however many schedulers plan it.
+            models.UniqueConstraint(
+                fields=["workflow", "scheduled_at"],
+                condition=Q(scheduled_at__isnull=False),
+                name="workflow_run_unique_occurrence",
             ),
         ]
         indexes = [

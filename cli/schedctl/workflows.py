@@ -35,12 +35,13 @@ def workflows_ls(
     if as_json:
         emit(page["results"])
         return
-    table = render.listing("id", "name", "steps", "created")
+    table = render.listing("id", "name", "steps", "next run", "created")
     for workflow in page["results"]:
         table.add_row(
             workflow["id"],
             escape(workflow.get("name") or ""),
             str(len(workflow.get("steps") or [])),
+            render.local_time(workflow.get("next_run_at"), zone) or "-",
             render.local_time(workflow.get("created_at"), zone),
         )
     render.print_table(out, table)
@@ -60,6 +61,9 @@ def workflows_get(workflow_id: str, tz: TzOption = None, as_json: JsonOption = F
         emit(found)
         return
     out.print(f"workflow {escape(found['name'])}  {found['id']}", highlight=False)
+    out.print(f"schedule: {escape(schedule_text(found))}", highlight=False)
+    if found.get("next_run_at"):
+        out.print(f"next run: {render.local_time(found['next_run_at'], zone)}", highlight=False)
     table = render.listing("step", "after", "on", "kind")
     for step in found["steps"]:
         table.add_row(
@@ -135,6 +139,14 @@ def print_run(found: dict[str, Any], zone: ZoneInfo | None) -> None:
             escape(head(step)),
         )
     render.print_table(out, table)
+
+
+def schedule_text(workflow: dict[str, Any]) -> str:
+    """The schedule as the API answers it, compact; `none (on demand)` without one."""
+    schedule = workflow.get("schedule")
+    if not schedule:
+        return "none (started on demand)"
+    return json.dumps(schedule, separators=(",", ":"))
 
 
 def head(step: dict[str, Any]) -> str:

@@ -17,6 +17,7 @@ import tasks.admin.display as display
 import tasks.admin.workflow_dag as workflow_dag
 from tasks.admin.scope import OwnedAdmin, is_operator
 from tasks.admin.workflow_page import WorkflowRunNow
+from tasks.schedule_describe import describe
 from tasks.workflow_models import Workflow, WorkflowRun, WorkflowStep
 
 RECENT_RUNS = 20
@@ -55,7 +56,9 @@ def framed(drawing: SafeString) -> SafeString:
 
 
 def last_run(workflow: Workflow) -> WorkflowRun | None:
-    return workflow.runs.order_by("-started_at", "-id").first()
+    # An occurrence skipped (misfire, overlap) ran no step: the one before it is shown.
+    runs = workflow.runs.exclude(status=WorkflowRun.Status.SKIPPED)
+    return runs.order_by("-started_at", "-id").first()
 
 
 @admin.register(Workflow)
@@ -63,14 +66,27 @@ class WorkflowAdmin(WorkflowRunNow, WorkflowScoped):
     list_display = ["name", "step_count", "last_status", "last_started", "created_at", "id"]
     search_fields = ["name"]
     ordering = ["-created_at", "-id"]
-    fields = readonly_fields = ("name", "owner", "dag", "recent_runs", "created_at", "updated_at")
+    fields = readonly_fields = (
+        "name",
+        "owner",
+        "schedule_text",
+        "next_start",
+        "dag",
+        "recent_runs",
+        "created_at",
+        "updated_at",
+    )
 
     class Media:
         css = {"all": ["tasks/admin_console.css", "tasks/admin_dag.css"]}
 
     def get_queryset(self, request: HttpRequest) -> QuerySet:
         # The last run's status and start, one subquery each (workflow_run_workflow_idx).
-        latest = WorkflowRun.objects.filter(workflow=OuterRef("pk")).order_by("-started_at", "-id")
+        latest = (
+            WorkflowRun.objects.filter(workflow=OuterRef("pk"))
+            .exclude(status=WorkflowRun.Status.SKIPPED)
+            .order_by("-started_at", "-id")
+        )
         return (
             super()
             .get_queryset(request)
@@ -93,6 +109,14 @@ class WorkflowAdmin(WorkflowRunNow, WorkflowScoped):
     @admin.display(description="last started at")
     def last_started(self, workflow: Any) -> str:
         return display.local(workflow.last_run_started)
+
+    @admin.display(description="schedule")
+    def schedule_text(self, workflow: Workflow) -> str:
+        return describe(workflow.schedule) if workflow.schedule else "- (started on demand)"
+
+    @admin.display(description="next occurrence")
+    def next_start(self, workflow: Workflow) -> str:
+        return display.local(workflow.next_run_at) if workflow.next_run_at else "-"
 
     @admin.display(description="steps (as of the last run)")
     def dag(self, workflow: Workflow) -> SafeString:

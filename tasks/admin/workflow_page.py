@@ -8,7 +8,6 @@ history and goes to the new workflow run's page; a body refused comes back as an
 
 from __future__ import annotations
 
-from types import SimpleNamespace
 from typing import Any
 
 from django.contrib import admin, messages
@@ -21,7 +20,7 @@ from django.http import (
 )
 from django.urls import path, reverse
 
-from tasks.api.workflows import step_task_serializer
+from tasks.api.workflows import step_bodies
 from tasks.db import db_now
 from tasks.transitions import workflows
 
@@ -44,17 +43,9 @@ class WorkflowRunNow(admin.ModelAdmin):
             raise Http404("No such workflow.")
         now = db_now()
         # The step tasks are the workflow's owner's, as the API makes them.
-        context = {"now": now, "request": SimpleNamespace(user=workflow.owner)}
-        bodies, refused = [], []
-        for index, step in enumerate(workflow.steps):
-            body = {"name": f"{workflow.name}/{step['id']}", **step["task"]}
-            serializer = step_task_serializer(body, context=context)
-            if serializer.is_valid():
-                bodies.append(serializer.validated_data)
-            else:
-                refused.append(f"steps[{index}] ({step['id']}): {serializer.errors}")
+        bodies, refused = step_bodies(workflow, now)
         if refused:
-            self.message_user(request, "Not started: " + "; ".join(refused), messages.ERROR)
+            self.message_user(request, "Not started: " + refused, messages.ERROR)
             return HttpResponseRedirect(reverse("admin:tasks_workflow_change", args=[workflow.pk]))
         workflow_run = workflows.start_workflow_run(workflow=workflow, step_bodies=bodies, now=now)
         self.log_change(request, workflow, "Started a workflow run")

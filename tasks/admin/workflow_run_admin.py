@@ -33,6 +33,8 @@ class WorkflowRunAdmin(WorkflowScoped):
         "status_badge",
         "started",
         "finished",
+        "scheduled",
+        "reason",
         "dag",
         "step_table",
     )
@@ -73,10 +75,14 @@ class WorkflowRunAdmin(WorkflowScoped):
     def finished(self, workflow_run: WorkflowRun) -> str:
         return display.local(workflow_run.finished_at)
 
+    @admin.display(description="occurrence")
+    def scheduled(self, workflow_run: WorkflowRun) -> str:
+        return display.local(workflow_run.scheduled_at) if workflow_run.scheduled_at else "-"
+
     @admin.display(description="steps")
     def dag(self, workflow_run: WorkflowRun) -> SafeString:
         statuses, links = step_statuses(workflow_run)
-        return framed(workflow_dag.svg(workflow_run.workflow.steps, statuses, links))
+        return framed(workflow_dag.svg(run_steps(workflow_run), statuses, links))
 
     @admin.display(description="step runs")
     def step_table(self, workflow_run: WorkflowRun) -> SafeString:
@@ -85,13 +91,20 @@ class WorkflowRunAdmin(WorkflowScoped):
         body = format_html_join(
             "",
             "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td><code>{}</code></td></tr>",
-            (_cells(step["id"], by_id.get(step["id"])) for step in workflow_run.workflow.steps),
+            (_cells(step["id"], by_id.get(step["id"])) for step in run_steps(workflow_run)),
         )
         return format_html(
             '<table class="workflow-steps"><thead><tr><th>step</th><th>status</th><th>run</th>'
             "<th>duration</th><th>output</th></tr></thead><tbody>{}</tbody></table>",
             body,
         )
+
+
+def run_steps(workflow_run: WorkflowRun) -> list[dict[str, Any]]:
+    """The steps the workflow run started with (a PATCH of the workflow's since changes none),
+    in the workflow's order then, shaped as a workflow's steps for the drawing."""
+    rows = WorkflowStep.objects.filter(workflow_run=workflow_run).order_by("id")
+    return [{"id": row.step_id, "after": row.after, "on": row.run_on} for row in rows]
 
 
 def _cells(step_id: str, run: Run | None) -> tuple[str, ...]:

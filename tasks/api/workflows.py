@@ -1,10 +1,12 @@
-"""Workflow endpoints: create, read, delete and list workflows; start, read, list and cancel
-workflow runs (docs/api.md, "Workflows"). Validate, call one service, serialize."""
+"""Workflow endpoints: create, read, change, delete and list workflows; start, read, list and
+cancel workflow runs (docs/api.md, "Workflows"). Validate, call one service, serialize."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from datetime import datetime
+from types import SimpleNamespace
 from typing import Any
 
 from django.db.models import QuerySet
@@ -16,12 +18,13 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from scheduler_project.auth import request_owner
-from tasks.api.serializers import TaskInputSerializer
+from tasks import occurrences, schedules
+from tasks.api.serializers import ScheduleField, TaskInputSerializer, check_calendars
 from tasks.api.strict import StrictSerializer
 from tasks.api.views import CONFLICT, ERRORS
 from tasks.db import db_now
 from tasks.models import Workflow, WorkflowRun, WorkflowStep
-from tasks.transitions import workflows
+from tasks.transitions import workflow_changes, workflows
 from tasks.workflow_models import STEP_ON
 
 MAX_STEPS = 5000  # a fan-out of thousands between a root and a join, in one start transaction
@@ -41,6 +44,22 @@ class StepSerializer(StrictSerializer):
 class WorkflowInputSerializer(StrictSerializer):
     name = serializers.CharField(max_length=200)
     steps = StepSerializer(many=True, max_length=MAX_STEPS, min_length=1)  # type: ignore[call-arg]
+    schedule = ScheduleField(
+        required=False,
+        allow_null=True,
+        help_text="Starts one workflow run per occurrence; any schedule a task takes (its "
+        "`misfire` and `overlap` included). null: started on demand only.",
+    )
+
+    def validate_schedule(self, value: Any) -> dict | None:
+        """As a task's schedule is validated (the same errors, under `schedule`)."""
+        if value is None:
+            return None
+        try:
+            schedule = schedules.normalize(value, now=self.context["now"])
+        except schedules.ScheduleError as exc:
+            raise serializers.ValidationError(exc.errors) from None
+        return check_calendars(schedule, self.context)
 
     def validate_steps(self, steps: list[dict]) -> list[dict]:
         errors: dict[str, dict[str, list[str]]] = {}
@@ -75,8 +94,33 @@ class WorkflowInputSerializer(StrictSerializer):
         return None if serializer.is_valid() else serializer.errors
 
 
+class WorkflowChangeSerializer(WorkflowInputSerializer):
+    """PATCH: any of the fields a create takes, each validated as a create validates it."""
+
+    name = serializers.CharField(max_length=200, required=False)
+    steps = StepSerializer(  # type: ignore[call-arg]
+        many=True, max_length=MAX_STEPS, min_length=1, required=False
+    )
+
+
 def step_task_serializer(body: dict, *, context: Mapping[str, Any]) -> TaskInputSerializer:
     return TaskInputSerializer(data=body, context={**context, "multipart": False})
+
+
+def step_bodies(workflow: Workflow, now: datetime) -> tuple[list[dict], str]:
+    """The validated task bodies of the workflow's steps, as its owner's tasks, in its order;
+    or why they are refused (`steps[i] (id): errors`, a channel deleted since, say). What a
+    scheduled start and the admin's Run now start a workflow run with."""
+    context = {"now": now, "request": SimpleNamespace(user=workflow.owner)}
+    bodies, refused = [], []
+    for index, step in enumerate(workflow.steps):
+        body = {"name": f"{workflow.name}/{step['id']}", **step["task"]}
+        serializer = step_task_serializer(body, context=context)
+        if serializer.is_valid():
+            bodies.append(serializer.validated_data)
+        else:
+            refused.append(f"steps[{index}] ({step['id']}): {serializer.errors}")
+    return bodies, "; ".join(refused)
 
 
 def cycle(steps: list[dict]) -> list[int]:
@@ -100,6 +144,10 @@ class WorkflowOutputSerializer(serializers.Serializer):
     id = serializers.UUIDField()
     name = serializers.CharField()
     steps = StepSerializer(many=True)
+    schedule = serializers.JSONField(allow_null=True, help_text="Normalized, as a task's.")
+    next_run_at = serializers.DateTimeField(
+        allow_null=True, help_text="Its schedule's next occurrence not started yet."
+    )
     created_at = serializers.DateTimeField()
     updated_at = serializers.DateTimeField()
 
@@ -118,6 +166,10 @@ class WorkflowRunOutputSerializer(serializers.Serializer):
     id = serializers.UUIDField()
     workflow = serializers.UUIDField()
     status = serializers.ChoiceField(choices=WorkflowRun.Status.choices)
+    scheduled_at = serializers.DateTimeField(
+        allow_null=True, help_text="The occurrence of its schedule; null when started on demand."
+    )
+    reason = serializers.CharField(required=False, help_text="Why it was skipped.")
     started_at = serializers.DateTimeField()
     finished_at = serializers.DateTimeField(allow_null=True)
     steps = WorkflowStepOutputSerializer(many=True)
@@ -128,6 +180,10 @@ def workflow_json(workflow: Workflow) -> dict:
         "id": str(workflow.pk),
         "name": workflow.name,
         "steps": workflow.steps,
+        "schedule": None
+        if workflow.schedule is None
+        else occurrences.shown_schedule(workflow.schedule),
+        "next_run_at": workflow.next_run_at,
         "created_at": workflow.created_at,
         "updated_at": workflow.updated_at,
     }
@@ -142,14 +198,14 @@ def step_output(text: str) -> Any:
 
 
 def workflow_run_json(workflow_run: WorkflowRun) -> dict:
+    # The steps it was started with, in the workflow's order then (bulk-created in it): a
+    # PATCH of the workflow's steps since changes none of them.
     rows = WorkflowStep.objects.filter(workflow_run=workflow_run).select_related("run")
-    by_id = {row.step_id: row for row in rows}
     steps = []
-    for step in workflow_run.workflow.steps:
-        row = by_id.get(step["id"])
-        run = row.run if row else None
+    for row in rows.order_by("id"):
+        run = row.run
         item: dict[str, Any] = {
-            "id": step["id"],
+            "id": row.step_id,
             "status": run.status if run else None,
             "run": str(run.pk) if run else None,
         }
@@ -158,14 +214,18 @@ def workflow_run_json(workflow_run: WorkflowRun) -> dict:
         if run is not None and run.status == "skipped":
             item["reason"] = run.error
         steps.append(item)
-    return {
+    found: dict[str, Any] = {
         "id": str(workflow_run.pk),
         "workflow": str(workflow_run.workflow_id),
         "status": workflow_run.status,
+        "scheduled_at": workflow_run.scheduled_at,
         "started_at": workflow_run.started_at,
         "finished_at": workflow_run.finished_at,
         "steps": steps,
     }
+    if workflow_run.reason:
+        found["reason"] = workflow_run.reason
+    return found
 
 
 def owned_workflows(request: Request) -> QuerySet[Workflow]:
@@ -192,8 +252,9 @@ class WorkflowListCreateView(generics.ListAPIView):
     @extend_schema(
         summary="Create a workflow",
         description="A named DAG of steps, each a task body run after the steps its `after` "
-        "names when its `on` holds (docs/workflows.md). A cycle, an `after` naming no step, a "
-        "duplicate id or an invalid step body answers 400 naming the step by its index.",
+        "names when its `on` holds (docs/workflows.md), with an optional `schedule` that starts "
+        "one workflow run per occurrence. A cycle, an `after` naming no step, a duplicate id or "
+        "an invalid step body answers 400 naming the step by its index.",
         request=WorkflowInputSerializer,
         responses={201: WorkflowOutputSerializer, **ERRORS},
     )
@@ -202,16 +263,14 @@ class WorkflowListCreateView(generics.ListAPIView):
             data=request.data, context={"now": db_now(), "request": request}
         )
         serializer.is_valid(raise_exception=True)
-        workflow = Workflow.objects.create(
-            owner=request_owner(request),
-            name=serializer.validated_data["name"],
-            steps=serializer.validated_data["steps"],
+        workflow = workflow_changes.create_workflow(
+            owner=request_owner(request), fields=serializer.validated_data, now=db_now()
         )
         return Response(workflow_json(workflow), status=status.HTTP_201_CREATED)
 
 
 class WorkflowDetailView(APIView):
-    """GET and DELETE /workflows/{id}. DELETE cancels its running workflow runs first."""
+    """GET, PATCH and DELETE /workflows/{id}. DELETE cancels its running workflow runs first."""
 
     @extend_schema(
         summary="Get a workflow",
@@ -220,6 +279,27 @@ class WorkflowDetailView(APIView):
     )
     def get(self, request: Request, pk: Any) -> Response:
         return Response(workflow_json(get_object_or_404(owned_workflows(request), pk=pk)))
+
+    @extend_schema(
+        summary="Change a workflow",
+        description="Any of `name`, `steps` and `schedule`, each validated as a create "
+        "validates it. A change applies to the workflow runs started afterwards: one in flight "
+        "keeps the steps it started with. A changed schedule starts from its first occurrence "
+        "from now on.",
+        request=WorkflowChangeSerializer,
+        responses={200: WorkflowOutputSerializer, **ERRORS},
+    )
+    def patch(self, request: Request, pk: Any) -> Response:
+        workflow = get_object_or_404(owned_workflows(request), pk=pk)
+        now = db_now()
+        serializer = WorkflowChangeSerializer(
+            data=request.data, context={"now": now, "request": request}
+        )
+        serializer.is_valid(raise_exception=True)
+        workflow = workflow_changes.change_workflow(
+            workflow=workflow, changes=serializer.validated_data, now=now
+        )
+        return Response(workflow_json(workflow))
 
     @extend_schema(
         summary="Delete a workflow",

@@ -30,7 +30,11 @@ SQL = queries("tasks", "workflows.sql")
 
 
 def start_workflow_run(
-    *, workflow: Workflow, step_bodies: list[dict[str, Any]], now: datetime
+    *,
+    workflow: Workflow,
+    step_bodies: list[dict[str, Any]],
+    now: datetime,
+    scheduled_at: datetime | None = None,
 ) -> WorkflowRun:
     """Start a run of `workflow`: one one-time task and its run per step (`step_bodies`: each
     step's validated task body, in the workflow's order), a WorkflowStep per step, and the steps
@@ -38,12 +42,13 @@ def start_workflow_run(
 
     One transaction: the held runs are held before any worker can see them (the runs' NOTIFY
     is delivered at commit). The unique (workflow run, step id) index makes each step's run
-    once per workflow run.
+    once per workflow run. `scheduled_at`: the occurrence of the workflow's schedule it starts
+    (None: on demand); the unique (workflow, scheduled_at) index makes that once per occurrence.
     """
     steps = workflow.steps
     with transaction.atomic():
         workflow_run = WorkflowRun.objects.create(
-            workflow=workflow, owner=workflow.owner, started_at=now
+            workflow=workflow, owner=workflow.owner, started_at=now, scheduled_at=scheduled_at
         )
         tasks = create_tasks(owner=workflow.owner, items=step_bodies, now=now)
         runs = {run.task_id: run for run in Run.objects.filter(task__in=tasks)}

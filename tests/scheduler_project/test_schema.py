@@ -99,6 +99,7 @@ def test_operation_ids_and_tags_read_by_resource(schema: dict) -> None:
     assert ids[("/api/v1/tasks/{id}/calendar.ics", "get")] == "tasks_calendar_ics"
     assert ids[("/api/v1/calendar-feed/rotate", "post")] == "calendar_feed_rotate"
     assert ids[("/api/v1/workflow-runs/{id}/cancel", "post")] == "workflow_runs_cancel"
+    assert ids[("/api/v1/workflows/{id}", "patch")] == "workflows_partial_update"
     assert ids[("/task/{id}", "put")] == "seed_task_by_id_update"
     assert ids[("/api/v1/audit", "get")] == "audit_list"
     assert len(set(ids.values())) == len(ids), "operation ids are unique"

@@ -131,3 +131,30 @@ def test_another_users_workflow_is_an_error(served) -> None:  # noqa: F811
         answer = schedctl(*args)
         assert answer.returncode == 1 and "HTTP 404" in answer.stderr, args
     assert schedctl("workflows", "ls", "--json").stdout.strip() == "[]"
+
+
+def test_workflows_get_and_ls_show_the_schedule(served) -> None:  # noqa: F811
+    _, schedctl = served
+    owner = get_user_model().objects.get(username="ops")
+    daily = {"type": "daily", "at": "04:30", "timezone": "UTC"}
+    response = client_for(owner).post(
+        "/api/v1/workflows", {"name": "nightly", "steps": STEPS, "schedule": daily}, format="json"
+    )
+    assert response.status_code == 201, response.content
+    workflow = response.json()
+
+    shown = schedctl("workflows", "get", workflow["id"])
+    assert shown.returncode == 0, shown.stderr
+    [line] = [line for line in shown.stdout.splitlines() if line.startswith("schedule: ")]
+    assert json.loads(line.removeprefix("schedule: "))["at"] == "04:30:00"
+    assert any(
+        line.startswith("next run: ") and "04:30" in line for line in shown.stdout.splitlines()
+    )
+    listed = schedctl("workflows", "ls", "--tz", "UTC")
+    assert listed.returncode == 0, listed.stderr
+    [row] = [line for line in listed.stdout.splitlines() if workflow["id"] in line]
+    assert "04:30" in row
+
+    plain = created()
+    unscheduled = schedctl("workflows", "get", plain)
+    assert "schedule: none (started on demand)" in unscheduled.stdout

@@ -173,3 +173,24 @@ def test_run_now_on_another_users_workflow_is_404(user, other_user) -> None:
     start = reverse("admin:tasks_workflow_start", args=[theirs.workflow_id])
     assert signed_in(user).post(start).status_code == 404
     assert WorkflowRun.objects.filter(workflow_id=theirs.workflow_id).count() == 1
+
+
+def test_a_run_page_draws_the_steps_it_started_with_after_a_patch(user) -> None:
+    workflow_run = started(user)
+    api = client_for(user)
+    other = [{"id": "x", "task": NOOP}, {"id": "y", "after": ["x"], "task": NOOP}]
+    url = f"/api/v1/workflows/{workflow_run.workflow_id}"
+    daily = {"type": "daily", "at": "04:30", "timezone": "UTC"}
+    assert api.patch(url, {"steps": other, "schedule": daily}, format="json").status_code == 200
+    html = (
+        signed_in(user)
+        .get(reverse("admin:tasks_workflowrun_change", args=[workflow_run.pk]))
+        .content.decode()
+    )
+    assert set(boxes(html)) == {"a", "b", "c", "d", "tidy"}
+    page = signed_in(user).get(
+        reverse("admin:tasks_workflow_change", args=[workflow_run.workflow_id])
+    )
+    shown = page.content.decode()
+    assert "04:30" in shown and "started on demand" not in shown
+    assert set(boxes(shown)) == {"x", "y"}
