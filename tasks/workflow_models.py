@@ -23,6 +23,9 @@ class Workflow(models.Model):
     # [{"id", "after": [...], "on": ..., "task": {<a task body without schedule>}}], validated
     # by the API (tasks/api/workflows.py): ids unique, `after` naming steps, no cycle.
     steps = models.JSONField()
+    # [{"channel", "events"}] as a task's `notify`, with the events of a workflow run
+    # (tasks.events.WORKFLOW_EVENTS): queued when a workflow run ends (docs/workflows.md).
+    notify = models.JSONField(default=list, blank=True, db_default=[])
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

@@ -16,10 +16,12 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from scheduler_project.auth import request_owner
+from tasks import outbox
 from tasks.api.serializers import TaskInputSerializer
-from tasks.api.strict import StrictSerializer
+from tasks.api.strict import ChoiceField, StrictSerializer
 from tasks.api.views import CONFLICT, ERRORS
 from tasks.db import db_now
+from tasks.events import WORKFLOW_EVENTS
 from tasks.models import Workflow, WorkflowRun, WorkflowStep
 from tasks.transitions import workflows
 from tasks.workflow_models import STEP_ON
@@ -38,9 +40,24 @@ class StepSerializer(StrictSerializer):
     task = serializers.DictField()
 
 
+class WorkflowNotifySerializer(StrictSerializer):
+    channel = serializers.CharField(max_length=64)
+    events = serializers.ListField(
+        child=ChoiceField(choices=WORKFLOW_EVENTS),
+        allow_empty=False,
+        max_length=len(WORKFLOW_EVENTS),
+    )
+
+
 class WorkflowInputSerializer(StrictSerializer):
     name = serializers.CharField(max_length=200)
     steps = StepSerializer(many=True, max_length=MAX_STEPS, min_length=1)  # type: ignore[call-arg]
+    notify = WorkflowNotifySerializer(many=True, required=False, max_length=20)  # type: ignore[call-arg]
+
+    def validate_notify(self, value: list[dict]) -> list[dict]:
+        # Each entry must name one of the owner's channels (errors per index): the outbox's
+        # registered check, the notifications app's, as for a task's `notify`.
+        return outbox.validate_notify(value, owner=request_owner(self.context["request"]))
 
     def validate_steps(self, steps: list[dict]) -> list[dict]:
         errors: dict[str, dict[str, list[str]]] = {}
@@ -100,6 +117,7 @@ class WorkflowOutputSerializer(serializers.Serializer):
     id = serializers.UUIDField()
     name = serializers.CharField()
     steps = StepSerializer(many=True)
+    notify = WorkflowNotifySerializer(many=True)
     created_at = serializers.DateTimeField()
     updated_at = serializers.DateTimeField()
 
@@ -128,6 +146,7 @@ def workflow_json(workflow: Workflow) -> dict:
         "id": str(workflow.pk),
         "name": workflow.name,
         "steps": workflow.steps,
+        "notify": workflow.notify,
         "created_at": workflow.created_at,
         "updated_at": workflow.updated_at,
     }
@@ -206,6 +225,7 @@ class WorkflowListCreateView(generics.ListAPIView):
             owner=request_owner(request),
             name=serializer.validated_data["name"],
             steps=serializer.validated_data["steps"],
+            notify=serializer.validated_data.get("notify", []),
         )
         return Response(workflow_json(workflow), status=status.HTTP_201_CREATED)
 
