@@ -53,6 +53,10 @@ def test_an_end_queues_to_notify_and_all_task_channels_with_the_end(api, user) -
     assert sorted(queued(wr)) == sorted(
         [(str(named.id), "workflow_failed"), (str(everything.id), "workflow_failed")]
     )
+    listed = api.get(f"/api/v1/notifications?workflow_run={wr}").json()["results"]
+    assert sorted((n["channel"], n["workflow_run"], n["run"], n["task"]) for n in listed) == sorted(
+        [(str(c.id), wr, None, None) for c in (named, everything)]
+    )
     row = Notification.objects.filter(workflow_run_id=wr).first()
     assert (row.run_id, row.task_id, row.attempt, row.retry_until) == (None, None, 0, None)
     message = build_message(row, attempt=None, public_url="https://s.example")
