@@ -25,6 +25,8 @@ HEADLINES = {
     "overdue": "is overdue: no run succeeded",
     "recovered": "recovered",
     "skipped": "skipped an occurrence",
+    "workflow_succeeded": "succeeded",
+    "workflow_failed": "failed",
 }
 
 
@@ -76,11 +78,15 @@ def build_message(
 ) -> Message:
     """The Message for `notification` (channel, run and task loaded). `attempt` is the attempt
     the event is about, for its error; the run's own fields describe it as it is now. An alert
-    about the task alone (no run: `overdue` before any run) has `run` null.
+    about the task alone (no run: `overdue` before any run) has `run` null; a workflow run's
+    event is workflow_message's.
 
     `url` in the webhook body is the JSON API's (for programs); the links a person clicks (the
     mail's and Slack's) are the admin's pages, which a browser session opens."""
+    if notification.workflow_run is not None:
+        return workflow_message(notification, public_url=public_url)
     run, task = notification.run, notification.task
+    assert task is not None  # a notification names a task or a workflow run (its CHECK)
     base = public_url.rstrip("/")
     task_data: dict[str, Any] = {
         "id": str(task.id),
@@ -151,3 +157,64 @@ def _run_data(notification: Notification, run: Any, attempt: Attempt | None, bas
     if notification.event == "zombie":  # when the run went quiet (null once it stirred again)
         data["zombie_since"] = run.zombie_since
     return data
+
+
+def workflow_message(notification: Notification, *, public_url: str) -> Message:
+    """The Message for a workflow run's end (`workflow_succeeded`, `workflow_failed`; the
+    workflow run and its workflow loaded): the webhook body's `workflow` and `workflow_run`
+    say which, `task` and `run` are null; each failed step is named with its error."""
+    workflow_run = notification.workflow_run
+    assert workflow_run is not None
+    workflow = workflow_run.workflow
+    base = public_url.rstrip("/")
+    workflow_data: dict[str, Any] = {
+        "id": str(workflow.id),
+        "name": workflow.name,
+        "url": f"{base}/api/v1/workflows/{workflow.id}",
+        "admin_url": base + reverse("admin:tasks_workflow_change", args=[workflow.id]),
+    }
+    failed = [
+        {"id": step.step_id, "run": str(step.run_id), "error": step.run.error[:ERROR_MAX_CHARS]}
+        for step in workflow_run.steps.select_related("run").order_by("step_id")
+        if step.run is not None and step.run.status == "failed"
+    ]
+    run_data: dict[str, Any] = {
+        "id": str(workflow_run.id),
+        "status": workflow_run.status,
+        "started_at": workflow_run.started_at,
+        "finished_at": workflow_run.finished_at,
+        "failed_steps": failed,
+        "url": f"{base}/api/v1/workflow-runs/{workflow_run.id}",
+        "admin_url": base + reverse("admin:tasks_workflowrun_change", args=[workflow_run.id]),
+    }
+    label = workflow.name or str(workflow.id)
+    subject = f"Workflow {label} {HEADLINES.get(notification.event, notification.event)}"
+    lines = [
+        subject,
+        "",
+        f"Workflow:     {label} ({workflow.id})",
+        f"Workflow run: {workflow_run.id} started at {workflow_run.started_at.isoformat()}",
+        f"Status:       {workflow_run.status} (event: {notification.event})",
+    ]
+    for step in failed:
+        lines += ["", f"Step {step['id']} failed:", step["error"]]
+    lines += ["", run_data["admin_url"], workflow_data["admin_url"]]
+    return Message(
+        delivery_id=str(notification.id),
+        event=notification.event,
+        created_at=notification.created_at,
+        subject=subject,
+        text="\n".join(lines) + "\n",
+        body={
+            "id": str(notification.id),
+            "event": notification.event,
+            "workflow": workflow_data,
+            "workflow_run": run_data,
+            "task": None,
+            "run": None,
+            "created_at": notification.created_at,
+        },
+        task=workflow_data,
+        run=run_data,
+        run_url=run_data["admin_url"],
+    )

@@ -13,7 +13,7 @@ from django.utils import timezone
 from notifications import crypto
 from tasks.events import EVENTS
 from tasks.ids import uuid7
-from tasks.models import Run, Task
+from tasks.models import Run, Task, WorkflowRun
 
 NOTIFICATION_STATUSES = ("pending", "sent", "failed")
 # The outbox's vocabulary as a model field's choices, labelled as TextChoices would label them.
@@ -94,14 +94,28 @@ class Notification(models.Model):
     run = models.ForeignKey(
         Run, on_delete=models.CASCADE, related_name="+", db_index=False, null=True, blank=True
     )
-    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="+")
+    # NULL for a workflow run's event (`workflow_succeeded`, `workflow_failed`), which names
+    # the workflow run instead and no run or task.
+    task = models.ForeignKey(
+        Task, on_delete=models.CASCADE, related_name="+", null=True, blank=True
+    )
+    workflow_run = models.ForeignKey(
+        WorkflowRun,
+        on_delete=models.CASCADE,
+        related_name="+",
+        db_index=False,
+        null=True,
+        blank=True,
+    )
     attempt = models.PositiveIntegerField()
     event = models.CharField(max_length=24, choices=EVENT_CHOICES)
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
     attempts = models.PositiveIntegerField(default=0)
     next_attempt_at = models.DateTimeField(default=timezone.now)
     # Transient failures are retried until then (created_at + NOTIFICATIONS_RETRY_WINDOW_SECONDS).
-    retry_until = models.DateTimeField()
+    # NULL: that same instant, read by the deliverer (a row the database queues itself, at a
+    # workflow run's end, has no setting to read).
+    retry_until = models.DateTimeField(null=True, blank=True)
     last_error = models.TextField(blank=True, default="")
     created_at = models.DateTimeField(default=timezone.now)
     sent_at = models.DateTimeField(null=True, blank=True)
@@ -117,6 +131,12 @@ class Notification(models.Model):
                 condition=Q(status__in=NOTIFICATION_STATUSES), name="notification_status_valid"
             ),
             models.CheckConstraint(condition=Q(event__in=EVENTS), name="notification_event_valid"),
+            # About a task (and maybe its run) or about a workflow run, never both nor neither.
+            models.CheckConstraint(
+                condition=Q(task__isnull=False, workflow_run__isnull=True)
+                | Q(task__isnull=True, run__isnull=True, workflow_run__isnull=False),
+                name="notification_task_or_workflow_run",
+            ),
             models.CheckConstraint(
                 condition=~Q(status="sent") | Q(sent_at__isnull=False),
                 name="notification_sent_has_sent_at",
@@ -131,7 +151,15 @@ class Notification(models.Model):
             ),
             # The delivery log per channel, newest first (GET /api/v1/notifications?channel=).
             models.Index(fields=["channel", "-created_at"], name="notification_channel_idx"),
+            # A workflow run's notifications (its deletion's cascade, the API's filter).
+            models.Index(
+                fields=["workflow_run"],
+                condition=Q(workflow_run__isnull=False),
+                name="notification_workflow_run_idx",
+            ),
         ]
 
     def __str__(self) -> str:
+        if self.workflow_run_id is not None:
+            return f"{self.event} workflow_run={self.workflow_run_id} -> {self.channel_id}"
         return f"{self.event} run={self.run_id}#{self.attempt} -> {self.channel_id}"

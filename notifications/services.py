@@ -83,7 +83,9 @@ def deliver_pending(*, limit: int, now: datetime, stopping: threading.Event | No
     if not claimed:
         return 0
     rows = list(
-        Notification.objects.select_related("channel", "run", "task").filter(id__in=claimed)
+        Notification.objects.select_related(
+            "channel", "run", "task", "workflow_run__workflow"
+        ).filter(id__in=claimed)
     )
     attempts: dict[tuple[Any, int], Attempt] = {
         (a.run_id, a.number): a
@@ -140,14 +142,17 @@ def _record(results: list[Result], *, claimed: dict[UUID, int], now: datetime) -
     for result in results:
         n = result.notification
         attempt = claimed[n.id]
+        until = n.retry_until or n.created_at + timedelta(
+            seconds=settings.NOTIFICATIONS_RETRY_WINDOW_SECONDS
+        )
         # A settled row keeps next_attempt_at = when it was settled, not the claim's lease.
         if result.ok:
             status, sent_at, next_at, outcome = "sent", now, now, "sent"
-        elif result.permanent or now >= n.retry_until:
+        elif result.permanent or now >= until:
             status, sent_at, next_at, outcome = "failed", None, now, "failed"
         else:
             delay = timedelta(seconds=retry_delay(attempt))
-            status, sent_at, next_at = "pending", None, min(now + delay, n.retry_until)
+            status, sent_at, next_at = "pending", None, min(now + delay, until)
             outcome = f"retry in {(next_at - now).total_seconds():.1f}s"
         values["ids"].append(n.id)
         values["attempts"].append(attempt)
@@ -160,7 +165,7 @@ def _record(results: list[Result], *, claimed: dict[UUID, int], now: datetime) -
             n.id,
             n.channel_id,
             n.event,
-            n.run_id,
+            n.run_id or n.workflow_run_id,
             attempt,
             outcome,
             f" error={result.error[:200]!r}" if result.error else "",

@@ -23,6 +23,8 @@ users), with the code that decides it; nothing else queues an event:
       or a reminder of it is due (`repeat_every`)     late, recovered   expect.sql (reviewer)
     a run succeeded sooner than `duration.min`      too_fast            claim.sql `record`
     a run still running past `duration.max`         too_slow            expect.sql (reviewer)
+    a workflow run ended `succeeded`                workflow_succeeded  notifications' trigger
+    a workflow run ended `failed`                   workflow_failed       on tasks_workflowrun
 
 Health (tasks/expectations.py) is `up`, `late`, `failing` or `overdue`; an alert is queued when
 it changes, not for every run while it stays: `failing` when `failure_streak` final failures
@@ -32,6 +34,13 @@ follow each other, `late` when a run has not started `start_within` after its sc
 
 (In claim.sql, the CTEs `notified` and `missed_notified`.) A release at shutdown, a cancellation
 and a run held back for capacity queue nothing.
+
+A workflow run's events are the workflow's, not a task's: its `notify` names them (and an
+owner's channel may list them in `all_tasks_events`), and they are queued by the transition of
+the workflow run's row from `running` to its end (tasks/sql/workflows.sql ends it, in the
+transaction that records its last step's outcome), by a trigger the notifications app installs
+on that row (notifications/sql/functions.sql): once per end, since the row lock makes that
+transition happen once. A cancelled workflow run queues nothing, as a cancelled run does not.
 """
 
 from __future__ import annotations
@@ -54,7 +63,12 @@ EVENTS = (
     "overdue",
     "recovered",
     "skipped",
+    "workflow_succeeded",
+    "workflow_failed",
 )
+
+# The events of a workflow run (a workflow's `notify` takes these and no other).
+WORKFLOW_EVENTS = ("workflow_succeeded", "workflow_failed")
 
 # The events that a task's expectations raise (tasks/expectations.py), for the alert counter.
 ALERTS = ("late", "too_fast", "too_slow", "failing", "overdue", "recovered")

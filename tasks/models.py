@@ -366,6 +366,9 @@ class TaskSet(models.Model):
     )
     name = models.CharField(max_length=100)
     version = models.PositiveIntegerField(default=0)
+    # {key: id} of the workflows the last apply left: drift names one deleted outside the set
+    # (a workflow's row goes with it; a task's stays, cancelled).
+    workflow_keys = models.JSONField(default=dict, blank=True, db_default={})
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

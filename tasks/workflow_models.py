@@ -30,10 +30,29 @@ class Workflow(models.Model):
     schedule = models.JSONField(null=True, blank=True)
     next_run_at = models.DateTimeField(null=True, blank=True)
     runs_started = models.IntegerField(default=0, db_default=0)
+    # [{"channel", "events"}] as a task's `notify`, with the events of a workflow run
+    # (tasks.events.WORKFLOW_EVENTS): queued when a workflow run ends (docs/workflows.md).
+    notify = models.JSONField(default=list, blank=True, db_default=[])
+    # The task set that declares it (a set file's `workflows:` entry) and its key there;
+    # `taskset_entry` holds what the last apply declared and left (`{"entry", "applied"}`):
+    # drift is the workflow's fields against `applied` (tasks/transitions/taskset_workflows.py).
+    taskset = models.ForeignKey(
+        "tasks.TaskSet", null=True, blank=True, on_delete=models.SET_NULL, related_name="workflows"
+    )
+    taskset_key = models.CharField(max_length=200, null=True, blank=True)  # noqa: DJ001
+    taskset_entry = models.JSONField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
+        constraints = [
+            # A key names one workflow of its set.
+            models.UniqueConstraint(
+                fields=["taskset", "taskset_key"],
+                condition=Q(taskset__isnull=False),
+                name="workflow_unique_taskset_key",
+            ),
+        ]
         indexes = [
             models.Index(fields=["owner", "-created_at"], name="workflow_owner_created_idx"),
             # The scheduler's search for workflows with an occurrence due.

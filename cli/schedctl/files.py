@@ -1,9 +1,10 @@
-"""Task set files: YAML or JSON, one set (`name`, `tasks`) or several under `tasksets:`."""
+"""Task set files: YAML or JSON, one set (`name`, `tasks`, `workflows`?) or several under
+`tasksets:`."""
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,11 @@ class FileError(Exception):
 class TaskSetFile:
     name: str
     tasks: list[dict[str, Any]]
+    workflows: list[dict[str, Any]] = field(default_factory=list)
+
+    def body(self) -> dict[str, Any]:
+        """What PUT /api/v1/tasksets/{name} takes: the set whole (no workflows when none)."""
+        return {"tasks": self.tasks, "workflows": self.workflows}
 
 
 def read(path: Path) -> Any:
@@ -49,5 +55,7 @@ def load(path: Path) -> list[TaskSetFile]:
             raise FileError(f"{path}: {where} needs a `name`")
         if not isinstance(item.get("tasks"), list):
             raise FileError(f"{path}: {where} needs a list of `tasks`")
-        found.append(TaskSetFile(item["name"], item["tasks"]))
+        if not isinstance(item.get("workflows", []), list):
+            raise FileError(f"{path}: {where}: `workflows` must be a list")
+        found.append(TaskSetFile(item["name"], item["tasks"], item.get("workflows", [])))
     return found

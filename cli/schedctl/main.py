@@ -91,9 +91,7 @@ def dry_runs(api: Client, sets: list[files.TaskSetFile]) -> list[dict[str, Any]]
     plans = []
     for found in sets:
         try:
-            plans.append(
-                api.put(f"/api/v1/tasksets/{found.name}", {"tasks": found.tasks}, dry_run="true")
-            )
+            plans.append(api.put(f"/api/v1/tasksets/{found.name}", found.body(), dry_run="true"))
         except ApiError as exc:
             api_failed(exc, f"task set {found.name}")
     return plans
@@ -170,9 +168,7 @@ def apply(
     for found in sets:
         params = {"force": "true"} if force else {}
         try:
-            applied.append(
-                api.put(f"/api/v1/tasksets/{found.name}", {"tasks": found.tasks}, **params)
-            )
+            applied.append(api.put(f"/api/v1/tasksets/{found.name}", found.body(), **params))
         except ApiError as exc:
             api_failed(exc, f"task set {found.name}")
     if as_json:
@@ -208,6 +204,8 @@ def tasksets_get(name: str, as_json: JsonOption = False) -> None:
     out.print(f"task set {name}, version {found['version']}, applied {found['updated_at']}")
     for member in found["tasks"]:
         out.print(f"  {member['key']}  {member['id']}  {member['status']}", highlight=False)
+    for member in found.get("workflows") or []:
+        out.print(f"  {member['key']}  {member['id']}  workflow", highlight=False)
 
 
 @sets_app.command("delete")
@@ -236,7 +234,11 @@ def tasksets_delete(
     if as_json:
         emit(done)
         return
-    out.print(f"Deleted task set {name}: {len(done['delete'])} tasks cancelled.")
+    deleted = len((done.get("workflows") or {}).get("delete", []))
+    out.print(
+        f"Deleted task set {name}: {len(done['delete'])} tasks cancelled, "
+        f"{deleted} workflows deleted."
+    )
 
 
 @app.command()
@@ -249,15 +251,17 @@ def drift(name: str, as_json: JsonOption = False) -> None:
     if as_json:
         emit(found)
         return
-    if not found["drift"]:
+    workflows = found.get("workflows") or []
+    if not found["drift"] and not workflows:
         out.print(f"task set {name}: no drift")
-    for item in found["drift"]:
+    listed = [("", item) for item in found["drift"]] + [("workflow ", i) for i in workflows]
+    for what, item in listed:
         if item["deleted"]:
-            out.print(f"  [red]{item['key']}: deleted outside the set[/red]")
+            out.print(f"  [red]{what}{item['key']}: deleted outside the set[/red]")
         for field, values in item["fields"].items():
             kept = " (kept: ignore_changes)" if values["ignored"] else ""
             out.print(
-                f"  [yellow]{item['key']}[/yellow] {field}: declared "
+                f"  [yellow]{what}{item['key']}[/yellow] {field}: declared "
                 f"{render.compact(values['declared'])}, actual "
                 f"{render.compact(values['actual'])}{kept}"
             )

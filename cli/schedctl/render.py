@@ -53,8 +53,19 @@ def print_plan(console: Console, plan: dict[str, Any]) -> None:
         task = item.get("task") or {}
         what = f"{task.get('kind')}, {schedule_text(task.get('schedule'))}"
         console.print(f"  [green]+ create {escape(item['key'])}[/green] ({escape(what)})")
+    _print_changes(console, plan, "")
+    workflows = plan.get("workflows") or {}
+    for item in workflows.get("create", []):
+        steps = len((item.get("workflow") or {}).get("steps") or [])
+        console.print(f"  [green]+ create workflow {escape(item['key'])}[/green] ({steps} steps)")
+    if workflows:
+        _print_changes(console, workflows, "workflow ")
+    console.print(f"  {summary(plan)}")
+
+
+def _print_changes(console: Console, plan: dict[str, Any], what: str) -> None:
     for item in plan["update"]:
-        console.print(f"  [yellow]~ update {escape(item['key'])}[/yellow]")
+        console.print(f"  [yellow]~ update {what}{escape(item['key'])}[/yellow]")
         for field, change in item["changes"].items():
             for part, (before, after) in changed_parts(change["from"], change["to"]).items():
                 name = f"{field}.{part}" if part else field
@@ -63,21 +74,33 @@ def print_plan(console: Console, plan: dict[str, Any]) -> None:
                     f" -> [green]{compact(after)}[/green]"
                 )
     for item in plan["delete"]:
-        console.print(f"  [red]- delete {escape(item['key'])}[/red]")
-    console.print(f"  {summary(plan)}")
+        console.print(f"  [red]- delete {what}{escape(item['key'])}[/red]")
 
 
 def summary(plan: dict[str, Any]) -> str:
     if not changes(plan):
         return f"No changes ({plan['unchanged']} unchanged)."
-    return (
+    text = (
         f"Plan: {len(plan['create'])} to create, {len(plan['update'])} to update, "
         f"{len(plan['delete'])} to delete, {plan['unchanged']} unchanged."
     )
+    workflows = plan.get("workflows") or {}
+    if _count(workflows):
+        text += (
+            f" Workflows: {len(workflows['create'])} to create, {len(workflows['update'])} to "
+            f"update, {len(workflows['delete'])} to delete, {workflows['unchanged']} unchanged."
+        )
+    return text
+
+
+def _count(plan: dict[str, Any]) -> int:
+    return len(plan.get("create", [])) + len(plan.get("update", [])) + len(plan.get("delete", []))
 
 
 def changes(plan: dict[str, Any]) -> int:
-    return len(plan["create"]) + len(plan["update"]) + len(plan["delete"])
+    """The changes of a set's plan, its workflows' included (a service without workflows in
+    task sets answers none)."""
+    return _count(plan) + _count(plan.get("workflows") or {})
 
 
 def local_time(value: str | None, zone: ZoneInfo | None) -> str:

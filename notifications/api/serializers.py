@@ -235,7 +235,13 @@ class ChannelCreatedSerializer(ChannelOutputSerializer):
 class NotificationSerializer(serializers.ModelSerializer):
     channel = serializers.UUIDField(source="channel_id", read_only=True)
     run = serializers.UUIDField(source="run_id", read_only=True)
-    task = serializers.UUIDField(source="task_id", read_only=True)
+    task = serializers.UUIDField(source="task_id", read_only=True, allow_null=True)
+    workflow_run = serializers.UUIDField(
+        source="workflow_run_id",
+        read_only=True,
+        allow_null=True,
+        help_text="The workflow run a `workflow_*` event is about (its `run` and `task` null).",
+    )
 
     class Meta:
         model = Notification
@@ -245,6 +251,7 @@ class NotificationSerializer(serializers.ModelSerializer):
             "event",
             "run",
             "task",
+            "workflow_run",
             "attempt",
             "status",
             "attempts",

@@ -95,10 +95,11 @@ class NotificationFilter(django_filters.FilterSet):
     task = django_filters.UUIDFilter(field_name="task_id")
     channel = django_filters.UUIDFilter(field_name="channel_id")
     run = django_filters.UUIDFilter(field_name="run_id")
+    workflow_run = django_filters.UUIDFilter(field_name="workflow_run_id")
 
     class Meta:
         model = Notification
-        fields = ["status", "event", "task", "channel", "run"]
+        fields = ["status", "event", "task", "channel", "run", "workflow_run"]
 
 
 def owned_notifications(request: Request) -> QuerySet[Notification]:

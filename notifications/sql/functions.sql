@@ -61,3 +61,63 @@ BEGIN
     RETURN inserted;
 END
 $$;
+
+-- A workflow run's end as notifications: the trigger's function below.
+-- name: workflow_run_ended_function
+-- Queued by the transition of the workflow run's row from `running` to `succeeded` or `failed`
+-- (tasks/sql/workflows.sql ends it in the transaction that records its last step's outcome;
+-- the row is locked there, so the transition, and this, happen once per end). Subscribers are
+-- the channels the workflow's `notify` names for the event (compared as text, as
+-- notifications_enqueue does) and its owner's channels listing the event in
+-- `all_tasks_events`, each of the owner's. The row names the workflow run, no run or task;
+-- `attempt` is 0 and `retry_until` NULL (the deliverer's window from `created_at`: the
+-- database has no setting to read).
+CREATE OR REPLACE FUNCTION notifications_workflow_run_ended() RETURNS trigger
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_event text := 'workflow_' || NEW.status;
+    v_owner integer;
+    v_notify jsonb;
+    inserted integer;
+    queued_at timestamptz := clock_timestamp();
+BEGIN
+    SELECT w.owner_id,
+           CASE WHEN jsonb_typeof(w.notify) = 'array' THEN w.notify ELSE '[]'::jsonb END
+      INTO v_owner, v_notify
+      FROM tasks_workflow w WHERE w.id = NEW.workflow_id;
+    WITH wanted AS (
+        SELECT lower(s.value ->> 'channel') AS channel
+          FROM jsonb_array_elements(v_notify) AS s(value)
+         WHERE jsonb_typeof(s.value) = 'object' AND s.value -> 'events' ? v_event
+        UNION
+        SELECT c.id::text FROM notifications_channel c
+         WHERE c.owner_id = v_owner AND c.all_tasks_events <> '{{}}'
+           AND v_event = ANY(c.all_tasks_events)
+    ), ins AS (
+        INSERT INTO notifications_notification
+               (id, channel_id, workflow_run_id, attempt, event, status, attempts,
+                next_attempt_at, last_error, created_at)
+        SELECT encode(set_bit(set_bit(overlay(uuid_send(gen_random_uuid()) PLACING
+                   substring(int8send((extract(epoch FROM clock_timestamp()) * 1000)::bigint)
+                   FROM 3) FROM 1 FOR 6), 52, 1), 53, 1), 'hex')::uuid,
+               c.id, NEW.id, 0, v_event, 'pending', 0, queued_at, '', queued_at
+          FROM wanted w JOIN notifications_channel c
+            ON c.owner_id = v_owner AND c.id::text = w.channel
+        RETURNING 1
+    )
+    SELECT count(*) INTO inserted FROM ins;
+    IF inserted > 0 THEN
+        PERFORM pg_notify('scheduler_notification', '');
+    END IF;
+    RETURN NULL;
+END
+$$;
+
+-- AFTER ... FOR EACH ROW on a workflow run's end, `succeeded` or `failed` (a cancel queues
+-- nothing); the WHEN is evaluated without calling the function.
+-- name: workflow_run_ended_trigger
+DROP TRIGGER IF EXISTS workflow_run_ended_notifies ON tasks_workflowrun;
+CREATE TRIGGER workflow_run_ended_notifies AFTER UPDATE OF status ON tasks_workflowrun
+    FOR EACH ROW
+    WHEN (OLD.status = 'running' AND NEW.status IN ('succeeded', 'failed'))
+    EXECUTE FUNCTION notifications_workflow_run_ended();

@@ -22,6 +22,7 @@ from rest_framework.views import APIView
 from tasks.api.tasksets import NAME
 
 ENTRY = "TaskSetEntryRequest"
+WORKFLOW_ENTRY = "TaskSetWorkflowEntryRequest"
 REF = "#/components/schemas/"
 NOT_IN_A_SET = ("dedup_key",)
 
@@ -65,22 +66,23 @@ def _reachable(components: dict[str, Any], name: str, found: set[str]) -> set[st
 
 @functools.cache
 def taskset_schema() -> dict[str, Any]:
-    """The JSON Schema (2020-12) of a task set file: one set (`name`, `tasks`) or several under
-    `tasksets`."""
+    """The JSON Schema (2020-12) of a task set file: one set (`name`, `tasks`, `workflows`) or
+    several under `tasksets`."""
     components = SchemaGenerator().get_schema(request=None, public=True)["components"]["schemas"]
-    defs = {
-        name: _convert(components[name]) for name in sorted(_reachable(components, ENTRY, set()))
-    }
+    reachable = _reachable(components, WORKFLOW_ENTRY, _reachable(components, ENTRY, set()))
+    defs = {name: _convert(components[name]) for name in sorted(reachable)}
     for name in NOT_IN_A_SET:
         defs[ENTRY]["properties"].pop(name, None)
     defs["HandlerName"] = {"type": "string", "description": "A handler registered in the service."}
     defs["TaskSetFile"] = {
         "type": "object",
-        "description": "One task set: the service makes the set `name` exactly `tasks`.",
+        "description": "One task set: the service makes the set `name` exactly `tasks` and "
+        "`workflows` (none when absent).",
         "properties": {
             "$schema": {"type": "string"},
             "name": {"type": "string", "pattern": NAME.pattern},
             "tasks": {"type": "array", "items": {"$ref": f"#/$defs/{ENTRY}"}},
+            "workflows": {"type": "array", "items": {"$ref": f"#/$defs/{WORKFLOW_ENTRY}"}},
         },
         "required": ["name", "tasks"],
         "additionalProperties": False,

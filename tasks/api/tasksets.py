@@ -24,9 +24,10 @@ from scheduler_project.web.parsers import JSONParser
 from tasks.api.bodies import TaskJSONBody
 from tasks.api.strict import ChoiceField, StrictSerializer
 from tasks.api.views import CONFLICT, ERRORS
+from tasks.api.workflows import WorkflowInputSerializer
 from tasks.db import db_now
 from tasks.models import Task
-from tasks.transitions import taskset_plan, tasksets
+from tasks.transitions import taskset_plan, taskset_workflows, tasksets
 from tasks.transitions.creation import MAX_BATCH
 
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
@@ -62,8 +63,23 @@ class TaskSetEntryBody(TaskJSONBody):
         return value
 
 
+@extend_schema_serializer(component_name="TaskSetWorkflowEntry")
+class TaskSetWorkflowEntryBody(WorkflowInputSerializer):
+    """A workflow of a set: the body of a workflow's create, with its `key`; `name` defaults to
+    the key."""
+
+    key = serializers.RegexField(
+        r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,199}$",
+        help_text="Names the workflow within its set: unique there, kept across applies.",
+    )
+    name = serializers.CharField(max_length=200, required=False)
+
+
 class TaskSetBody(StrictSerializer):
     tasks = serializers.ListField(child=serializers.DictField(), max_length=MAX_BATCH)
+    workflows = serializers.ListField(
+        child=serializers.DictField(), max_length=MAX_BATCH, required=False
+    )
 
 
 def declared_tasks(
@@ -91,6 +107,36 @@ def declared_tasks(
         data.setdefault("name", key)
         entry = {k: v for k, v in body.items() if k not in ("key", "ignore_changes")}
         declared.append(taskset_plan.Declared(key, entry, data, sorted(set(ignore))))
+    return declared
+
+
+def declared_workflows(
+    request: Request, now: Any, team: Team | None = None
+) -> list[taskset_workflows.DeclaredWorkflow]:
+    """The body's `workflows` entries validated as a workflow's create validates them; the first
+    bad entry is a 400 naming it by index (`{"workflows": {"0": {"steps": {...}}}}`). Absent:
+    none (the file declares the set whole)."""
+    outer = TaskSetBody(data=request.data)
+    outer.is_valid(raise_exception=True)
+    bodies = outer.validated_data.get("workflows", [])
+    if bodies and team is not None:
+        message = "A team's set declares no workflows: a workflow belongs to its owner alone."
+        raise serializers.ValidationError({"workflows": [message]})
+    declared: list[taskset_workflows.DeclaredWorkflow] = []
+    seen: set[str] = set()
+    for index, body in enumerate(bodies):
+        one = TaskSetWorkflowEntryBody(data=body, context={"now": now, "request": request})
+        if not one.is_valid():
+            raise serializers.ValidationError({"workflows": {str(index): one.errors}})
+        data = dict(one.validated_data)
+        key = data.pop("key")
+        if key in seen:
+            message = f'"{key}" is declared twice; keys are unique within a set.'
+            raise serializers.ValidationError({"workflows": {str(index): {"key": [message]}}})
+        seen.add(key)
+        data.setdefault("name", key)
+        entry = {k: v for k, v in body.items() if k != "key"}
+        declared.append(taskset_workflows.DeclaredWorkflow(key, entry, data))
     return declared
 
 
@@ -124,7 +170,15 @@ def _name(name: str) -> str:
 
 CHANGE = inline_serializer(
     "TaskSetChange", {"from": serializers.JSONField(), "to": serializers.JSONField()}
-)
+).__class__
+
+
+def changes_field() -> serializers.DictField:
+    """`{"field": {"from", "to"}}`: one component, a fresh field per use (a field is bound to
+    one parent)."""
+    return serializers.DictField(child=CHANGE())
+
+
 PLAN = inline_serializer(
     "TaskSetPlan",
     {
@@ -144,7 +198,7 @@ PLAN = inline_serializer(
             {
                 "key": serializers.CharField(),
                 "id": serializers.UUIDField(),
-                "changes": serializers.DictField(child=CHANGE),
+                "changes": changes_field(),
             },
             many=True,
         ),
@@ -154,6 +208,38 @@ PLAN = inline_serializer(
             many=True,
         ),
         "unchanged": serializers.IntegerField(),
+        "workflows": inline_serializer(
+            "TaskSetWorkflowPlan",
+            {
+                "create": inline_serializer(
+                    "TaskSetWorkflowCreate",
+                    {
+                        "key": serializers.CharField(),
+                        "id": serializers.UUIDField(allow_null=True, help_text="null in a dry run"),
+                        "workflow": serializers.DictField(
+                            help_text="The fields the workflow gets."
+                        ),
+                    },
+                    many=True,
+                ),
+                "update": inline_serializer(
+                    "TaskSetWorkflowUpdate",
+                    {
+                        "key": serializers.CharField(),
+                        "id": serializers.UUIDField(),
+                        "changes": changes_field(),
+                    },
+                    many=True,
+                ),
+                "delete": inline_serializer(
+                    "TaskSetWorkflowDelete",
+                    {"key": serializers.CharField(), "id": serializers.UUIDField()},
+                    many=True,
+                ),
+                "unchanged": serializers.IntegerField(),
+            },
+            help_text="The same for the set's workflows.",
+        ),
     },
 )
 DRY_RUN = OpenApiParameter("dry_run", bool, description="answer the plan, change nothing")
@@ -194,6 +280,15 @@ class TaskSetView(APIView):
                         },
                         many=True,
                     ),
+                    "workflows": inline_serializer(
+                        "TaskSetWorkflowMember",
+                        {
+                            "key": serializers.CharField(),
+                            "id": serializers.UUIDField(),
+                            "entry": serializers.DictField(help_text="As last applied."),
+                        },
+                        many=True,
+                    ),
                 },
             ),
             **ERRORS,
@@ -219,6 +314,14 @@ class TaskSetView(APIView):
                     }
                     for key, task in members.items()
                 ],
+                "workflows": [
+                    {
+                        "key": key,
+                        "id": str(workflow.pk),
+                        "entry": (workflow.taskset_entry or {}).get("entry", {}),
+                    }
+                    for key, workflow in taskset_workflows.members(taskset).items()
+                ],
             }
         )
 
@@ -226,7 +329,13 @@ class TaskSetView(APIView):
         summary="Declare a task set whole",
         description="Creates what is new, updates what changed (also what was changed outside "
         "the set), cancels what is gone: one transaction, all or nothing. " + SERIALISED,
-        request=inline_serializer("TaskSetInput", {"tasks": TaskSetEntryBody(many=True)}),
+        request=inline_serializer(
+            "TaskSetInput",
+            {
+                "tasks": TaskSetEntryBody(many=True),
+                "workflows": TaskSetWorkflowEntryBody(many=True, required=False),
+            },
+        ),
         parameters=[DRY_RUN, FORCE],
         responses={200: PLAN, **ERRORS, **CONFLICT},
     )
@@ -235,10 +344,11 @@ class TaskSetView(APIView):
         now = db_now()
         team = set_team(request)
         declared = declared_tasks(request, now, team)
+        workflows = declared_workflows(request, now, team)
         if _flag(request, "dry_run"):
             return Response(
                 tasksets.dry_run_taskset(
-                    owner=owner, name=_name(name), declared=declared, team=team
+                    owner=owner, name=_name(name), declared=declared, team=team, workflows=workflows
                 )
             )
         _, carried_out = tasksets.apply_taskset(
@@ -248,6 +358,7 @@ class TaskSetView(APIView):
             force=_flag(request, "force"),
             now=now,
             team=team,
+            workflows=workflows,
         )
         return Response(carried_out)
 
@@ -279,7 +390,12 @@ FIELD_DRIFT = inline_serializer(
         "actual": serializers.JSONField(),
         "ignored": serializers.BooleanField(help_text="Kept by the entry's `ignore_changes`."),
     },
-)
+).__class__
+
+
+def drift_fields() -> serializers.DictField:
+    """`{"field": {"declared", "actual", "ignored"}}`: one component, a fresh field per use."""
+    return serializers.DictField(child=FIELD_DRIFT())
 
 
 class TaskSetDriftView(APIView):
@@ -302,7 +418,17 @@ class TaskSetDriftView(APIView):
                             "key": serializers.CharField(),
                             "id": serializers.UUIDField(),
                             "deleted": serializers.BooleanField(),
-                            "fields": serializers.DictField(child=FIELD_DRIFT),
+                            "fields": drift_fields(),
+                        },
+                        many=True,
+                    ),
+                    "workflows": inline_serializer(
+                        "TaskSetWorkflowDrift",
+                        {
+                            "key": serializers.CharField(),
+                            "id": serializers.UUIDField(),
+                            "deleted": serializers.BooleanField(),
+                            "fields": drift_fields(),
                         },
                         many=True,
                     ),
@@ -316,4 +442,10 @@ class TaskSetDriftView(APIView):
         taskset = tasksets.find_taskset(owner=request_owner(request), name=name, team=team)
         if taskset is None:
             raise NotFound("No task set of that name.")
-        return Response({"name": name, "drift": taskset_plan.drift(taskset)})
+        return Response(
+            {
+                "name": name,
+                "drift": taskset_plan.drift(taskset),
+                "workflows": taskset_workflows.drift(taskset),
+            }
+        )

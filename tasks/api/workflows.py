@@ -18,11 +18,12 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from scheduler_project.auth import request_owner
-from tasks import occurrences, schedules
+from tasks import occurrences, outbox, schedules
 from tasks.api.serializers import ScheduleField, TaskInputSerializer, check_calendars
-from tasks.api.strict import StrictSerializer
+from tasks.api.strict import ChoiceField, StrictSerializer
 from tasks.api.views import CONFLICT, ERRORS
 from tasks.db import db_now
+from tasks.events import WORKFLOW_EVENTS
 from tasks.models import Workflow, WorkflowRun, WorkflowStep
 from tasks.transitions import workflow_changes, workflows
 from tasks.workflow_models import STEP_ON
@@ -41,15 +42,30 @@ class StepSerializer(StrictSerializer):
     task = serializers.DictField()
 
 
+class WorkflowNotifySerializer(StrictSerializer):
+    channel = serializers.CharField(max_length=64)
+    events = serializers.ListField(
+        child=ChoiceField(choices=WORKFLOW_EVENTS),
+        allow_empty=False,
+        max_length=len(WORKFLOW_EVENTS),
+    )
+
+
 class WorkflowInputSerializer(StrictSerializer):
     name = serializers.CharField(max_length=200)
     steps = StepSerializer(many=True, max_length=MAX_STEPS, min_length=1)  # type: ignore[call-arg]
+    notify = WorkflowNotifySerializer(many=True, required=False, max_length=20)  # type: ignore[call-arg]
     schedule = ScheduleField(
         required=False,
         allow_null=True,
         help_text="Starts one workflow run per occurrence; any schedule a task takes (its "
         "`misfire` and `overlap` included). null: started on demand only.",
     )
+
+    def validate_notify(self, value: list[dict]) -> list[dict]:
+        # Each entry must name one of the owner's channels (errors per index): the outbox's
+        # registered check, the notifications app's, as for a task's `notify`.
+        return outbox.validate_notify(value, owner=request_owner(self.context["request"]))
 
     def validate_schedule(self, value: Any) -> dict | None:
         """As a task's schedule is validated (the same errors, under `schedule`)."""
@@ -148,6 +164,7 @@ class WorkflowOutputSerializer(serializers.Serializer):
     next_run_at = serializers.DateTimeField(
         allow_null=True, help_text="Its schedule's next occurrence not started yet."
     )
+    notify = WorkflowNotifySerializer(many=True)
     created_at = serializers.DateTimeField()
     updated_at = serializers.DateTimeField()
 
@@ -184,6 +201,7 @@ def workflow_json(workflow: Workflow) -> dict:
         if workflow.schedule is None
         else occurrences.shown_schedule(workflow.schedule),
         "next_run_at": workflow.next_run_at,
+        "notify": workflow.notify,
         "created_at": workflow.created_at,
         "updated_at": workflow.updated_at,
     }
@@ -282,7 +300,7 @@ class WorkflowDetailView(APIView):
 
     @extend_schema(
         summary="Change a workflow",
-        description="Any of `name`, `steps` and `schedule`, each validated as a create "
+        description="Any of `name`, `steps`, `notify` and `schedule`, each validated as a create "
         "validates it. A change applies to the workflow runs started afterwards: one in flight "
         "keeps the steps it started with. A changed schedule starts from its first occurrence "
         "from now on.",

@@ -16,8 +16,9 @@ from django.db.models import F
 
 from tasks import audit, task_fields
 from tasks.models import Task, TaskSet
-from tasks.transitions import creation, lifecycle
+from tasks.transitions import creation, lifecycle, taskset_workflows
 from tasks.transitions.taskset_plan import Declared, Plan, as_json, compared_fields, plan
+from tasks.transitions.taskset_workflows import DeclaredWorkflow
 
 
 def _named(owner: Any, name: str, team: Any) -> Any:
@@ -80,17 +81,26 @@ def _remove(tasks: list[Task], *, force: bool, now: datetime) -> None:
 
 
 def apply_taskset(
-    *, owner: Any, name: str, declared: list[Declared], force: bool, now: datetime, team: Any = None
+    *,
+    owner: Any,
+    name: str,
+    declared: list[Declared],
+    force: bool,
+    now: datetime,
+    team: Any = None,
+    workflows: list[DeclaredWorkflow] | None = None,
 ) -> tuple[TaskSet, dict[str, Any]]:
-    """Make the owner's set `name` exactly `declared`; returns the set and the plan carried out
-    (with the ids of the tasks created).
+    """Make the owner's set `name` exactly `declared` (its tasks) and `workflows`; returns the
+    set and the plan carried out (with the ids of the tasks and workflows created).
 
     All or nothing: a Conflict from any task (a one-time task's run in flight, a run running
-    where a removal needs `force`) rolls the whole apply back.
+    where a removal needs `force`) or workflow (a removed one's running workflow run, without
+    `force`) rolls the whole apply back.
     """
     with transaction.atomic():
         taskset = _lock_taskset(owner, name, team)
         carried_out = plan(taskset, declared)
+        workflow_plan = taskset_workflows.plan(taskset, workflows or [])
         # The batch create: a few statements for all new tasks and their due runs.
         new = creation.create_tasks(
             owner=owner, items=[item.data for item in carried_out.create], now=now
@@ -116,43 +126,77 @@ def apply_taskset(
         unchanged = [task for _, task in carried_out.unchanged]
         Task.objects.bulk_update(unchanged, ["taskset_entry"], batch_size=500)
         _remove(carried_out.delete, force=force, now=now)
+        created_workflows = taskset_workflows.apply(
+            taskset=taskset, owner=owner, planned=workflow_plan, force=force, now=now
+        )
         TaskSet.objects.filter(pk=taskset.pk).update(version=F("version") + 1, updated_at=now)
         taskset.refresh_from_db()
-        counts = {
+        counts: dict[str, Any] = {
             "version": taskset.version,
             "created": len(carried_out.create),
             "updated": len(carried_out.update),
             "cancelled": len(carried_out.delete),
         }
+        if workflow_plan.changes():
+            counts["workflows"] = {
+                "created": len(workflow_plan.create),
+                "updated": len(workflow_plan.update),
+                "deleted": len(workflow_plan.delete),
+            }
         audit.record(audit.entry("taskset_apply", "taskset", taskset, counts))
-    return taskset, {"name": name, "version": taskset.version, **carried_out.as_json(created)}
+    return taskset, {
+        "name": name,
+        "version": taskset.version,
+        **carried_out.as_json(created),
+        "workflows": workflow_plan.as_json(created_workflows),
+    }
 
 
 def delete_taskset(
     *, owner: Any, name: str, force: bool, dry_run: bool, now: datetime, team: Any = None
 ) -> dict[str, Any] | None:
-    """Cancel every task of the set and remove the set; None when it does not exist. With
-    `dry_run`, the plan alone. Serialised with applies on the set's row."""
+    """Cancel every task of the set, delete its workflows and remove the set; None when it does
+    not exist. With `dry_run`, the plan alone. Serialised with applies on the set's row."""
     with transaction.atomic():
         query = _named(owner, name, team)
         taskset = query.first() if dry_run else query.select_for_update().first()
         if taskset is None:
             return None
         removal = plan(taskset, [])
+        workflow_removal = taskset_workflows.plan(taskset, [])
         if not dry_run:
             _remove(removal.delete, force=force, now=now)
+            taskset_workflows.apply(
+                taskset=taskset, owner=owner, planned=workflow_removal, force=force, now=now
+            )
             Task.objects.filter(taskset=taskset).update(taskset=None)
             counts = {"cancelled": len(removal.delete)}
             audit.record(audit.entry("delete", "taskset", taskset, counts))
             taskset.delete()
-    return {"name": name, "version": taskset.version, **removal.as_json()}
+    return {
+        "name": name,
+        "version": taskset.version,
+        **removal.as_json(),
+        "workflows": workflow_removal.as_json(),
+    }
 
 
 def dry_run_taskset(
-    *, owner: Any, name: str, declared: list[Declared], team: Any = None
+    *,
+    owner: Any,
+    name: str,
+    declared: list[Declared],
+    team: Any = None,
+    workflows: list[DeclaredWorkflow] | None = None,
 ) -> dict[str, Any]:
     """The plan an apply would carry out now, changing nothing."""
     taskset = find_taskset(owner=owner, name=name, team=team)
     planned: Plan = plan(taskset, declared)
+    workflow_plan = taskset_workflows.plan(taskset, workflows or [])
     version = taskset.version if taskset else 0
-    return {"name": name, "version": version, **planned.as_json()}
+    return {
+        "name": name,
+        "version": version,
+        **planned.as_json(),
+        "workflows": workflow_plan.as_json(),
+    }

@@ -113,6 +113,8 @@ def _run_executable(
     except sandbox.SandboxUnavailable as exc:  # removed between the heartbeat and the claim
         return ExecutionResult(ok=False, error=str(exc), no_sandbox=True)
     env = run.environment()
+    # A workflow step's upstream outputs (tasks/sql/workflows.sql puts them in the payload).
+    context = run.payload.get("context")
     # On local storage the file itself; on S3 fetched once into this host's cache.
     with local_executable(run.executable) as path:
         refused = sandbox.check_interpreter(str(path))
@@ -127,6 +129,7 @@ def _run_executable(
             cancel=cancel,
             mode=mode,
             activity=activity,
+            context=None if context is None else json.dumps(context).encode(),
         )
     return ExecutionResult(
         ok=result.exit_code == 0 and not result.timed_out and not result.cancelled,

@@ -59,6 +59,8 @@ from tasks.worker.supervisor import GRACE_SECONDS, remove_tree
 from tasks.worker.zombie_tracker import Activity
 
 NOBODY = 65534
+# A workflow step's context ({"steps": {id: {"output"}}}), beside the payload in its workdir.
+CONTEXT_FILE = "context.json"
 _SIGNAL_HINTS = {
     signal.SIGXFSZ: "file size limit exceeded",
     signal.SIGXCPU: "CPU time limit exceeded",
@@ -239,11 +241,16 @@ def run_executable(
     mode: str,
     network: bool = False,
     activity: Activity | None = None,
+    context: bytes | None = None,
 ) -> ExecResult:
     """Run `path` with `args` in the sandbox `mode` and return once every process is gone.
     The file is exec'd directly: its shebang line names the interpreter, and a file with
     neither a shebang nor an ELF header fails without running. `activity` learns the
-    supervisor's pid and when output last came."""
+    supervisor's pid and when output last came. `context` (a workflow step's upstream
+    outputs, JSON) is written as CONTEXT_FILE in the working directory, readable by the
+    payload alone, and SCHEDULER_CONTEXT_FILE names it as the payload sees it (/job/... in
+    bubblewrap): a file, not a variable, since a join's outputs outgrow what the environment
+    holds."""
     if mode not in ("bwrap", "rlimit"):
         raise ValueError(f"unknown sandbox mode {mode!r}")
     variant, why = _bwrap_variant() if mode == "bwrap" else (None, "")
@@ -263,6 +270,15 @@ def run_executable(
         os.chmod(payload, 0o700)
         if drop:
             os.chown(payload, NOBODY, NOBODY)
+        if context is not None:
+            written = os.path.join(workdir, CONTEXT_FILE)
+            with open(written, "wb") as out:
+                out.write(context)
+            os.chmod(written, 0o400)
+            if drop:
+                os.chown(written, NOBODY, NOBODY)
+            seen = f"/job/{CONTEXT_FILE}" if variant is not None else written
+            child_env = {**child_env, "SCHEDULER_CONTEXT_FILE": seen}
         config: dict[str, object] = {
             "limits": asdict(limits),
             "uid": NOBODY if drop else None,

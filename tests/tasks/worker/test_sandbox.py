@@ -216,3 +216,16 @@ def test_bubblewrap_installed_later_is_found_without_a_restart(
     assert sandbox.capability(allow_rlimit_only=False) == ("bwrap", "")
     (bin_dir / "bwrap").unlink()
     assert sandbox.capability(allow_rlimit_only=False)[0] == ""
+
+
+def test_a_context_is_a_file_the_payload_alone_reads(tmp_path: Path, mode: str) -> None:
+    context = b'{"steps": {"a": {"output": {"rows": 3}}}}'
+    res = run(tmp_path, mode, 'cat "$SCHEDULER_CONTEXT_FILE"; echo; pwd', context=context)
+    assert res.exit_code == 0, res.output
+    read, workdir = res.output.splitlines()
+    assert read.encode() == context
+    if mode == "bwrap":
+        assert workdir == "/job"
+    assert "SCHEDULER_CONTEXT_FILE" not in run(tmp_path, mode, "env").output
+    [line] = run(tmp_path, mode, 'ls -l "$(pwd)/context.json"', context=b"{}").output.splitlines()
+    assert line.startswith("-r--------"), line
