@@ -66,7 +66,11 @@ def parser() -> argparse.ArgumentParser:
         help="throughput: more runworker flags, e.g. '--cpu 64 --memory 256Gi'",
     )
     core.add_argument(
-        "--key-limit", type=int, default=None, help="throughput: one concurrency key, this limit"
+        "--key-limit",
+        type=int,
+        default=None,
+        help="throughput: also rounds with every run under one concurrency key of this limit, "
+        "interleaved with the unkeyed ones (their ratio is printed)",
     )
     core.add_argument("--claim-ahead", type=int, default=None, help="cycle: override")
     core.add_argument("--api-requests", type=int, default=1000, help="soak: API requests")
@@ -216,18 +220,7 @@ def run_core(options: dict[str, Any]) -> None:
                     results.append(_median(rounds, label=f"raw claim {batch}/tx"))
         if kind in ("throughput", "all"):
             for w in _ints(options["workers"] or "1,2,4,8"):
-                rounds = [
-                    workload.throughput(
-                        database_url=url,
-                        workers=w,
-                        n=options["n"],
-                        processes=options["processes"],
-                        worker_flags=shlex.split(options["worker_flags"]),
-                        key_limit=options["key_limit"],
-                    )
-                    for _ in range(options["repeat"])
-                ]
-                results.append(_median(rounds, label="scheduler"))
+                results.extend(_throughput(url, w, options))
         if kind in ("lateness", "all"):
             w = _ints(options["workers"] or "4")[0] if kind == "lateness" else 4
             result = workload.lateness(
@@ -294,6 +287,35 @@ def run_core(options: dict[str, Any]) -> None:
         _table(results)
 
 
+def _throughput(url: str, workers: int, options: dict[str, Any]) -> list[dict]:
+    """Throughput at W = `workers`, median of the rounds. With --key-limit, each repeat runs an
+    unkeyed round and then one with every run under one key of that limit, so that the two
+    medians and their ratio come from the same minutes of a shared machine."""
+    limits = [None] if options["key_limit"] is None else [None, options["key_limit"]]
+    rounds: dict[int | None, list[dict]] = {limit: [] for limit in limits}
+    for _ in range(options["repeat"]):
+        for limit in limits:
+            rounds[limit].append(
+                workload.throughput(
+                    database_url=url,
+                    workers=workers,
+                    n=options["n"],
+                    processes=options["processes"],
+                    worker_flags=shlex.split(options["worker_flags"]),
+                    key_limit=limit,
+                )
+            )
+    results = [
+        _median(rounds[limit], label="scheduler" if limit is None else f"one key of limit {limit}")
+        for limit in limits
+    ]
+    if len(results) == 2:
+        ratio = results[1]["median_rate"] / results[0]["median_rate"]
+        results[1]["ratio"] = round(ratio, 2)
+        emit({"workload": "throughput", "keyed_over_unkeyed": round(ratio, 2)})
+    return results
+
+
 def run_recurring(options: dict[str, Any]) -> None:
     if options["tasks"] < 1 or options["seconds"] <= 0:
         raise BenchError("--tasks and --seconds must be positive")
@@ -352,6 +374,8 @@ def _table(results: list[dict]) -> None:
             )
         else:
             detail = f"rounds {r['rates']}"
+            if "ratio" in r:
+                detail += f", {r['ratio']}x the unkeyed median"
             if "processes" in r:
                 detail += f", {r['processes']} x --concurrency {r['concurrency']}"
             write(f"{r['label']:<28} {r['workers']:>3} {r['median_rate']:>16.1f}  {detail}")

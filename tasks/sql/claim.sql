@@ -238,8 +238,8 @@ missed AS (
 -- running, so a claim this snapshot does not see is counted by the difference, and one it does
 -- is counted once; a run that finished since is not subtracted (it only errs low). A candidate
 -- is admitted while that bound plus the key's claimable runs ahead of it (priority, then
--- execute_at: strict order within a key, other workers' locked candidates included) stays
--- below the limit. A key's limit is read from the locked row: a change applies at the
+-- execute_at: strict order within a key, other workers' locked candidates ahead of the batch's
+-- first run of the key included) stays below the limit. A key's limit is read from the locked row: a change applies at the
 -- next claim. Without keyed candidates, `keyed` reads no row.
 -- name: key_ctes
 keyed AS (
@@ -251,40 +251,53 @@ keyed AS (
 ), key_admission AS (
     -- Whether each keyed candidate has a slot of its key, and how many are taken.
     -- A candidate's slot: what runs (the key's room: the snapshot's count plus the admissions
-    -- committed since, the locked row's `admitted` less the snapshot's), plus the key's due claimable runs strictly ahead of it
-    -- (two bounded index ranges of run_key_claimable_idx, each stopping at the limit: a higher
-    -- priority; the same one, due earlier), plus this batch's candidates tied with it (same
-    -- priority and execute_at, lower id: the scan returns ties in no stated order). The j-th
-    -- admitted candidate of a key counts the j before it, so a batch admits at most the room.
+    -- committed since, the locked row's `admitted` less the snapshot's), plus the key's due
+    -- claimable runs strictly ahead of the batch's first candidate of the key (two bounded
+    -- ranges of run_key_claimable_idx, a higher priority and the same one due earlier, counted
+    -- once per key, not per candidate: per candidate they were a third of a keyed cycle's time,
+    -- and a sequential scan of tasks_run each when the planner judged the key unselective),
+    -- plus the batch's candidates of the key before it (claim order, then id for ties: the scan
+    -- returns ties in no stated order). The j-th admitted candidate of a key counts the j before
+    -- it, so a batch admits at most the room. (OFFSET 0: each subquery is computed once, not
+    -- inlined into every row and column that reads it.)
     SELECT id, execute_at, name, max_running, least(taken, max_running) AS taken,
            taken < max_running AS admitted
       FROM (
-    SELECT c.id, c.execute_at, k.name, k.max_running,
-           k.running + c.tied + (
-               SELECT count(*) FROM (
-                   SELECT FROM tasks_run o
-                    WHERE o.concurrency_key_id = c.ckey
-                      AND o.status IN ('scheduled', 'waiting_for_resource')
-                      AND o.priority > c.priority
-                      AND o.execute_at <= statement_timestamp()
-                                          + make_interval(secs => %(prefetch)s)
-                    LIMIT k.max_running) AS higher) + (
-               SELECT count(*) FROM (
-                   SELECT FROM tasks_run o
-                    WHERE o.concurrency_key_id = c.ckey
-                      AND o.status IN ('scheduled', 'waiting_for_resource')
-                      AND o.priority = c.priority
-                      AND o.execute_at < c.execute_at
-                    LIMIT k.max_running) AS earlier) AS taken
-      FROM (SELECT c.*, row_number() OVER (PARTITION BY c.ckey, c.priority, c.execute_at
-                                           ORDER BY c.id) - 1 AS tied
+    SELECT c.id, c.execute_at, k.name, k.max_running, k.running + k.ahead + c.nth AS taken
+      FROM (SELECT c.*, row_number() OVER (PARTITION BY c.ckey
+                                           ORDER BY c.priority DESC, c.execute_at, c.id) - 1
+                        AS nth
               FROM candidates c
              WHERE c.ckey IS NOT NULL AND c.id NOT IN (SELECT id FROM missed)) AS c
       JOIN (SELECT l.id, l.name, l.max_running,
-                   coalesce(kr.running, 0) + (l.admitted - s.admitted) AS running
+                   coalesce(kr.running, 0) + (l.admitted - s.admitted) AS running,
+                   (SELECT count(*) FROM (
+                        SELECT FROM tasks_run o
+                         WHERE o.concurrency_key_id = f.ckey
+                           AND o.status IN ('scheduled', 'waiting_for_resource')
+                           AND o.priority > f.priority
+                           AND o.execute_at <= statement_timestamp()
+                                               + make_interval(secs => %(prefetch)s)
+                         ORDER BY o.priority DESC, o.execute_at
+                         LIMIT l.max_running) AS higher)
+                   + (SELECT count(*) FROM (
+                        SELECT FROM tasks_run o
+                         WHERE o.concurrency_key_id = f.ckey
+                           AND o.status IN ('scheduled', 'waiting_for_resource')
+                           AND o.priority = f.priority
+                           AND o.execute_at < f.execute_at
+                         ORDER BY o.priority DESC, o.execute_at
+                         LIMIT l.max_running) AS earlier) AS ahead
               FROM keyed l
               JOIN tasks_concurrencykey s ON s.id = l.id
-              LEFT JOIN key_running kr ON kr.key = l.id) AS k ON k.id = c.ckey) AS ranked
+              JOIN (SELECT DISTINCT ON (c.ckey) c.ckey, c.priority, c.execute_at
+                      FROM candidates c
+                     WHERE c.ckey IS NOT NULL AND c.id NOT IN (SELECT id FROM missed)
+                     ORDER BY c.ckey, c.priority DESC, c.execute_at, c.id) AS f
+                ON f.ckey = l.id
+              LEFT JOIN key_running kr ON kr.key = l.id
+            OFFSET 0) AS k ON k.id = c.ckey
+    OFFSET 0) AS ranked
 )
 
 -- Rate limits (docs/architecture.md, "Rate limits"): at most a key's `rate_limit` runs carrying

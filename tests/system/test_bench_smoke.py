@@ -67,6 +67,18 @@ def test_raw_throughput_and_lateness() -> None:
     assert cycle["recorded_per_cycle"] > 0 and cycle["backend_cpu_seconds"] >= 0
 
 
+def test_throughput_with_a_key_interleaves_keyed_and_unkeyed_rounds_and_gives_their_ratio() -> None:
+    lines = bench(
+        "throughput", "--workers", "2", "--n", "200", "--repeat", "1", "--key-limit", "50"
+    )
+    rounds = [r for r in lines if "key_limit" in r]
+    assert [r["key_limit"] for r in rounds] == [None, 50]  # unkeyed first, then keyed
+    for r in rounds:
+        assert (r["succeeded"], r["attempts_recorded"], r["ran_twice"]) == (200, 200, 0)
+    (ratio,) = [r["keyed_over_unkeyed"] for r in lines if "keyed_over_unkeyed" in r]
+    assert ratio == round(rounds[1]["rate"] / rounds[0]["rate"], 2)
+
+
 def test_history_scheduler_and_soak() -> None:
     *_, result = bench("history", "--rows", "3000", "--n", "200", "--repeat", "1", "--workers", "2")
     assert result["workload"] == "history"
