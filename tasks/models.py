@@ -159,7 +159,12 @@ class Task(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid7, editable=False)
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
     team = models.ForeignKey(
-        "accounts.Team", on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+        "accounts.Team",
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="+",
+        db_index=False,  # task_team_created_idx leads with it
     )
     name = models.CharField(max_length=200, blank=True, default="")
     # NULL, not "": the partial unique index must ignore tasks without a key. A cancelled
@@ -265,6 +270,8 @@ class Task(models.Model):
                 name="task_due_idx",
             ),
             models.Index(fields=["owner", "-created_at"], name="task_owner_created_idx"),
+            # A team's tasks newest first: one part of a member's list (access.visible_page).
+            models.Index(fields=["team", "-created_at"], name="task_team_created_idx"),
         ]
 
     def __str__(self) -> str:

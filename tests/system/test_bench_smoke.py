@@ -204,3 +204,26 @@ def test_tasksets_plans_applies_and_deletes_a_set() -> None:
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "apply, 20 updates" in done.stdout and "delete, 20 tasks" in done.stdout
+
+
+def test_visible_reads_a_members_page_by_its_parts() -> None:
+    [result] = bench(
+        "visible",
+        "--others",
+        "2",
+        "--tasks",
+        "120",
+        "--own",
+        "20",
+        "--repeat",
+        "2",
+        scratch="visible",
+    )
+    assert (result["tasks"], result["visible"]) == (2 * 120 + 3 * 120 + 20 + 260, 260)
+    assert all(
+        result[f"{who}_{read}_ms"] > 0
+        for who in ("member", "solo")
+        for read in ("call", "page", "count")
+    )
+    # The member's page: each team's first 50 by its (team, created_at) index, not all 240.
+    assert "task_team_created_idx (100 rows)" in result["plans"]["member"]["page"]
