@@ -6,10 +6,11 @@ Seeded: `--others` users with `--tasks` personal tasks each (rows nobody measure
 teams of `--tasks` tasks each, two of which the member is in; the member with `--own` personal
 tasks; the solo user (in no team) with as many personal tasks as the member sees. For each of
 the two, `repeat` times, interleaved: the list's first page as the API reads and writes it
-(`access.visible_page`, `tasks_page_json`, ordered by `-created_at`, 50 a page: wall time of
-the call), and the server's `Execution Time` of EXPLAIN ANALYZE for the page's ids and for the
-list's count, the two reads the visibility condition shapes. Medians printed, with the plans'
-top two nodes, the indexes they read and the rows they scanned.
+(`access.visible_page`, `tasks_page_json`, ordered by `-created_at` then `id` as the API orders
+it, 50 a page: wall time of the call), and the server's `Execution Time` of EXPLAIN ANALYZE for
+the page's ids and for the list's count, the two reads the visibility condition shapes.
+Medians printed, with the plans' top two nodes, the indexes they read and the rows they
+scanned.
 """
 
 from __future__ import annotations
@@ -94,7 +95,7 @@ def measure(
     for _ in range(repeat):
         for name, user in who.items():
             # As the API's list (tasks/api/views.py TaskListCreateView.list) reads its page.
-            listed = Task.objects.order_by("-created_at").values_list("id", flat=True)
+            listed = Task.objects.order_by("-created_at", "id").values_list("id", flat=True)
             ids = access.visible(listed, user)
             first = access.visible_page(listed, user, 0, PAGE)
             now = datetime.now(UTC)

@@ -160,4 +160,8 @@ def test_a_members_list_pages_their_own_and_their_teams_tasks_as_one_list(teams)
     assert listed(name="t1") == ([str(t.pk) for t in named], len(named))
     only_web = [str(t.pk) for t in newest if t.team_id == web.pk]
     assert listed(team="web") == (only_web, len(only_web))
+    # An order no index serves, and one by an alias (the next fire time): the same tasks.
+    for ordering in ("-priority", "next_run_at"):
+        ids, count = listed(ordering=ordering)
+        assert (sorted(ids), count) == (sorted(str(t.pk) for t in seen_by_me), len(seen_by_me))
     assert api.get("/api/v1/tasks", {"page_size": 4, "page": 99}).status_code == 404
