@@ -102,6 +102,30 @@ def test_an_operators_delete_is_recorded(client) -> None:
     )
 
 
+def test_an_operators_delete_of_a_teams_run_is_in_the_teams_log(client) -> None:
+    client.force_login(UserFactory(username="root", is_staff=True, is_superuser=True))
+    data = Team.objects.create(slug="data")
+    viewer = UserFactory()
+    Membership.objects.create(team=data, user=viewer, role="viewer")
+    run = RunFactory(task=TaskFactory(team=data))
+
+    assert (
+        client.post(reverse("admin:tasks_run_delete", args=[run.pk]), {"post": "yes"}).status_code
+        == 302
+    )
+
+    [deleted] = AuditEntry.objects.filter(action="delete")
+    assert (deleted.object_type, deleted.object_id, deleted.team_id) == (
+        "run",
+        str(run.pk),
+        data.pk,
+    )
+    member = Client()
+    member.force_login(viewer)
+    listed = member.get(reverse("admin:tasks_auditentry_changelist")).context["cl"].result_list
+    assert list(listed) == [deleted]
+
+
 def test_an_operators_delete_of_a_limit_key_names_its_kind(client) -> None:
     client.force_login(UserFactory(username="root", is_staff=True, is_superuser=True))
     key = ConcurrencyKey.objects.create(name="warehouse-db", max_running=2)
