@@ -313,3 +313,32 @@ def test_every_write_path_records_the_objects_team(api, user) -> None:
         ("task", "cancel"),
     }
     assert AuditEntry.objects.filter(team__isnull=True).count() == 0
+
+
+def test_a_members_log_pages_their_own_and_their_teams_entries_as_one_list(api, user) -> None:
+    data, web, ops = (Team.objects.create(slug=slug) for slug in ("data", "web", "ops"))
+    Membership.objects.create(team=data, user=user, role="viewer")
+    Membership.objects.create(team=web, user=user, role="editor")
+    made = []
+    for i in range(23):
+        # Interleaved: mine, data's, web's, another team's, someone else's.
+        team = [None, data, web, ops, None][i % 5]
+        owner = user if i % 5 == 0 else None
+        made.append(
+            AuditEntry.objects.create(
+                action="pause", object_type="task", object_id=str(i), owner=owner, team=team
+            )
+        )
+    mine = [str(e.object_id) for e in reversed(made) if int(e.object_id) % 5 in (0, 1, 2)]
+
+    ids, page = [], 1
+    while True:
+        body = api.get("/api/v1/audit", {"page_size": 4, "page": page}).json()
+        ids += [e["object"]["id"] for e in body["results"]]
+        if not body["next"]:
+            break
+        page += 1
+    assert (ids, body["count"]) == (mine, len(mine))
+    oldest = [e["object"]["id"] for e in log(api, ordering="id", page_size="100")]
+    assert oldest == list(reversed(mine))
+    assert api.get("/api/v1/audit", {"page_size": 4, "page": 9}).status_code == 404
