@@ -42,10 +42,48 @@ def visible_q(user: Any, *, owner: str = "owner", team: str = "team") -> Q:
     and paged by an (owner, time) index stays a short read of that index, which an OR with the
     teams' rows would turn into reading and sorting all of the user's rows."""
     mine = Q(**{owner: user, f"{team}__isnull": True})
+    teams = _team_ids(user)
+    return mine | Q(**{f"{team}__in": teams}) if teams else mine
+
+
+def _team_ids(user: Any) -> list[int]:
     # No user at all while the schema is generated (drf-spectacular's fake views): no teams.
     user_id: Any = getattr(user, "pk", None)
-    teams = sorted(Membership.objects.filter(user_id=user_id).values_list("team_id", flat=True))
-    return mine | Q(**{f"{team}__in": teams}) if teams else mine
+    return sorted(Membership.objects.filter(user_id=user_id).values_list("team_id", flat=True))
+
+
+# Past this many teams a page is read as one OR (visible_page): a bound on the statement's
+# parts (each one more plan node and index read), not a measured crossing point.
+PAGE_PARTS_MAX = 16
+
+
+def visible_page(
+    queryset: QuerySet,
+    user: Any,
+    low: int,
+    high: int,
+    *,
+    owner: str = "owner",
+    team: str = "team",
+) -> QuerySet:
+    """Rows `low` to `high` of `queryset` (filtered and ordered, not yet narrowed) among what
+    `user` may see: `visible(queryset, user)[low:high]`, read part by part for a member of teams:
+    the first `high` rows, in the list's order, of the user's own objects without a team and of
+    each of their teams apart (UNION ALL), then the page among those.
+
+    Each part is one ordered read of an index that leads with its condition, (owner, ...) or
+    (team, ...), when the list's order has one (tasks by `-created_at`: task_owner_created_idx,
+    task_team_created_idx), stopping at `high` rows; the OR of `visible_q` is a bitmap read of
+    every visible row, sorted whole for a page of 50 (bench/NOTEBOOK.md, "A team member's task
+    list"). A user in no team, or in more than PAGE_PARTS_MAX, is read with the OR."""
+    teams = _team_ids(user)
+    mine = Q(**{owner: user, f"{team}__isnull": True})
+    if not teams or len(teams) > PAGE_PARTS_MAX:
+        return visible(queryset, user, owner=owner, team=team)[low:high]
+    ordering = queryset.query.order_by or queryset.model._meta.ordering
+    parts = [mine, *(Q(**{team: one}) for one in teams)]
+    firsts = [queryset.filter(part).order_by(*ordering).values("pk")[:high] for part in parts]
+    return queryset.filter(pk__in=firsts[0].union(*firsts[1:], all=True))[low:high]
 
 
 def changeable(

@@ -113,6 +113,13 @@ def parser() -> argparse.ArgumentParser:
     plans.add_argument("--repeat", type=int, default=300)
     plans.add_argument("--keep-db", action="store_true", help="keep the scratch database")
 
+    visible = sub.add_parser("visible", help="a team member's task list against a personal one")
+    visible.add_argument("--others", type=int, default=10, help="users not measured")
+    visible.add_argument("--tasks", type=int, default=1000, help="tasks per user and per team")
+    visible.add_argument("--own", type=int, default=200, help="the member's personal tasks")
+    visible.add_argument("--repeat", type=int, default=30)
+    visible.add_argument("--keep-db", action="store_true", help="keep the scratch database")
+
     admin = sub.add_parser("admin", help="admin changelists over a million runs")
     admin.add_argument("--runs", type=int, default=1_000_000)
     admin.add_argument("--repeat", type=int, default=5)
@@ -164,6 +171,12 @@ def main(argv: list[str]) -> int:
 
             with scratch.database("plans", keep=options["keep_db"]):
                 plans.measure(repeat=options["repeat"], emit=emit, write=write)
+        elif kind == "visible":
+            from bench import visible
+
+            with scratch.database("visible", keep=options.pop("keep_db")):
+                del options["workload"]
+                visible.measure(**options, emit=emit, write=write)
         elif kind == "admin":
             from bench import admin
 

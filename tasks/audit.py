@@ -30,6 +30,11 @@ call. The scheduler, workers and reviewer record nothing: they act on their own.
                                                 filter (admin/bulk.py):
                                                 the filter and the count, beside each row's own
 
+Whose entry it is: the object's owner and its team at the time of the change (a run's and a
+notification's team is its task's). A team's members read its entries, a personal object's
+entries are its owner's (accounts/access.py, as for the objects); a bulk action's one entry
+is its actor's, with no team (its rows may be several teams'), beside each row's own entry.
+
 Who acts comes from `AuditContextMiddleware` (one per request, in a contextvar): the signed-in
 user as DRF or the session authenticated them (with a service token, its account and the
 token's id), the client address and the user agent. A command line sets its own actor with
@@ -53,6 +58,7 @@ from django.http import HttpRequest, HttpResponse
 
 from accounts.models import ApiToken
 from scheduler_project.sql import queries
+from tasks.models import Task
 
 ACTIONS = (
     "create",
@@ -142,6 +148,7 @@ class Entry:
     object_name: str = ""
     owner_id: int | None = None
     changes: dict[str, Any] = field(default_factory=dict)
+    team_id: int | None = None
 
     def __post_init__(self) -> None:
         if self.action not in ACTIONS or self.object_type not in OBJECT_TYPES:
@@ -149,7 +156,7 @@ class Entry:
 
 
 def entry(action: str, object_type: str, obj: Any, changes: dict[str, Any] | None = None) -> Entry:
-    """The entry of `action` on a model instance (its pk, its name, its owner)."""
+    """The entry of `action` on a model instance (its pk, its name, its owner, its team)."""
     return Entry(
         action=action,
         object_type=object_type,
@@ -157,7 +164,19 @@ def entry(action: str, object_type: str, obj: Any, changes: dict[str, Any] | Non
         object_name=str(getattr(obj, "name", "") or obj)[:500],
         owner_id=getattr(obj, "owner_id", None),
         changes=changes or {},
+        team_id=team_of(obj),
     )
+
+
+def team_of(obj: Any) -> int | None:
+    """The team of a model instance: its own `team_id`, else its task's (a run, a
+    notification: one read of the task), else None (a calendar feed is its owner's alone)."""
+    if hasattr(obj, "team_id"):
+        return obj.team_id
+    task_id = getattr(obj, "task_id", None)
+    if task_id is None:
+        return None
+    return Task.objects.filter(pk=task_id).values_list("team_id", flat=True).first()
 
 
 def bulk_entry(
@@ -205,6 +224,7 @@ def record_all(entries: Iterable[Entry]) -> None:
                 "object_ids": [one.object_id for one in rows],
                 "object_names": [one.object_name for one in rows],
                 "owner_ids": [one.owner_id for one in rows],
+                "team_ids": [one.team_id for one in rows],
                 "changes": [json.dumps(one.changes, cls=DjangoJSONEncoder) for one in rows],
             },
         )

@@ -2,9 +2,9 @@
 
 The rows are written by `tasks.audit` alone and are append-only: a database trigger
 (tasks/sql/audit.sql) refuses every UPDATE and every DELETE but the reviewer's retention
-pruning. Nothing points at the row and it points at nothing by a constraint: the actor and
-the object's owner are kept by id (and the actor by name too), so deleting a user or an
-object neither cascades into the log nor is refused by it.
+pruning. Nothing points at the row and it points at nothing by a constraint: the actor, the
+object's owner and the object's team are kept by id (and the actor by name too), so deleting a
+user, a team or an object neither cascades into the log nor is refused by it.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from django.db import models
 from django.db.models import QuerySet
 from django.db.models.functions import Now
 
-from accounts.access import is_operator
+from accounts.access import is_operator, visible
 
 
 class AuditEntry(models.Model):
@@ -55,6 +55,18 @@ class AuditEntry(models.Model):
         related_name="+",
         db_index=False,  # audit_owner_idx
     )
+    # The object's team when it changed (a run's and a notification's: its task's), None for a
+    # personal object and for a bulk action: the team's members read the entry
+    # (accounts/access.py, as for the object itself).
+    team = models.ForeignKey(
+        "accounts.Team",
+        on_delete=models.DO_NOTHING,
+        db_constraint=False,
+        null=True,
+        blank=True,
+        related_name="+",
+        db_index=False,  # audit_team_idx
+    )
     # An update's {field: [before, after]}; a bulk action's {"filter": ..., "count": n}.
     changes = models.JSONField(default=dict, blank=True, encoder=DjangoJSONEncoder)
 
@@ -65,6 +77,8 @@ class AuditEntry(models.Model):
             models.Index(fields=["at"], name="audit_at_idx"),
             # A user's own log, newest first (GET /api/v1/audit for non-operators).
             models.Index(fields=["owner", "-id"], name="audit_owner_idx"),
+            # A team's log, newest first (its members' GET /api/v1/audit).
+            models.Index(fields=["team", "-id"], name="audit_team_idx"),
             # One actor's entries (the `actor` filter: by name, which outlives the user).
             models.Index(fields=["actor_name", "-id"], name="audit_actor_idx"),
             # One object's history.
@@ -76,8 +90,10 @@ class AuditEntry(models.Model):
 
 
 def visible_entries(user: Any) -> QuerySet[AuditEntry]:
-    """The entries `user` may read: all for an operator, else those of their own objects (the
-    API's list and the admin's page both read through this)."""
+    """The entries `user` may read: all for an operator, else those of their own personal
+    objects (and their own bulk actions) and every entry of their teams, by the rule of the
+    objects themselves (accounts/access.py). The API's list and the admin's page both read
+    through this."""
     if is_operator(user):
         return AuditEntry.objects.all()
-    return AuditEntry.objects.filter(owner_id=user.pk)
+    return visible(AuditEntry.objects.all(), user)

@@ -50,10 +50,11 @@ def default_backoff_cap() -> float:
 class LimitKey(models.Model):
     """A key the tasks naming it share a limit under (its kinds: tasks/transitions/limits.py).
 
-    Per owner (two users' "db" are two keys) unless `owner` is NULL: a global key an operator
-    declared, which any task may name with scope "global". `declared` once its limit is set on
-    the key itself (the API's key routes, the admin): then it wins over the tasks' limits; until
-    then the latest task naming the key sets it.
+    Per owner (two users' "db" are two keys), or per team when `team` is set (the team's tasks
+    share it, whichever member's they are; `owner` is who made it), unless `owner` is NULL: a
+    global key an operator declared, which any task may name with scope "global". `declared`
+    once its limit is set on the key itself (the API's key routes, the admin): then it wins over
+    the tasks' limits; until then the latest task naming the key sets it.
     """
 
     id = models.BigAutoField(primary_key=True)
@@ -76,12 +77,18 @@ class LimitKey(models.Model):
 
 
 def unique_key_names(prefix: str) -> list[models.UniqueConstraint]:
-    """A key's name is unique among its owner's keys and among the global ones."""
+    """A key's name is unique among its owner's own keys, among its team's (whoever made them)
+    and among the global ones."""
     return [
         models.UniqueConstraint(
             fields=["owner", "name"],
-            condition=Q(owner__isnull=False),
+            condition=Q(owner__isnull=False, team__isnull=True),
             name=f"{prefix}_unique_owner_name",
+        ),
+        models.UniqueConstraint(
+            fields=["team", "name"],
+            condition=Q(team__isnull=False),
+            name=f"{prefix}_unique_team_name",
         ),
         models.UniqueConstraint(
             fields=["name"], condition=Q(owner__isnull=True), name=f"{prefix}_unique_global"
@@ -159,7 +166,12 @@ class Task(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid7, editable=False)
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
     team = models.ForeignKey(
-        "accounts.Team", on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+        "accounts.Team",
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="+",
+        db_index=False,  # task_team_created_idx leads with it
     )
     name = models.CharField(max_length=200, blank=True, default="")
     # NULL, not "": the partial unique index must ignore tasks without a key. A cancelled
@@ -265,6 +277,8 @@ class Task(models.Model):
                 name="task_due_idx",
             ),
             models.Index(fields=["owner", "-created_at"], name="task_owner_created_idx"),
+            # A team's tasks newest first: one part of a member's list (access.visible_page).
+            models.Index(fields=["team", "-created_at"], name="task_team_created_idx"),
         ]
 
     def __str__(self) -> str:

@@ -1,6 +1,6 @@
 """The audit log in the admin: read-only for everyone (no add, change or delete, operators
 included), scoped as every list is (tasks/admin/scope.py): a user sees the entries about their
-own objects, operators all."""
+own personal objects and their teams' entries, operators all."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from django.contrib import admin
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
+from tasks.admin.lists import TeamFilter
 from tasks.admin.scope import OwnedAdmin
 from tasks.audit_log import AuditEntry, visible_entries
 
@@ -17,8 +18,16 @@ from tasks.audit_log import AuditEntry, visible_entries
 @admin.register(AuditEntry)
 class AuditEntryAdmin(OwnedAdmin):
     owner_field = ""  # no form: nothing is edited
-    list_display = ["at", "action", "object_type", "object_name", "actor_name", "client_address"]
-    list_filter = ["action", "object_type"]
+    list_display = [
+        "at",
+        "action",
+        "object_type",
+        "object_name",
+        "team",
+        "actor_name",
+        "client_address",
+    ]
+    list_filter = ["action", "object_type", TeamFilter]
     search_fields = ["object_id", "object_name", "actor_name", "service_account"]
     date_hierarchy = "at"
     ordering = ["-id"]
@@ -29,6 +38,7 @@ class AuditEntryAdmin(OwnedAdmin):
         "object_id",
         "object_name",
         "owner",
+        "team",
         "actor",
         "actor_name",
         "service_account",
@@ -39,8 +49,8 @@ class AuditEntryAdmin(OwnedAdmin):
     )
 
     def get_queryset(self, request: HttpRequest) -> QuerySet:
-        # The API's rule (api/audit.py): an entry has an owner but no team of its own.
-        return visible_entries(request.user)
+        # The API's rule (api/audit.py): a personal object's entries, the user's teams'.
+        return visible_entries(request.user).select_related("team")
 
     def has_add_permission(self, request: HttpRequest, *args: Any) -> bool:
         return False

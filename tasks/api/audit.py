@@ -1,7 +1,9 @@
 """GET /api/v1/audit: the audit log (docs/api.md, "Audit log"), read-only.
 
-A user reads the entries about their own objects (the entry's `owner`, who owned the object
-when it changed) and the admin actions they did on many rows; operators (staff) read all.
+A user reads the entries about their own personal objects (the entry's `owner`, who owned the
+object when it changed) and the admin actions they did on many rows, and every entry of the
+teams they are a member of (the entry's `team`, the object's team when it changed), by the rule
+of the objects themselves (accounts/access.py); operators (staff) read all.
 """
 
 from __future__ import annotations
@@ -24,6 +26,12 @@ class AuditEntrySerializer(serializers.ModelSerializer):
         "token; null outside any request or command."
     )
     object = serializers.SerializerMethodField(help_text="What was acted on.")
+    team: serializers.SlugRelatedField = serializers.SlugRelatedField(
+        slug_field="slug",
+        read_only=True,
+        allow_null=True,
+        help_text="The object's team when it changed (its slug); null for a personal object.",
+    )
     changes = serializers.JSONField(
         help_text="An update's {field: [before, after]}; a bulk action's filter and count; "
         "an action's details."
@@ -39,6 +47,7 @@ class AuditEntrySerializer(serializers.ModelSerializer):
             "client_address",
             "user_agent",
             "object",
+            "team",
             "changes",
         ]
 
@@ -64,6 +73,7 @@ class AuditFilter(django_filters.FilterSet):
     object_id = django_filters.CharFilter(help_text="One object's entries (with object_type).")
     actor = django_filters.CharFilter(field_name="actor_name", help_text="The actor's username.")
     service_account = django_filters.CharFilter()
+    team = django_filters.CharFilter(field_name="team__slug", help_text="One team's (its slug).")
     after = UtcIsoDateTimeFilter(field_name="at", lookup_expr="gte", help_text="at or after")
     before = UtcIsoDateTimeFilter(field_name="at", lookup_expr="lt", help_text="before")
 
@@ -75,6 +85,7 @@ class AuditFilter(django_filters.FilterSet):
             "object_id",
             "actor",
             "service_account",
+            "team",
             "after",
             "before",
         ]
@@ -96,4 +107,4 @@ class AuditListView(generics.ListAPIView):
     def get_queryset(self) -> QuerySet[AuditEntry]:
         if getattr(self, "swagger_fake_view", False):
             return AuditEntry.objects.none()
-        return visible_entries(request_owner(self.request))
+        return visible_entries(request_owner(self.request)).select_related("team")

@@ -127,19 +127,27 @@ class TaskListCreateView(PagedListView):
     ordering = ["-created_at"]
 
     def get_queryset(self) -> QuerySet[Task]:
+        return access.visible(self._listed(), request_owner(self.request))
+
+    def _listed(self) -> QuerySet[Task]:
+        """Every task, before the caller's visibility narrows them."""
         # `next_run_at` (the next fire time) is no column: an alias, computed only when the
         # list is ordered by it (two index probes per task of the owner's filtered list).
         self.now = getattr(self, "now", None) or timezone.now()
-        return owned_tasks(self.request).alias(next_run_at=history.next_run_at(self.now))
+        return Task.objects.alias(next_run_at=history.next_run_at(self.now))
 
     def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         # Filtered and ordered by the ORM; the page selected, counted and written by PostgreSQL.
         self.now = timezone.now()
         ids = self.filter_queryset(self.get_queryset()).values_list("id", flat=True)
-        page = self.pagination.page_query(ids, request)  # selected and counted by the JSON's
-        tasks, total = tasks_page_json(  # statement, in one round trip
-            page, self.pagination.counted, owner=request_owner(request), now=self.now
-        )
+        owner = request_owner(request)
+        # The page's bounds from the visible list; its rows read by visibility's parts, each
+        # an ordered index read for a team's member (accounts/access.py).
+        bounds = self.pagination.page_query(ids, request).query
+        listed = self.filter_queryset(self._listed()).values_list("id", flat=True)
+        page = access.visible_page(listed, owner, bounds.low_mark, bounds.high_mark or 0)
+        # Selected and counted by the JSON's statement, in one round trip.
+        tasks, total = tasks_page_json(page, self.pagination.counted, owner=owner, now=self.now)
         self.pagination.settle(total)
         return self.get_paginated_response(tasks)  # each item written into the body as is
 

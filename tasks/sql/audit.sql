@@ -36,14 +36,16 @@ ALTER TABLE tasks_auditentry ENABLE ALWAYS TRIGGER audit_append_only;
 -- name: insert
 INSERT INTO tasks_auditentry (
     actor_id, actor_name, service_account, token_id, client_address, user_agent,
-    action, object_type, object_id, object_name, owner_id, changes
+    action, object_type, object_id, object_name, owner_id, team_id, changes
 )
 SELECT %(actor_id)s, %(actor_name)s, %(service_account)s, %(token_id)s, %(client_address)s::inet,
        %(user_agent)s, e.action, e.object_type, e.object_id, e.object_name, e.owner_id,
-       e.changes::jsonb
+       e.team_id, e.changes::jsonb
   FROM unnest(%(actions)s::text[], %(object_types)s::text[], %(object_ids)s::text[],
-              %(object_names)s::text[], %(owner_ids)s::integer[], %(changes)s::text[])
-       WITH ORDINALITY AS e(action, object_type, object_id, object_name, owner_id, changes, n)
+              %(object_names)s::text[], %(owner_ids)s::integer[], %(team_ids)s::bigint[],
+              %(changes)s::text[])
+       WITH ORDINALITY AS e(action, object_type, object_id, object_name, owner_id, team_id,
+                            changes, n)
  ORDER BY e.n
 
 -- Undoes the two above (a migration's reverse).

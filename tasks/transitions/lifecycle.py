@@ -174,6 +174,7 @@ def update_tasks(*, changes: list[tuple[Task, dict]], now: datetime) -> list[Tas
         keys_known: dict = {}  # limit keys resolved, per owner
         before = [_audited(task) for task in tasks]
         for task, data in zip(tasks, datas, strict=True):
+            limits.keys_follow_a_move(task, data)
             apply_fields(task, data)
             limits.resolve_task_keys(task, data, keys_known.setdefault(task.owner_id, {}))
         rescheduled = [(t, d) for t, d in zip(tasks, datas, strict=True) if "schedule" in d]

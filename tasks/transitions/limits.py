@@ -8,8 +8,10 @@ declared, changed and counted by the same functions here. The claim admits under
 | RATE | `rate_limit` | `limit`: `rate_limit`, | `used`, | < `limit` of its runs started |
 | | | `per`: `per_seconds` | `next_start_at` | in the last `per` seconds |
 
-Both kinds alike: a task's key is its owner's (created on first use, with the task's limits) or,
-with scope "global", one an operator declared. Limits set on the key itself (declared) win over
+Both kinds alike: a task's key is its owner's, or its team's for a team's task (created on first
+use, with the task's limits; every member's task naming "db" in the team shares the team's one
+key, and a task moved to another team names the key of that name there), or, with scope
+"global", one an operator declared. Limits set on the key itself (declared) win over
 the tasks'; until then the latest task naming the key sets them. A change applies from the next
 claim; a rate key's also recomputes when its window frees, from the log of starts.
 """
@@ -102,23 +104,36 @@ def global_key(kind: Kind, name: str) -> LimitKey | None:
 
 
 def resolve_task_keys(task: Task, data: dict, known: dict | None = None) -> None:
-    """Point `task` at the key of each kind `data` (validated) names, creating or changing the
-    owner's keys on the way: create and update call it inside the transaction that saves the
-    task. `known` remembers a batch's keys by value."""
+    """Point `task` (its team set from `data` already) at the key of each kind `data`
+    (validated) names, creating or changing the owner's or the team's keys on the way: create
+    and update call it inside the transaction that saves the task. `known` remembers a batch's
+    keys by value and team."""
     seen = {} if known is None else known
     for kind in KINDS:
         if kind.field not in data:
             continue
         value = data[kind.field]
-        remembered = (kind.field, *sorted(value.items()))
+        remembered = (kind.field, task.team_id, *sorted(value.items()))
         if remembered not in seen:
-            seen[remembered] = resolve(kind, task.owner, value)
+            seen[remembered] = resolve(kind, task.owner, value, team_id=task.team_id)
         setattr(task, kind.run_column, seen[remembered])
 
 
-def resolve(kind: Kind, owner: Any, value: dict) -> int | None:
+def keys_follow_a_move(task: Task, data: dict) -> None:
+    """Add to `data` (an update's validated fields) the keys `task` names when `data` moves it
+    to another team (or out of one), so that resolve_task_keys names them in its new
+    namespace and its runs not started carry them."""
+    if "team" not in data:
+        return
+    for kind in KINDS:
+        if kind.field not in data and getattr(task, kind.field):
+            data[kind.field] = getattr(task, kind.field)
+
+
+def resolve(kind: Kind, owner: Any, value: dict, *, team_id: int | None = None) -> int | None:
     """The id of the key `value` (a task's field, validated) names, created or changed in the
-    caller's transaction (resolve_task_keys); None for {} (no key)."""
+    caller's transaction (resolve_task_keys); None for {} (no key). A key of scope "owner" is
+    the team's `team_id` when given (made by `owner` if new), else `owner`'s own."""
     if not value:
         return None
     name = value["key"]
@@ -128,7 +143,11 @@ def resolve(kind: Kind, owner: Any, value: dict) -> int | None:
             raise ValueError(f"no global {kind.noun} {name!r}")
         return found.pk
     columns = {column: value[limit] for limit, column in kind.limits.items()}
-    key, created = kind.model.objects.get_or_create(owner=owner, name=name, defaults=columns)
+    if team_id is None:
+        lookup: dict[str, Any] = {"owner": owner, "team": None}
+    else:
+        lookup, columns = {"team_id": team_id}, {**columns, "owner": owner}
+    key, created = kind.model.objects.get_or_create(**lookup, name=name, defaults=columns)
     changed = any(getattr(key, column) != v for column, v in columns.items())
     if not created and not key.declared and changed:
         set_limits(kind, key, value, declared=False)
@@ -151,14 +170,18 @@ def with_counts(kind: Kind, keys: QuerySet[Any]) -> QuerySet[Any]:
 def declare(
     *, kind: Kind, owner: Any, name: str, limits: dict, scope: str, team: Any = None
 ) -> tuple[Any, bool]:
-    """Create (or set the limits of) a key, declared: its limits win over the tasks'. A new
-    key of an owner is in `team` when one is given."""
+    """Create (or set the limits of) a key, declared: its limits win over the tasks'. The key
+    is `team`'s when one is given (made by `owner` if new), else `owner`'s, or a global one."""
     columns = {column: limits[limit] for limit, column in kind.limits.items()}
+    if scope == GLOBAL:
+        lookup: dict[str, Any] = {"owner": None, "team": None}
+    elif team is None:
+        lookup = {"owner": owner, "team": None}
+    else:
+        lookup, columns = {"team": team}, {**columns, "owner": owner}
     with transaction.atomic():
         key, created = kind.model.objects.get_or_create(
-            owner=None if scope == GLOBAL else owner,
-            name=name,
-            defaults={**columns, "declared": True, "team": None if scope == GLOBAL else team},
+            **lookup, name=name, defaults={**columns, "declared": True}
         )
         if created:
             record_created(kind, key)

@@ -1,13 +1,16 @@
 """accounts/access.py through the API: placing objects in teams, moving them between teams,
-and a team's task naming only its team's channels."""
+a team's task naming only its team's channels, and a member's task list read part by part."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
+from django.utils import timezone
 
 from accounts.models import Membership, Team
 from notifications.models import Channel
-from tasks.models import Calendar
+from tasks.models import Calendar, Task
 from tests.conftest import client_for
 from tests.factories import TaskFactory, UserFactory
 
@@ -120,3 +123,45 @@ def test_a_teams_calendar_and_feed_serve_its_members(teams) -> None:
     outsider_url = outsider.get("/api/v1/calendar-feed").json()["url"]
     token = outsider_url.split("token=")[1]
     assert outsider.get(url.split("?")[0] + f"?token={token}").status_code == 404
+
+
+def test_a_members_list_pages_their_own_and_their_teams_tasks_as_one_list(teams) -> None:
+    data, web = teams
+    me, someone = member(data, "viewer"), UserFactory()
+    member(web, "editor", me)
+    ops = Team.objects.create(slug="ops")
+    start = timezone.now() - timedelta(days=1)
+    made = []
+    for i in range(26):
+        # Interleaved in time: mine, data's, web's, another team's, someone's own.
+        team = [None, data, web, ops, None][i % 5]
+        task = TaskFactory(
+            owner=me if i % 5 == 0 else someone, team=team, name=f"t{(7 * i) % 26:02}"
+        )
+        Task.objects.filter(pk=task.pk).update(created_at=start + timedelta(minutes=i))
+        made.append(Task.objects.get(pk=task.pk))
+    seen_by_me = [task for i, task in enumerate(made) if i % 5 in (0, 1, 2)]
+    api = client_for(me)
+
+    def listed(**params: object) -> tuple[list[str], int]:
+        ids, page = [], 1
+        while True:
+            body = api.get("/api/v1/tasks", {"page_size": 4, "page": page, **params}).json()
+            ids += [item["id"] for item in body["results"]]
+            if not body["next"]:
+                return ids, body["count"]
+            page += 1
+
+    newest = sorted(seen_by_me, key=lambda t: t.created_at, reverse=True)
+    assert listed() == ([str(t.pk) for t in newest], len(seen_by_me))
+    by_name = sorted(seen_by_me, key=lambda t: t.name)
+    assert listed(ordering="name") == ([str(t.pk) for t in by_name], len(seen_by_me))
+    named = [t for t in newest if t.name.startswith("t1")]
+    assert listed(name="t1") == ([str(t.pk) for t in named], len(named))
+    only_web = [str(t.pk) for t in newest if t.team_id == web.pk]
+    assert listed(team="web") == (only_web, len(only_web))
+    # An order no index serves, and one by an alias (the next fire time): the same tasks.
+    for ordering in ("-priority", "next_run_at"):
+        ids, count = listed(ordering=ordering)
+        assert (sorted(ids), count) == (sorted(str(t.pk) for t in seen_by_me), len(seen_by_me))
+    assert api.get("/api/v1/tasks", {"page_size": 4, "page": 99}).status_code == 404

@@ -1,6 +1,7 @@
 """The isolation matrix (accounts/access.py): every main route x every relation of the caller
 to the object x a personal and a team object answers the status docs/api.md documents in its
-table "Who may see and change what"; and no list shows anyone an object they may not see."""
+table "Who may see and change what"; no list shows anyone an object they may not see, and the
+audit log shows an object's entries exactly to those who may read the object."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from rest_framework.test import APIClient
 
 from accounts.models import Membership, Team
 from notifications.models import Channel
+from tasks import audit
 from tasks.models import Calendar, ConcurrencyKey, RateKey, Run, TaskSet
 from tests.conftest import ROOT, client_for
 from tests.factories import RunFactory, TaskFactory, UserFactory
@@ -167,6 +169,46 @@ def test_no_list_shows_an_object_its_caller_may_not_read(world, caller: str) -> 
         for kind in KINDS:
             mine = str(getattr(made[kind], name).pk) in {str(i) for i in listed}
             assert mine == (table[(caller, kind, "read")] == "2xx"), (name, caller, kind)
+
+
+# The objects' names in Objects, and their type in the audit log.
+AUDITED = {
+    "task": "task",
+    "run": "run",
+    "channel": "channel",
+    "calendar": "calendar",
+    "ckey": "concurrency_key",
+    "rkey": "rate_key",
+    "taskset": "taskset",
+}
+
+
+@pytest.mark.parametrize("caller", CALLERS)
+def test_the_audit_log_shows_each_entry_to_whom_its_object_shows(world, caller: str) -> None:
+    clients, made = world
+    audit.record_all(
+        audit.entry("update", kind, getattr(made[which], name))
+        for which in KINDS
+        for name, kind in AUDITED.items()
+    )
+    table = documented()
+
+    def logged(**params: str) -> set[tuple[str, str]]:
+        response = clients[caller].get("/api/v1/audit", {"page_size": 100, **params})
+        assert response.status_code == 200, response.content[:300]
+        return {(e["object"]["type"], e["object"]["id"]) for e in response.json()["results"]}
+
+    def readable(*kinds: str) -> set[tuple[str, str]]:
+        return {
+            (kind, str(getattr(made[which], name).pk))
+            for which in kinds
+            if table[(caller, which, "read")] == "2xx"
+            for name, kind in AUDITED.items()
+        }
+
+    assert logged() == readable(*KINDS)
+    assert logged(team="data") == readable("team")
+    assert logged(team="web") == set()
 
 
 def test_a_list_filters_by_team(world) -> None:

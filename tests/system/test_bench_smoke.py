@@ -5,6 +5,7 @@ print figures; docs/benchmarks.md has them at full size."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 
@@ -225,3 +226,28 @@ def test_workflow_fans_out_and_hands_off_against_plain_runs() -> None:
     assert fan["children"] == 20 and fan["rate"] > 0
     assert fan["join_after_last_child_ms"] >= 0  # the join never starts before a child ends
     assert result["rounds"] == 2 and result["hand_off"]["p50_ms"] >= 0
+
+
+def test_visible_reads_a_members_page_by_its_parts() -> None:
+    [result] = bench(
+        "visible",
+        "--others",
+        "2",
+        "--tasks",
+        "120",
+        "--own",
+        "20",
+        "--repeat",
+        "2",
+        scratch="visible",
+    )
+    assert (result["tasks"], result["visible"]) == (2 * 120 + 3 * 120 + 20 + 260, 260)
+    assert all(
+        result[f"{who}_{read}_ms"] > 0
+        for who in ("member", "solo")
+        for read in ("call", "page", "count")
+    )
+    # The member's page: each team's first 50 (and one, to end a tie on created_at) by its
+    # (team, created_at) index, not all 240 of the two teams.
+    read = re.search(r"task_team_created_idx \((\d+) rows\)", result["plans"]["member"]["page"])
+    assert read is not None and int(read[1]) <= 2 * 51, result["plans"]["member"]["page"]

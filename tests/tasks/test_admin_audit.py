@@ -1,6 +1,6 @@
 """The admin's changes are in the audit log like the API's (a task's change form with its diff, an
 action on selected rows, an action on all rows matching a filter, an operator's delete); its
-page lists the log read-only, a user's own objects' entries only."""
+page lists the log read-only, a user's own objects' entries and their teams' only."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
+from accounts.models import Membership, Team
 from tasks.audit_log import AuditEntry
 from tasks.models import ConcurrencyKey
 from tests.factories import RunFactory, TaskFactory, UserFactory
@@ -101,6 +102,30 @@ def test_an_operators_delete_is_recorded(client) -> None:
     )
 
 
+def test_an_operators_delete_of_a_teams_run_is_in_the_teams_log(client) -> None:
+    client.force_login(UserFactory(username="root", is_staff=True, is_superuser=True))
+    data = Team.objects.create(slug="data")
+    viewer = UserFactory()
+    Membership.objects.create(team=data, user=viewer, role="viewer")
+    run = RunFactory(task=TaskFactory(team=data))
+
+    assert (
+        client.post(reverse("admin:tasks_run_delete", args=[run.pk]), {"post": "yes"}).status_code
+        == 302
+    )
+
+    [deleted] = AuditEntry.objects.filter(action="delete")
+    assert (deleted.object_type, deleted.object_id, deleted.team_id) == (
+        "run",
+        str(run.pk),
+        data.pk,
+    )
+    member = Client()
+    member.force_login(viewer)
+    listed = member.get(reverse("admin:tasks_auditentry_changelist")).context["cl"].result_list
+    assert list(listed) == [deleted]
+
+
 def test_an_operators_delete_of_a_limit_key_names_its_kind(client) -> None:
     client.force_login(UserFactory(username="root", is_staff=True, is_superuser=True))
     key = ConcurrencyKey.objects.create(name="warehouse-db", max_running=2)
@@ -140,3 +165,30 @@ def test_the_log_page_is_read_only_and_scoped(alice, owner, client) -> None:
     )
     assert deleting.status_code == 403
     assert AuditEntry.objects.filter(pk=mine.pk).exists()
+
+
+def test_the_log_page_shows_a_teams_entries_to_its_members_only(alice, owner, client) -> None:
+    data, web = Team.objects.create(slug="data"), Team.objects.create(slug="web")
+    Membership.objects.create(team=data, user=owner, role="viewer")
+    ours = AuditEntry.objects.create(
+        action="pause", object_type="task", object_id="d", object_name="ours", team=data
+    )
+    AuditEntry.objects.create(
+        action="pause", object_type="task", object_id="w", object_name="webs", team=web
+    )
+    # The object's owner, but in another team: the team's members read it, not its owner.
+    moved = AuditEntry.objects.create(
+        action="pause", object_type="task", object_id="o", owner=owner, team=web
+    )
+    changelist = reverse("admin:tasks_auditentry_changelist")
+
+    page = alice.get(changelist)
+    assert list(page.context["cl"].result_list) == [ours]
+    assert b">data<" in page.content  # the team column and its filter
+    assert list(alice.get(changelist, {"team": "data"}).context["cl"].result_list) == [ours]
+    assert list(alice.get(changelist, {"team": "web"}).context["cl"].result_list) == []
+    assert alice.get(reverse("admin:tasks_auditentry_change", args=[moved.pk])).status_code == 404
+
+    client.force_login(UserFactory(is_staff=True, is_superuser=True))
+    operator = client.get(changelist, {"team": "web"}).context["cl"].result_list
+    assert {e.object_id for e in operator} == {"w", "o"}

@@ -4,6 +4,7 @@ the transaction declares; a change rolled back leaves no entry; pruning takes on
 
 from __future__ import annotations
 
+import importlib
 from datetime import timedelta
 
 import pytest
@@ -12,6 +13,8 @@ from django.test import override_settings
 from django.utils import timezone
 from rest_framework.test import APIClient
 
+from accounts.models import Team
+from notifications.models import Channel
 from reviewers import retention
 from reviewers.checks import check_retention
 from reviewers.management.commands.runreviewer import Command
@@ -20,7 +23,7 @@ from tasks.audit_log import AuditEntry
 from tasks.db import db_now
 from tasks.transitions import lifecycle
 from tests.conftest import client_for
-from tests.factories import TaskFactory, UserFactory
+from tests.factories import RunFactory, TaskFactory, UserFactory
 
 pytestmark = pytest.mark.django_db
 DAY = timedelta(days=1)
@@ -143,3 +146,42 @@ def test_a_negative_retention_is_refused_at_startup(settings) -> None:
     assert [e.id for e in check_retention(None)] == ["reviewers.E003"]
     settings.REVIEWERS_AUDIT_RETENTION_DAYS = 0  # keep forever
     assert check_retention(None) == []
+
+
+def test_the_migrations_fill_the_team_of_existing_entries_and_keep_the_trigger() -> None:
+    owner, team = UserFactory(), Team.objects.create(slug="data")
+    shared, personal = TaskFactory(owner=owner, team=team), TaskFactory(owner=owner)
+    run = RunFactory(task=shared)
+    channel = Channel.objects.create(
+        owner=owner, team=team, kind="webhook", config={"url": "https://example.com/h"}
+    )
+    rows = {
+        "task": AuditEntry.objects.create(action="pause", object_type="task", object_id=shared.pk),
+        "run": AuditEntry.objects.create(action="retry", object_type="run", object_id=run.pk),
+        "channel": AuditEntry.objects.create(
+            action="create", object_type="channel", object_id=channel.pk
+        ),
+        "personal": AuditEntry.objects.create(
+            action="pause", object_type="task", object_id=personal.pk
+        ),
+        "gone": AuditEntry.objects.create(action="delete", object_type="task", object_id="x"),
+        "bulk": AuditEntry.objects.create(action="bulk_pause", object_type="task"),
+    }
+    with connection.cursor() as cursor:
+        for app, name in (
+            ("tasks", "0036_audit_entry_team"),
+            ("notifications", "0008_audit_entry_team"),
+        ):
+            cursor.execute(importlib.import_module(f"{app}.migrations.{name}").FILL_TEAMS)
+
+    teams = {name: AuditEntry.objects.get(pk=row.pk).team_id for name, row in rows.items()}
+    assert teams == {
+        "task": team.pk,
+        "run": team.pk,
+        "channel": team.pk,
+        "personal": None,
+        "gone": None,
+        "bulk": None,
+    }
+    pk = rows["personal"].pk
+    assert refused("UPDATE tasks_auditentry SET team_id = %s WHERE id = %s", [team.pk, pk])

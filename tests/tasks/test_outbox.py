@@ -10,6 +10,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
+from accounts.models import Team
 from notifications.models import Notification
 from tasks import outbox, schedules
 from tasks.models import Run
@@ -162,6 +163,34 @@ def test_another_users_channel_in_notify_receives_nothing(user) -> None:
     )
     finish(due_run(task), "succeeded")
     assert not Notification.objects.exists()
+
+
+def test_a_teams_task_notifies_the_teams_channels_whoever_made_them(user) -> None:
+    data, web = Team.objects.create(slug="data"), Team.objects.create(slug="web")
+    colleague = UserFactory()
+    named = ChannelFactory(owner=colleague, team=data)  # another member's channel of the team
+    every = ChannelFactory(owner=colleague, team=data, all_tasks_events=["succeeded"])
+    # Not the task's: the owner's own channel, their channel of another team, another team's.
+    ChannelFactory(owner=user, all_tasks_events=["succeeded"])
+    ChannelFactory(owner=user, team=web, all_tasks_events=["succeeded"])
+    elsewhere = ChannelFactory(owner=user, team=web)
+    notify = [{"channel": str(c.id), "events": ["succeeded"]} for c in (named, elsewhere)]
+    task = TaskFactory(owner=user, team=data, notify=notify)
+
+    finish(due_run(task), "succeeded")
+
+    assert set(Notification.objects.values_list("channel_id", flat=True)) == {named.id, every.id}
+
+
+def test_a_personal_task_notifies_only_its_owners_channels_of_no_team(user) -> None:
+    data = Team.objects.create(slug="data")
+    mine = ChannelFactory(owner=user, all_tasks_events=["succeeded"])
+    teams = ChannelFactory(owner=user, team=data, all_tasks_events=["succeeded"])
+    task = TaskFactory(owner=user, notify=[{"channel": str(teams.id), "events": ["succeeded"]}])
+
+    finish(due_run(task), "succeeded")
+
+    assert list(Notification.objects.values_list("channel_id", flat=True)) == [mine.id]
 
 
 def test_a_rolled_back_outcome_leaves_no_notification(user) -> None:

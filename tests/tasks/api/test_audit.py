@@ -1,5 +1,6 @@
 """GET /api/v1/audit: every change through the API is recorded with who, from where, with what
-user agent and what changed; a user reads the entries of their own objects, operators all."""
+user agent and what changed; a user reads the entries of their own objects and their teams',
+operators all."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from django.core.management import call_command
 from django.utils import timezone
 from rest_framework.test import APIClient
 
+from accounts.models import Membership, Team
 from tasks.audit_log import AuditEntry
 from tasks.models import Run, Task
 from tests.conftest import client_for
@@ -234,3 +236,109 @@ def test_filters_by_actor_action_and_time_and_refuses_a_bad_one(api, user) -> No
 
 def test_the_log_needs_a_sign_in(anon) -> None:
     assert anon.get("/api/v1/audit").status_code == 401
+
+
+def test_a_teams_members_read_its_entries_and_no_other_teams(api, user) -> None:
+    data, web = Team.objects.create(slug="data"), Team.objects.create(slug="web")
+    viewer, outsider = UserFactory(), UserFactory()
+    Membership.objects.create(team=data, user=user, role="editor")
+    Membership.objects.create(team=data, user=viewer, role="viewer")
+    Membership.objects.create(team=web, user=outsider, role="admin")
+    shared, mine = create(api, team="data"), create(api)
+    run = RunFactory(task=Task.objects.get(pk=shared["id"]), status=Run.Status.SCHEDULED)
+    assert api.post(f"/api/v1/runs/{run.pk}/cancel").status_code == 200
+    theirs = create(client_for(outsider), team="web")
+    viewing = client_for(viewer)
+
+    seen = {(e["object"]["type"], e["object"]["id"], e["team"]) for e in log(viewing)}
+    assert seen == {("task", shared["id"], "data"), ("run", str(run.pk), "data")}
+    assert log(viewing, team="web") == []
+    assert log(viewing, object_id=theirs["id"]) == []
+    assert [(e["object"]["id"], e["team"]) for e in log(client_for(outsider))] == [
+        (theirs["id"], "web")
+    ]
+    assert {e["object"]["id"] for e in log(api, team="data")} == {shared["id"], str(run.pk)}
+    assert {e["object"]["id"] for e in log(api)} == {shared["id"], str(run.pk), mine["id"]}
+
+    # A member who leaves the team no longer reads its log, from their next request.
+    Membership.objects.filter(team=data, user=viewer).delete()
+    assert log(viewing) == []
+
+
+def test_every_write_path_records_the_objects_team(api, user) -> None:
+    Membership.objects.create(team=Team.objects.create(slug="data"), user=user, role="editor")
+    task = create(api, team="data")
+    url = f"/api/v1/tasks/{task['id']}"
+    assert api.patch(url, {"priority": 7}, format="json").status_code == 200
+    for action in ("pause", "resume", "run-now"):
+        assert api.post(f"{url}/{action}").status_code in (200, 201), action
+    run = Run.objects.filter(task_id=task["id"], status="scheduled").order_by("scheduled_at")[0]
+    assert api.post(f"/api/v1/runs/{run.pk}/cancel").status_code == 200
+    assert api.post(f"/api/v1/runs/{run.pk}/retry").status_code == 200
+    made = [
+        api.post("/api/v1/calendars", {"name": "holidays", "team": "data"}, format="json"),
+        api.post(
+            "/api/v1/channels",
+            {"kind": "webhook", "url": "http://127.0.0.1:8080/hook", "team": "data"},
+            format="json",
+        ),
+        api.post(
+            "/api/v1/concurrency-keys", {"key": "db", "limit": 2, "team": "data"}, format="json"
+        ),
+        api.put(
+            "/api/v1/tasksets/nightly?team=data",
+            {"tasks": [{"key": "report", **HANDLER, "schedule": DAILY}]},
+            format="json",
+        ),
+    ]
+    assert [response.status_code for response in made] == [201, 201, 201, 200], [
+        response.content[:200] for response in made
+    ]
+    assert api.delete(url).status_code == 204
+
+    entries = [(e["object"]["type"], e["action"], e["team"]) for e in log(api)]
+    assert {team for _, _, team in entries} == {"data"}, entries
+    assert {(kind, action) for kind, action, _ in entries} >= {
+        ("task", "create"),
+        ("task", "update"),
+        ("task", "pause"),
+        ("task", "resume"),
+        ("task", "run_now"),
+        ("run", "cancel_run"),
+        ("run", "retry"),
+        ("calendar", "create"),
+        ("channel", "create"),
+        ("concurrency_key", "create"),
+        ("taskset", "taskset_apply"),
+        ("task", "cancel"),
+    }
+    assert AuditEntry.objects.filter(team__isnull=True).count() == 0
+
+
+def test_a_members_log_pages_their_own_and_their_teams_entries_as_one_list(api, user) -> None:
+    data, web, ops = (Team.objects.create(slug=slug) for slug in ("data", "web", "ops"))
+    Membership.objects.create(team=data, user=user, role="viewer")
+    Membership.objects.create(team=web, user=user, role="editor")
+    made = []
+    for i in range(23):
+        # Interleaved: mine, data's, web's, another team's, someone else's.
+        team = [None, data, web, ops, None][i % 5]
+        owner = user if i % 5 == 0 else None
+        made.append(
+            AuditEntry.objects.create(
+                action="pause", object_type="task", object_id=str(i), owner=owner, team=team
+            )
+        )
+    mine = [str(e.object_id) for e in reversed(made) if int(e.object_id) % 5 in (0, 1, 2)]
+
+    ids, page = [], 1
+    while True:
+        body = api.get("/api/v1/audit", {"page_size": 4, "page": page}).json()
+        ids += [e["object"]["id"] for e in body["results"]]
+        if not body["next"]:
+            break
+        page += 1
+    assert (ids, body["count"]) == (mine, len(mine))
+    oldest = [e["object"]["id"] for e in log(api, ordering="id", page_size="100")]
+    assert oldest == list(reversed(mine))
+    assert api.get("/api/v1/audit", {"page_size": 4, "page": 9}).status_code == 404

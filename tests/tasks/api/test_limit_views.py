@@ -291,3 +291,45 @@ def test_a_task_set_naming_keys_plans_without_writing_one_and_applies_them(api: 
     task = Task.objects.get()
     assert task.concurrency_key == ConcurrencyKey.objects.get(name="warehouse-db")
     assert task.rate_key == RateKey.objects.get(name="crm-api")
+
+
+def test_a_teams_tasks_share_the_teams_key_whichever_member_made_them(kind: Kind) -> None:
+    from accounts.models import Membership, Team
+
+    data, web = Team.objects.create(slug="data"), Team.objects.create(slug="web")
+    ana, ben = UserFactory(), UserFactory()
+    for team, user in ((data, ana), (data, ben), (web, ana)):
+        Membership.objects.create(team=team, user=user, role="editor")
+    handler = {"kind": "handler", "payload": {"name": "noop"}}
+
+    def made(user: Any, **body: Any) -> Task:
+        response = client_for(user).post(
+            "/api/v1/tasks", {**handler, kind.field: kind.value, **body}, format="json"
+        )
+        assert response.status_code == 201, response.content
+        return Task.objects.get(pk=response.json()["id"])
+
+    def key_of(task: Task) -> Any:
+        return kind.model.objects.get(pk=getattr(task, kind.run_column))
+
+    anas, bens = made(ana, team="data"), made(ben, team="data")
+    shared = key_of(anas)
+    assert (key_of(bens).pk, shared.team_id, shared.owner_id) == (shared.pk, data.pk, ana.pk)
+    # The same name is another key in another team and in a member's own space.
+    own, webs = key_of(made(ana)), key_of(made(ana, team="web"))
+    assert len({shared.pk, own.pk, webs.pk}) == 3
+    assert (own.team_id, webs.team_id) == (None, web.pk)
+    # Declared by another member in the team: the team's key, its limits now declared.
+    declared = client_for(ben).post(
+        kind.route, {**kind.other, "key": kind.value["key"], "team": "data"}, format="json"
+    )
+    assert declared.status_code == 200, declared.content
+    assert declared.json()["id"] == shared.pk
+    # Moved to another team, a task names the key of that name there, its runs too.
+    moved = client_for(ana).patch(f"/api/v1/tasks/{anas.pk}", {"team": "web"}, format="json")
+    assert moved.status_code == 200, moved.content
+    anas.refresh_from_db()
+    assert key_of(anas).pk == webs.pk
+    unstarted = Run.objects.filter(task=anas, status="scheduled")
+    assert unstarted.exists()
+    assert set(unstarted.values_list(kind.run_column, flat=True)) == {webs.pk}
