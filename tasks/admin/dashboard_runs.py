@@ -18,6 +18,7 @@ from django.urls import reverse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
 
+from tasks.admin.timeline import timeline_url
 from tasks.models import CLAIMABLE_STATUSES, TERMINAL_STATUSES, LimitKey, Run
 from tasks.transitions import limits
 
@@ -263,18 +264,31 @@ class KeyRow:
     using: int  # concurrency: running now; rate: starts in the window
     waiting: int  # claimable runs due
     limit: str
+    timeline: str = ""  # the key's runs over time (tasks/admin/timeline.py)
 
 
 def key_rows(user: object) -> list[KeyRow]:
     """The concurrency and rate keys the user may see (theirs, their teams', the global ones),
     as the API lists them (limits.visible_keys), with the counts the claim keeps."""
     rows = [
-        KeyRow("concurrency", _name(key), key.running, key.waiting, f"{key.max_running} running")
+        KeyRow(
+            "concurrency",
+            _name(key),
+            key.running,
+            key.waiting,
+            f"{key.max_running} running",
+            timeline_url("key", key.pk),
+        )
         for key in limits.visible_keys(limits.CONCURRENCY, user)[:KEYS_SHOWN]
     ]
     rows += [
         KeyRow(
-            "rate", _name(key), key.used, key.waiting, f"{key.rate_limit} per {key.per_seconds} s"
+            "rate",
+            _name(key),
+            key.used,
+            key.waiting,
+            f"{key.rate_limit} per {key.per_seconds} s",
+            timeline_url("rate_key", key.pk),
         )
         for key in limits.visible_keys(limits.RATE, user)[:KEYS_SHOWN]
     ]

@@ -8,6 +8,7 @@ from datetime import datetime, time
 from typing import Any
 
 from django.contrib import admin
+from django.contrib.admin import helpers
 from django.contrib.admin.options import IncorrectLookupParameters
 from django.contrib.auth import get_user_model
 from django.core.paginator import Paginator
@@ -16,6 +17,9 @@ from django.db.models import QuerySet
 from django.utils import timezone
 from django.utils.dateparse import parse_date, parse_datetime
 from django.utils.functional import cached_property
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
+from django.utils.translation import gettext as _
 
 from tasks import expectations, history, schedules
 from tasks.admin.scope import is_operator
@@ -47,8 +51,25 @@ class EstimatedCountPaginator(Paginator):
             if estimate >= COUNT_CAP:
                 return estimate
         if isinstance(queryset, QuerySet):
-            return queryset.order_by()[:COUNT_CAP].count()
+            # The rows only: the list's annotations (a task's next and last run, two index
+            # probes each) are for the rows shown, not for the up to COUNT_CAP rows counted.
+            return queryset.order_by().values("pk")[:COUNT_CAP].count()
         return len(queryset)
+
+
+class QuickCheckbox(admin.ModelAdmin):
+    """The list's action checkbox written out, as Django's widget renders it (class, name,
+    value, aria-label): rendering a form widget through the template engine for each of a page's
+    hundred rows took about a third of the list's time."""
+
+    def action_checkbox(self, obj: Any) -> SafeString:
+        label = format_html(_("Select this object for an action - {}"), str(obj))
+        return format_html(
+            '<input type="checkbox" name="{}" value="{}" class="action-select" aria-label="{}">',
+            helpers.ACTION_CHECKBOX_NAME,
+            str(obj.pk),
+            label,
+        )
 
 
 def parse_uuid(term: str) -> uuid.UUID | None:

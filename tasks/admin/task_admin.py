@@ -34,6 +34,7 @@ from tasks.admin.lists import (
     LastRunFilter,
     OwnerFilter,
     PriorityFilter,
+    QuickCheckbox,
     ScheduleTypeFilter,
     parse_uuid,
 )
@@ -52,6 +53,7 @@ TIMES = ["created_at", "updated_at"]
 
 @admin.register(Task)
 class TaskAdmin(
+    QuickCheckbox,
     TaskSummaryPage,
     TaskListColumns,
     TaskBackfill,

@@ -2,8 +2,10 @@
 overlaps and gaps. Server-rendered SVG, nothing fetched from elsewhere.
 
 `GET timeline/?task=<id>&since=<time>&until=<time>` (times as the run list's date range takes
-them; the range defaults to the last 24 hours, `hours=1|24|168` picks a preset ending now). Runs
-come through the run admin's scoped queryset (tasks/admin/scope.py). Each task gets a band of
+them; the range defaults to the last 24 hours, `hours=1|24|168` picks a preset ending now);
+`key=<id>` or `rate_key=<id>` instead of `task` draws the runs of one concurrency or rate key
+(a key the user may see: theirs, their teams' or a global one), across its tasks. Runs come
+through the run admin's scoped queryset (tasks/admin/scope.py). Each task gets a band of
 lanes; a run that overlaps an earlier run of the same task goes to the next lane of the band, so
 two overlapping runs show as two bars whose spans overlap. At most MAX_BARS runs, the earliest
 started, and the page says when there were more.
@@ -14,17 +16,21 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
+from urllib.parse import urlencode
 
 from django.contrib import admin
 from django.db.models import Q, QuerySet
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils import timezone
 
 import tasks.admin.display as display
+from accounts import access
 from tasks.admin.lists import parse_instant, parse_uuid
+from tasks.admin.scope import is_operator
 from tasks.models import Run
+from tasks.transitions import limits
 
 MAX_BARS = 500
 PRESETS = (1, 24, 168)  # hours: the last hour, day, week
@@ -36,6 +42,7 @@ LABELS = 220  # the task names' column
 LANE = 16  # one lane's height
 BAR = 12
 TICKS = 6
+KEY_KINDS = {"key": limits.CONCURRENCY, "rate_key": limits.RATE}  # ?key= / ?rate_key=
 
 
 @dataclass(frozen=True)
@@ -71,6 +78,10 @@ class RunTimeline(admin.ModelAdmin):
             task_id = parse_uuid(request.GET["task"])
             if task_id is None:
                 errors.append(f"task: not a task id: {request.GET['task']!r}")
+        key_param, key = _key(request, errors)
+        kept = [("task", str(task_id))] if task_id else []
+        if key is not None:
+            kept.append((key_param, str(key.pk)))
         context: dict[str, Any] = {
             **self.admin_site.each_context(request),
             "title": "Timeline",
@@ -78,6 +89,11 @@ class RunTimeline(admin.ModelAdmin):
             "since": timezone.localtime(since).strftime("%Y-%m-%d %H:%M"),
             "until": timezone.localtime(until).strftime("%Y-%m-%d %H:%M"),
             "task_id": task_id or "",
+            "key": key,
+            "key_noun": KEY_KINDS[key_param].noun if key is not None else "",
+            "key_url": _key_url(key_param, key) if is_operator(request.user) else "",
+            "kept": kept,
+            "kept_query": f"{urlencode(kept)}&" if kept else "",
             "presets": PRESETS,
             "zone": timezone.get_current_timezone_name(),
             "errors": errors,
@@ -87,6 +103,8 @@ class RunTimeline(admin.ModelAdmin):
         runs = self.get_queryset(request)  # scoped: only runs the user may see
         if task_id is not None:
             runs = runs.filter(task_id=task_id)
+        if key is not None:
+            runs = runs.filter(**{KEY_KINDS[key_param].run_column: key.pk})
         found = list(_in_range(runs, since, until, now).select_related("task")[: MAX_BARS + 1])
         context.update(draw(found[:MAX_BARS], since=since, until=until, now=now))
         context["cut"] = len(found) > MAX_BARS
@@ -94,6 +112,37 @@ class RunTimeline(admin.ModelAdmin):
         if task_id is not None:
             context["task_name"] = next((r.task.name or str(r.task_id) for r in found), "")
         return TemplateResponse(request, "admin/tasks/run/timeline.html", context)
+
+
+def _key(request: HttpRequest, errors: list[str]) -> tuple[str, Any]:
+    """The concurrency or rate key the timeline is of (`key` or `rate_key`), if one is asked
+    for; a key the user may not see is a 404, as another's object is everywhere in the admin."""
+    for param, kind in KEY_KINDS.items():
+        text = request.GET.get(param, "")
+        if not text:
+            continue
+        if not text.isdigit():
+            errors.append(f"{param}: not a key id: {text!r}")
+            return param, None
+        keys = kind.model.objects.all()
+        if not is_operator(request.user):
+            keys = keys.filter(access.visible_q(request.user) | Q(owner__isnull=True))
+        key = keys.filter(pk=int(text)).first()
+        if key is None:
+            raise Http404(f"No such {kind.noun}.")
+        return param, key
+    return "key", None
+
+
+def _key_url(param: str, key: Any) -> str:
+    if key is None:
+        return ""
+    return reverse(f"admin:tasks_{KEY_KINDS[param].model._meta.model_name}_change", args=[key.pk])
+
+
+def timeline_url(param: str, key_id: int) -> str:
+    """The timeline of one key's runs (`param`: "key" or "rate_key"), for the key's pages."""
+    return f"{reverse('admin:tasks_run_timeline')}?{param}={key_id}"
 
 
 def _range(request: HttpRequest, now: datetime, errors: list[str]) -> tuple[datetime, datetime]:
