@@ -113,7 +113,7 @@ PAGES: list[tuple[str, str, str]] = [
     ("workflow run page", OP, "/admin/tasks/workflowrun/{workflow_run}/change/"),
     ("audit: list", OP, "/admin/tasks/auditentry/"),
     ("audit: action filter", OP, "/admin/tasks/auditentry/?action__exact=update"),
-    ("audit: one month", OP, "/admin/tasks/auditentry/?at__month={month}&at__year={year}"),
+    ("audit: one month", OP, "/admin/tasks/auditentry/?at__gte={month_start}&at__lt={month_end}"),
     ("audit: search", OP, "/admin/tasks/auditentry/?q=bench+task+4242"),
     ("calendars", OP, "/admin/tasks/calendar/"),
     ("calendar page", OP, "/admin/tasks/calendar/{calendar}/change/"),
@@ -165,7 +165,7 @@ def targets(operator: Any, user: Any) -> dict[str, Any]:
     key = ConcurrencyKey.objects.filter(owner=operator).order_by("id").first()
     user_key = ConcurrencyKey.objects.filter(owner=user).order_by("id").first()
     first_audit = AuditEntry.objects.order_by("id").first()
-    month = (first_audit.at if first_audit else now) + timedelta(days=40)
+    month = ((first_audit.at if first_audit else now) + timedelta(days=40)).replace(day=1)
     return {
         "task": tasks.order_by("-id").values_list("id", flat=True).first(),
         "busy_task": busy[1],
@@ -187,8 +187,8 @@ def targets(operator: Any, user: Any) -> dict[str, Any]:
         "six_days_ago_2h": _iso(now - timedelta(days=6) + timedelta(hours=2)),
         "year_ago": _iso(now - timedelta(days=364)),
         "year_ago_1h": _iso(now - timedelta(days=364) + timedelta(hours=1)),
-        "month": month.month,
-        "year": month.year,
+        "month_start": month.strftime("%Y-%m-%d"),
+        "month_end": (month + timedelta(days=31)).replace(day=1).strftime("%Y-%m-%d"),
     }
 
 
