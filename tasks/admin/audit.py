@@ -17,7 +17,7 @@ from django.contrib import admin
 from django.db.models import Q, QuerySet
 from django.http import HttpRequest
 
-from tasks.admin.lists import DateRangeFilter, EstimatedCountPaginator, QuickCheckbox
+from tasks.admin.lists import CountedToThePage, DateRangeFilter, QuickCheckbox
 from tasks.admin.scope import OwnedAdmin
 from tasks.audit import ACTIONS, OBJECT_TYPES
 from tasks.audit_log import AuditEntry, visible_entries
@@ -47,7 +47,7 @@ class ObjectTypeFilter(FixedChoices):
 
 
 @admin.register(AuditEntry)
-class AuditEntryAdmin(QuickCheckbox, OwnedAdmin):
+class AuditEntryAdmin(CountedToThePage, QuickCheckbox, OwnedAdmin):
     owner_field = ""  # no form: nothing is edited
     list_display = ["at", "action", "object_type", "object_name", "actor_name", "client_address"]
     list_filter = [ActionFilter, ObjectTypeFilter, ("at", DateRangeFilter)]
@@ -55,7 +55,6 @@ class AuditEntryAdmin(QuickCheckbox, OwnedAdmin):
     search_help_text = "An object's id, an actor's name, or the start of an object's name."
     ordering = ["-id"]
     show_full_result_count = False
-    paginator = EstimatedCountPaginator
     fields = readonly_fields = (
         "at",
         "action",

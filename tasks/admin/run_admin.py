@@ -15,8 +15,8 @@ import tasks.admin.display as display
 from tasks.admin.actions import apply_each
 from tasks.admin.bulk import CANCEL_UNFINISHED, RETRY_FAILED, BulkMatching
 from tasks.admin.lists import (
+    CountedToThePage,
     DateRangeFilter,
-    EstimatedCountPaginator,
     OwnerFilter,
     QuickCheckbox,
     parse_uuid,
@@ -46,7 +46,9 @@ class AttemptInline(OwnedInline, admin.TabularInline):
 
 
 @admin.register(Run)
-class RunAdmin(QuickCheckbox, BulkMatching, RunPageButtons, RunTimeline, OwnedAdmin):
+class RunAdmin(
+    CountedToThePage, QuickCheckbox, BulkMatching, RunPageButtons, RunTimeline, OwnedAdmin
+):
     list_display = ["id", "task", "scheduled", "status_badge", "attempt", "priority", "worker"]
     list_display += ["started", "duration", "wait_reason", "zombie_since"]
     # Date: Today / Past 7 days / This month / This year, or a range typed in; no
@@ -81,7 +83,6 @@ class RunAdmin(QuickCheckbox, BulkMatching, RunPageButtons, RunTimeline, OwnedAd
         "created_at",
     )
     show_full_result_count = False
-    paginator = EstimatedCountPaginator
     inlines = [AttemptInline]
     actions = ["retry", "cancel"]
     bulk_actions = (RETRY_FAILED, CANCEL_UNFINISHED)

@@ -29,7 +29,7 @@ from tasks.admin.bulk import PAUSE_ACTIVE, RESUME_PAUSED, BulkMatching
 from tasks.admin.forms import SCHEDULE_FIELDS, TaskAdminForm, schedule_help
 from tasks.admin.lists import (
     CancelledFilter,
-    EstimatedCountPaginator,
+    CountedToThePage,
     HealthFilter,
     LastRunFilter,
     OwnerFilter,
@@ -53,6 +53,7 @@ TIMES = ["created_at", "updated_at"]
 
 @admin.register(Task)
 class TaskAdmin(
+    CountedToThePage,
     QuickCheckbox,
     TaskSummaryPage,
     TaskListColumns,
@@ -69,7 +70,6 @@ class TaskAdmin(
     list_select_related = ["owner", "health_state"]
     search_fields = ["name", "dedup_key", "=owner__username"]
     show_full_result_count = False
-    paginator = EstimatedCountPaginator
     actions = ["pause", "resume", "run_now", "skip_next", "backfill", "cancel"]
     bulk_actions = (PAUSE_ACTIVE, RESUME_PAUSED)
     form = TaskAdminForm
