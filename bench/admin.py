@@ -149,6 +149,8 @@ class Timing:
     queries: int = 0
 
     def p(self, q: int) -> float:
+        if len(self.ms) < 2:
+            return self.ms[0]
         return statistics.quantiles(self.ms, n=100, method="inclusive")[q - 1]
 
 
@@ -197,8 +199,8 @@ def test_hosts() -> Any:
     return override_settings(ALLOWED_HOSTS=[*settings.ALLOWED_HOSTS, "testserver"])
 
 
-def populate(runs: int, *, write: Any = print) -> None:
-    admin_data.populate(runs, write=write)
+def populate(runs: int, *, tasks: int = admin_data.TASKS, write: Any = print) -> None:
+    admin_data.populate(runs, tasks=tasks, write=write)
 
 
 def measure(repeat: int, *, only: str = "", write: Any = print) -> None:

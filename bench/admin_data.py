@@ -87,7 +87,7 @@ SELECT (lpad(to_hex(floor(extract(epoch FROM a.at) * 1000)::bigint), 12, '0') ||
   FROM t, generate_series(%(lo)s::bigint, %(hi)s::bigint) AS g(i),
        LATERAL (
            SELECT %(base)s::timestamptz + g.i * %(step)s * interval '1 second' AS at,
-                  CASE WHEN g.i %% 2 = 0 THEN 1 + (g.i / 2) %% 100
+                  CASE WHEN g.i %% 2 = 0 THEN 1 + (g.i / 2) %% least(100, t.n)
                        ELSE 1 + (g.i * 7919) %% t.n END AS k,
                   (g.i * 7919 %% 3000) * interval '1 ms' AS late,
                   CASE WHEN g.i %% 2 = 0 THEN 20 + g.i * 31 %% 280 ELSE 1 + g.i %% 9 END
@@ -150,7 +150,7 @@ def users() -> tuple[Any, Any]:
     return operator, user
 
 
-def populate(runs: int, *, write: Any = print) -> None:
+def populate(runs: int, *, tasks: int = TASKS, write: Any = print) -> None:
     """The data set, unless the database holds it already (a kept scratch database)."""
     operator, user = users()
     if Task.objects.filter(name__startswith=NAME_PREFIX).exists():
@@ -159,8 +159,8 @@ def populate(runs: int, *, write: Any = print) -> None:
     started = time.monotonic()
     now = datetime.now(UTC)
     keys = _limit_keys(operator, user)
-    _tasks(operator, user, keys, now)
-    write(f"{TASKS} tasks in {time.monotonic() - started:.1f} s")
+    _tasks(operator, user, keys, now, tasks)
+    write(f"{tasks} tasks in {time.monotonic() - started:.1f} s")
     _runs(runs, now, write)
     with connection.cursor() as cursor:
         cursor.execute(ATTEMPTS_SQL)
@@ -193,7 +193,7 @@ def _limit_keys(operator: Any, user: Any) -> dict[str, list[int]]:
     return {"operator": ops, "user": own}
 
 
-def _tasks(operator: Any, user: Any, keys: dict[str, list[int]], now: datetime) -> None:
+def _tasks(operator: Any, user: Any, keys: dict[str, list[int]], now: datetime, count: int) -> None:
     raw = {"type": "cron", "expression": "*/5 * * * *", "timezone": "Europe/Berlin"}
     schedule = schedules.normalize(raw, now=now)
     with connection.cursor() as cursor:
@@ -206,7 +206,7 @@ def _tasks(operator: Any, user: Any, keys: dict[str, list[int]], now: datetime) 
                 "schedule": json.dumps(schedule),
                 "schedule_type": schedule["type"],
                 "created": now - timedelta(days=400),
-                "count": TASKS,
+                "count": count,
                 "operator_keys": keys["operator"],
                 "user_keys": keys["user"],
             },

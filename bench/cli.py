@@ -109,6 +109,7 @@ def parser() -> argparse.ArgumentParser:
 
     admin = sub.add_parser("admin", help="every console page over a million runs")
     admin.add_argument("--runs", type=int, default=1_000_000)
+    admin.add_argument("--tasks", type=int, default=100_000)
     admin.add_argument("--repeat", type=int, default=20, help="rounds timed (p50, p95)")
     admin.add_argument("--only", default="", help="the pages whose label holds this text")
     admin.add_argument("--keep-db", action="store_true", help="keep the scratch database")
@@ -160,7 +161,7 @@ def main(argv: list[str]) -> int:
 
             keep, reuse = options["keep_db"] or options["reuse_db"], options["reuse_db"]
             with scratch.database("admin", keep=keep, reuse=reuse), admin.test_hosts():
-                admin.populate(options["runs"], write=write)
+                admin.populate(options["runs"], tasks=options["tasks"], write=write)
                 admin.measure(options["repeat"], only=options["only"], write=write)
         elif kind == "day":
             from bench import day
