@@ -83,6 +83,7 @@ class RunAdmin(
         "created_at",
     )
     show_full_result_count = False
+    list_per_page = 50  # as the task list: a page a person scans, in half the time of 100
     inlines = [AttemptInline]
     actions = ["retry", "cancel"]
     bulk_actions = (RETRY_FAILED, CANCEL_UNFINISHED)
