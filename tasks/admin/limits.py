@@ -26,6 +26,7 @@ class LimitKeyAdmin(AuditedDeletes):
     list_filter = ["declared", ("owner", admin.EmptyFieldListFilter)]
     search_fields = ["name"]
     ordering = ["name", "id"]
+    list_select_related = ["owner"]  # the owner column: one join, not a query per key
 
     def get_fields(self, request: HttpRequest, obj: Any = None) -> Any:
         fields = ["owner", "name", *self.kind.limits.values(), "declared", *self.claimed]
