@@ -265,6 +265,12 @@ class Task(models.Model):
                 name="task_due_idx",
             ),
             models.Index(fields=["owner", "-created_at"], name="task_owner_created_idx"),
+            # The task list's status filter for the few tasks not active (paused, completed,
+            # failed, cancelled): active tasks, which the scheduler updates, have no entry
+            # (migration 0035).
+            models.Index(
+                fields=["status"], condition=~Q(status="active"), name="task_not_active_idx"
+            ),
         ]
 
     def __str__(self) -> str:
