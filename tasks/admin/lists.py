@@ -71,9 +71,10 @@ class CountedToThePage(admin.ModelAdmin):
 
     def get_paginator(self, request: Any, queryset: Any, per_page: int, *args: Any) -> Any:
         paginator = super().get_paginator(request, queryset, per_page, *args)
-        page = request.GET.get("p", "")
-        number = int(page) if page.isdigit() else 1
-        paginator.cap = min(COUNT_CAP, max(COUNT_FIRST, (number + 10) * per_page))
+        if isinstance(paginator, EstimatedCountPaginator):
+            page = request.GET.get("p", "")
+            number = int(page) if page.isdigit() else 1
+            paginator.cap = min(COUNT_CAP, max(COUNT_FIRST, (number + 10) * per_page))
         return paginator
 
 
