@@ -15,7 +15,7 @@ history), which PostgreSQL allows only outside a transaction.
 from django.db import migrations, models
 
 CREATE = """
-CREATE INDEX CONCURRENTLY IF NOT EXISTS run_started_at_idx ON tasks_run (started_at)
+CREATE INDEX CONCURRENTLY run_started_at_idx ON tasks_run (started_at)
 WHERE started_at IS NOT NULL
 """
 DROP = "DROP INDEX CONCURRENTLY IF EXISTS run_started_at_idx"

@@ -13,7 +13,7 @@ import django.db.models.functions.text
 from django.db import migrations, models
 
 CREATE = """
-CREATE INDEX CONCURRENTLY IF NOT EXISTS audit_object_name_idx
+CREATE INDEX CONCURRENTLY audit_object_name_idx
 ON tasks_auditentry ((upper(object_name)) text_pattern_ops)
 """
 DROP = "DROP INDEX CONCURRENTLY IF EXISTS audit_object_name_idx"

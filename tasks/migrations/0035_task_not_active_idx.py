@@ -11,7 +11,7 @@ CONCURRENTLY, outside a transaction.
 from django.db import migrations, models
 
 CREATE = """
-CREATE INDEX CONCURRENTLY IF NOT EXISTS task_not_active_idx ON tasks_task (status)
+CREATE INDEX CONCURRENTLY task_not_active_idx ON tasks_task (status)
 WHERE NOT (status = 'active')
 """
 DROP = "DROP INDEX CONCURRENTLY IF EXISTS task_not_active_idx"
