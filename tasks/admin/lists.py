@@ -25,7 +25,7 @@ from tasks import expectations, history, schedules
 from tasks.admin.scope import is_operator
 from tasks.models import HEALTHS
 
-# A filtered list is counted exactly up to this many rows, then shown as this many.
+# A filtered list is counted exactly up to this many rows, then shown as "10000+".
 COUNT_CAP = 10_000
 # ... and on its first pages up to this many: enough for the pages the paginator links from
 # there, a tenth of the reads (a user's failed runs, scattered over the table, took 0.1-0.3 s
@@ -40,6 +40,13 @@ def estimated_rows(table: str) -> int:
         cursor.execute("SELECT reltuples::bigint FROM pg_class WHERE oid = %s::regclass", [table])
         row = cursor.fetchone()
     return int(row[0]) if row else -1
+
+
+class AtLeast(int):
+    """A count that stopped at its cap: pages as the number, reads "1000+" on the page."""
+
+    def __str__(self) -> str:
+        return f"{int(self)}+"
 
 
 class EstimatedCountPaginator(Paginator):
@@ -59,7 +66,9 @@ class EstimatedCountPaginator(Paginator):
         if isinstance(queryset, QuerySet):
             # The rows only: the list's annotations (a task's next and last run, two index
             # probes each) are for the rows shown, not for the up to COUNT_CAP rows counted.
-            return queryset.order_by().values("pk")[: self.cap or COUNT_CAP].count()
+            cap = self.cap or COUNT_CAP
+            counted = queryset.order_by().values("pk")[:cap].count()
+            return AtLeast(counted) if counted >= cap else counted
         return len(queryset)
 
 

@@ -69,3 +69,15 @@ def test_the_filters_offer_the_vocabulary_and_apply_it(staff) -> None:
     assert "?action__exact=pause" in page  # offered though no entry has it: a fixed list
     assert shown(staff, action__exact="delete") == {"d"}
     assert shown(staff, object_type__exact="task") == {"a"}
+
+
+def test_a_count_that_stopped_at_its_cap_reads_as_at_least(staff, monkeypatch) -> None:
+    for n in range(3):
+        entry(f"e{n}", f"entry {n}")
+    monkeypatch.setattr("tasks.admin.lists.COUNT_CAP", 2)
+
+    capped = staff.get(LOG, {"action__exact": "update"}).content.decode()
+    exact = staff.get(LOG, {"action__exact": "update", "q": "e1"}).content.decode()
+
+    assert "2+ audit entries" in capped
+    assert "1 audit entry" in exact
