@@ -120,10 +120,14 @@ def parser() -> argparse.ArgumentParser:
     visible.add_argument("--repeat", type=int, default=30)
     visible.add_argument("--keep-db", action="store_true", help="keep the scratch database")
 
-    admin = sub.add_parser("admin", help="admin changelists over a million runs")
+    admin = sub.add_parser("admin", help="every console page over a million runs")
     admin.add_argument("--runs", type=int, default=1_000_000)
-    admin.add_argument("--repeat", type=int, default=5)
+    admin.add_argument("--tasks", type=int, default=100_000)
+    admin.add_argument("--repeat", type=int, default=20, help="rounds timed (p50, p95)")
+    admin.add_argument("--only", default="", help="the pages whose label holds this text")
     admin.add_argument("--keep-db", action="store_true", help="keep the scratch database")
+    reuse = "time over the scratch database a --keep-db run left (its data set reused)"
+    admin.add_argument("--reuse-db", action="store_true", help=reuse)
 
     day = sub.add_parser("day", help="a production day, time-compressed, with faults")
     day.add_argument("--minutes", type=float, default=20.0, help="the window (a day's shape)")
@@ -180,9 +184,10 @@ def main(argv: list[str]) -> int:
         elif kind == "admin":
             from bench import admin
 
-            with scratch.database("admin", keep=options["keep_db"]):
-                admin.populate(options["runs"])
-                admin.measure(options["repeat"])
+            keep, reuse = options["keep_db"] or options["reuse_db"], options["reuse_db"]
+            with scratch.database("admin", keep=keep, reuse=reuse), admin.test_hosts():
+                admin.populate(options["runs"], tasks=options["tasks"], write=write)
+                admin.measure(options["repeat"], only=options["only"], write=write)
         elif kind == "day":
             from bench import day
 

@@ -1,4 +1,4 @@
-"""The seeds' service levels, each judged from `bench day`'s figures beside its floor from the
+"""The service's targets (its service levels), each judged from `bench day`'s figures beside its floor from the
 same run (docs/benchmarks.md, "A production day, with faults"): the last lines of the printout.
 
 Latency levels are judged outside the Patroni fault windows (a fault's window is its own

@@ -24,20 +24,28 @@ def admin_conninfo(base: dict[str, Any]) -> dict[str, str]:
     return params
 
 
+def _exists(admin: dict[str, str], name: str) -> bool:
+    with psycopg.connect(autocommit=True, **admin) as conn:
+        row = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone()
+    return row is not None
+
+
 def _drop(admin: dict[str, str], name: str) -> None:
     with psycopg.connect(autocommit=True, **admin) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 @contextmanager
-def database(suffix: str, *, keep: bool = False) -> Iterator[str]:
-    """`<configured name>_<suffix>`, migrated and current; yields its URL."""
+def database(suffix: str, *, keep: bool = False, reuse: bool = False) -> Iterator[str]:
+    """`<configured name>_<suffix>`, migrated and current; yields its URL. With `reuse`, one
+    left by an earlier run (`keep`) is kept as it is and migrated forward, not made anew."""
     base = dict(settings.DATABASES["default"])
     name = f"{base['NAME']}_{suffix}"
     admin = admin_conninfo(base)
-    _drop(admin, name)
-    with psycopg.connect(autocommit=True, **admin) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
+    if not (reuse and _exists(admin, name)):
+        _drop(admin, name)
+        with psycopg.connect(autocommit=True, **admin) as conn:
+            conn.execute(f'CREATE DATABASE "{name}"')
     try:
         connection.close()
         settings.DATABASES["default"]["NAME"] = name

@@ -12,10 +12,11 @@ from __future__ import annotations
 from typing import Any
 
 from django.conf import settings
+from django.contrib.postgres.indexes import OpClass
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import models
 from django.db.models import QuerySet
-from django.db.models.functions import Now
+from django.db.models.functions import Now, Upper
 
 from accounts.access import is_operator, visible
 
@@ -83,6 +84,11 @@ class AuditEntry(models.Model):
             models.Index(fields=["actor_name", "-id"], name="audit_actor_idx"),
             # One object's history.
             models.Index(fields=["object_type", "object_id"], name="audit_object_idx"),
+            # The admin's search by the start of an object's name (migration 0040).
+            models.Index(
+                OpClass(Upper("object_name"), name="text_pattern_ops"),
+                name="audit_object_name_idx",
+            ),
         ]
 
     def __str__(self) -> str:

@@ -279,6 +279,12 @@ class Task(models.Model):
             models.Index(fields=["owner", "-created_at"], name="task_owner_created_idx"),
             # A team's tasks newest first: one part of a member's list (access.visible_page).
             models.Index(fields=["team", "-created_at"], name="task_team_created_idx"),
+            # The task list's status filter for the few tasks not active (paused, completed,
+            # failed, cancelled): active tasks, which the scheduler updates, have no entry
+            # (migration 0041).
+            models.Index(
+                fields=["status"], condition=~Q(status="active"), name="task_not_active_idx"
+            ),
         ]
 
     def __str__(self) -> str:
@@ -509,6 +515,14 @@ class Run(models.Model):
             models.Index(fields=["status", "finished_at"], name="run_status_finished_idx"),
             # The admin's date filter and its newest-first order.
             models.Index(fields=["scheduled_at"], name="run_scheduled_at_idx"),
+            # Runs by when they started: the run list's started_at range (each dashboard bar
+            # links to one), a user's dashboard's starts and the timeline. Begun runs only: a
+            # run gets its entry when claimed, not when planned (migration 0039).
+            models.Index(
+                fields=["started_at"],
+                condition=Q(started_at__isnull=False),
+                name="run_started_at_idx",
+            ),
             # The reviewer's search for runs no live worker can hold: claimable runs with
             # requests only. The claim cannot use it (its condition is not the claim's).
             models.Index(

@@ -4,6 +4,7 @@ expressions are described by cron-descriptor, the other types here."""
 
 from __future__ import annotations
 
+import functools
 from datetime import datetime
 from zoneinfo import ZoneInfo
 
@@ -126,13 +127,20 @@ def _monthly(schedule: dict) -> str:
 
 
 def _cron(schedule: dict) -> str:
-    expression = MACROS.get(schedule["expression"].lower(), schedule["expression"])
+    return _cron_words(schedule["expression"])
+
+
+@functools.lru_cache(maxsize=1024)
+def _cron_words(given: str) -> str:
+    """Kept per expression: cron-descriptor reads its translations from disk on every call,
+    which cost the task list a few milliseconds a row."""
+    expression = MACROS.get(given.lower(), given)
     options = Options()
     options.use_24hour_time_format = True
     try:
         return ExpressionDescriptor(expression, options).get_description()
     except Exception:
-        return f"Cron {schedule['expression']}"
+        return f"Cron {given}"
 
 
 def _rrule(schedule: dict) -> str:

@@ -14,6 +14,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 
+from tasks.admin.forms import ZoneSelect
 from tasks.admin.scope import OwnedAdmin, is_operator
 from tasks.api.serializers import CalendarSerializer
 from tasks.db import db_now
@@ -31,7 +32,9 @@ def _lines(text: str) -> list[str]:
 
 
 class CalendarAdminForm(forms.ModelForm):
-    timezone = forms.ChoiceField(choices=[(z, z) for z in TIMEZONES], initial="UTC")
+    timezone = forms.ChoiceField(
+        choices=[(z, z) for z in TIMEZONES], initial="UTC", widget=ZoneSelect
+    )
     holidays_country = forms.CharField(
         required=False, label="holidays: country", help_text="ISO 3166 code, e.g. DE. Empty: none."
     )

@@ -128,7 +128,9 @@ def own_dashboard(request: HttpRequest, range_name: str) -> HttpResponse:
     whole queue's samples cannot be split by owner). The run admin's queryset scopes it, so the
     run list each bar links to lists exactly the runs the bar counts."""
     now = db_now()
-    runs = admin.site.get_model_admin(Run).get_queryset(request)
+    runs = dashboard_runs.visible_runs(
+        admin.site.get_model_admin(Run).get_queryset(request), request.user
+    )
     starts, size = dashboard_runs.buckets(now, range_name)
     series = dashboard_runs.run_series(runs, starts, size)
     context = {

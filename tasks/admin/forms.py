@@ -13,6 +13,9 @@ from typing import Any
 
 from django import forms
 from django.contrib.admin.widgets import AdminTextareaWidget
+from django.forms.utils import flatatt
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString, mark_safe
 from rest_framework.exceptions import PermissionDenied
 
 from tasks.api.serializers import TaskInputSerializer
@@ -43,6 +46,29 @@ SCHEDULE_FIELDS = (
 # The task's fields shown as JSON text; null (or empty) clears them.
 JSON_TASK_FIELDS = ("concurrency", "rate_limit", "expect")
 TIMEZONES = sorted(zoneinfo.available_timezones())
+
+
+class ZoneSelect(forms.Select):
+    """A select of the 600 time zones, written out in one pass: Django renders each option
+    through a template of its own, which cost a task's page (and a calendar's) over half of its
+    time. Same markup: the attributes the form gives, the chosen zone selected."""
+
+    def render(
+        self, name: str, value: Any, attrs: dict[str, Any] | None = None, renderer: Any = None
+    ) -> SafeString:
+        chosen = {str(v) for v in self.format_value(value)}
+        options = format_html_join(
+            "",
+            '<option value="{}"{}>{}</option>',
+            (
+                (key, mark_safe(" selected") if str(key) in chosen else "", label)
+                for key, label in self.choices
+            ),
+        )
+        final = self.build_attrs(self.attrs, {**(attrs or {}), "name": name})
+        return format_html("<select{}>{}</select>", flatatt(final), options)
+
+
 DATETIME_HELP = "YYYY-MM-DD HH:MM[:SS], in the schedule's time zone (or with an offset)."
 
 
@@ -108,7 +134,9 @@ class TaskAdminForm(forms.ModelForm):
         widget=_json_widget(),
         help_text='rrule: JSON, dates or date-times left out: ["2026-12-24", ...].',
     )
-    timezone = forms.ChoiceField(choices=[(z, z) for z in TIMEZONES], initial="UTC")
+    timezone = forms.ChoiceField(
+        choices=[(z, z) for z in TIMEZONES], initial="UTC", widget=ZoneSelect
+    )
     start_at = forms.CharField(required=False, help_text=DATETIME_HELP)
     end_at = forms.CharField(required=False, help_text=DATETIME_HELP)
     max_runs = forms.IntegerField(required=False, min_value=1)

@@ -10,8 +10,11 @@ from typing import Any
 from django.contrib import admin
 from django.db.models import QuerySet
 from django.http import HttpRequest
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
 
 from tasks.admin.scope import AuditedDeletes
+from tasks.admin.timeline import timeline_url
 from tasks.models import ConcurrencyKey, RateKey
 from tasks.transitions import limits
 
@@ -19,12 +22,15 @@ from tasks.transitions import limits
 class LimitKeyAdmin(AuditedDeletes):
     kind: limits.Kind
     claimed: list[str]  # the columns claims keep on the key: shown, never saved from a form
+    timeline_param: str  # the timeline's parameter for a key of this kind
     list_filter = ["declared", ("owner", admin.EmptyFieldListFilter)]
     search_fields = ["name"]
     ordering = ["name", "id"]
+    list_select_related = ["owner"]  # the owner column: one join, not a query per key
 
     def get_fields(self, request: HttpRequest, obj: Any = None) -> Any:
-        return ["owner", "name", *self.kind.limits.values(), "declared", *self.claimed]
+        fields = ["owner", "name", *self.kind.limits.values(), "declared", *self.claimed]
+        return [*fields, "timeline"] if obj else fields
 
     def audit_type(self) -> str:
         return self.kind.key_field
@@ -35,7 +41,13 @@ class LimitKeyAdmin(AuditedDeletes):
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
         # A key's owner and name are what tasks point at; only its limits change.
         fixed = ["declared", *self.claimed]
-        return ["owner", "name", *fixed] if obj else fixed
+        return ["owner", "name", *fixed, "timeline"] if obj else fixed
+
+    @admin.display(description="runs")
+    def timeline(self, key: Any) -> SafeString:
+        """The key's runs as bars over time, across the tasks that use it."""
+        url = timeline_url(self.timeline_param, key.pk)
+        return format_html('<a href="{}">Timeline</a>', url)
 
     @admin.display(description="waiting (due)", ordering="waiting")
     def waiting(self, key: Any) -> int:
@@ -55,8 +67,9 @@ class LimitKeyAdmin(AuditedDeletes):
 class ConcurrencyKeyAdmin(LimitKeyAdmin):
     kind = limits.CONCURRENCY
     claimed = ["admitted"]
+    timeline_param = "key"
     list_display = ["name", "owner", "max_running", "declared", "running", "waiting"]
-    list_display += ["updated_at"]
+    list_display += ["updated_at", "timeline"]
 
     @admin.display(description="running", ordering="running")
     def running(self, key: Any) -> int:
@@ -67,8 +80,9 @@ class ConcurrencyKeyAdmin(LimitKeyAdmin):
 class RateKeyAdmin(LimitKeyAdmin):
     kind = limits.RATE
     claimed = ["held_until"]
+    timeline_param = "rate_key"
     list_display = ["name", "owner", "rate_limit", "per_seconds", "used", "waiting"]
-    list_display += ["next_start_at", "declared", "updated_at"]
+    list_display += ["next_start_at", "declared", "updated_at", "timeline"]
 
     @admin.display(description="starts in the window", ordering="used")
     def used(self, key: Any) -> int:

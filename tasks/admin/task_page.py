@@ -29,6 +29,16 @@ ERROR_SHOWN = 300  # characters of a run's error in the table; its page has all 
 class TaskSummaryPage(admin.ModelAdmin):
     change_form_template = "admin/tasks/task/change_form.html"
 
+    def get_object(self, request: HttpRequest, object_id: str, from_field: Any = None) -> Any:
+        """Read once per GET: the summary, the backfill button and the form each ask for the
+        task (its queryset probes the runs index three times per read)."""
+        if request.method != "GET":
+            return super().get_object(request, object_id, from_field)
+        read: dict[Any, Any] = request.__dict__.setdefault("_tasks_read", {})
+        if (object_id, from_field) not in read:
+            read[object_id, from_field] = super().get_object(request, object_id, from_field)
+        return read[object_id, from_field]
+
     def change_view(
         self,
         request: HttpRequest,

@@ -38,7 +38,7 @@ def test_a_short_day_with_faults_loses_nothing_and_records_nothing_twice() -> No
     ], day["patroni_errors"]
     assert sum(k["kills"] for k in day["role_kills"].values()) >= 1
     assert day["acknowledged_creates"] > 0
-    # The printout ends with the verdict: each of the seeds' levels, met or not.
+    # The printout ends with the verdict: each of the service's levels, met or not.
     assert "API p95 < 300 ms" in {row["level"] for row in day["verdict"]}
     assert "service levels met" in done.stdout.splitlines()[-len(day["verdict"]) - 1]
     assert (day["lost"], day["recorded_twice"], day["occurrences_doubled"]) == (0, 0, 0)

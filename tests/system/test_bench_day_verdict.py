@@ -1,4 +1,4 @@
-"""`bench day`'s verdict judges each of the seeds' service levels from the day's figures, beside
+"""`bench day`'s verdict judges each of the service's levels from the day's figures, beside
 its floor from the same run."""
 
 from __future__ import annotations

@@ -149,7 +149,18 @@ def test_recurring_notify_and_admin() -> None:
     assert (notified["missing"], notified["duplicates"], notified["bad_signatures"]) == (0, 0, 0)
 
     done = subprocess.run(
-        [sys.executable, "-m", "bench", "admin", "--runs", "6000", "--repeat", "1"],
+        [
+            sys.executable,
+            "-m",
+            "bench",
+            "admin",
+            "--runs",
+            "6000",
+            "--tasks",
+            "500",
+            "--repeat",
+            "1",
+        ],
         env=process_env(LOG_LEVEL="WARNING"),
         capture_output=True,
         text=True,
@@ -157,7 +168,8 @@ def test_recurring_notify_and_admin() -> None:
         cwd=ROOT,
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    assert "dashboard" in done.stdout and "runs, page 50" in done.stdout
+    assert "user: dashboard 7 d" in done.stdout and "runs: page 50" in done.stdout
+    assert "floor (password-changed page)" in done.stdout
 
 
 def test_api_find_max_doubles_until_a_miss_then_bisects() -> None:

@@ -11,6 +11,7 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
+from accounts.models import Membership, Team
 from tasks.db import db_now
 from tasks.models import ConcurrencyKey, RateKey
 from tests.factories import RunFactory, TaskFactory, UserFactory
@@ -139,3 +140,35 @@ def test_the_key_panel_lists_the_users_keys_and_the_global_ones_with_their_count
         ("concurrency", "warehouse-db"): (1, 2, "2 running"),
         ("rate", "vendor-api (global)"): (0, 0, "10 per 60 s"),
     }
+
+
+def test_a_team_members_dashboard_counts_the_teams_runs_not_her_task_in_a_team_she_left() -> None:
+    alice, bob = UserFactory(), UserFactory()
+    data, gone = Team.objects.create(slug="data"), Team.objects.create(slug="gone")
+    Membership.objects.create(team=data, user=alice, role="viewer")
+    teams_task = TaskFactory(owner=bob, team=data)
+    teams = [finished(teams_task, status="failed", minutes_ago=3) for _ in range(2)]
+    finished(TaskFactory(owner=alice, team=gone), status="failed", minutes_ago=3)  # hidden
+    own = finished(TaskFactory(owner=alice), status="failed", minutes_ago=3)
+    client = signed_in(alice)
+
+    response = client.get(reverse("admin-dashboard"))
+
+    states = {label: count for label, count, _ in response.context["states"]}
+    assert states["Failed (in range)"] == 3
+    (failures,) = bars(response.content.decode(), "Failures")
+    assert "(3 runs)" in failures[1]
+    assert listed_ids(client, failures[0]) == {str(r.pk) for r in [*teams, own]}
+
+
+def test_a_user_without_teams_sees_the_same_counts_as_her_run_list() -> None:
+    alice = UserFactory()
+    runs = [finished(TaskFactory(owner=alice), status="failed", minutes_ago=3) for _ in range(3)]
+    finished(TaskFactory(owner=UserFactory()), status="failed", minutes_ago=3)
+    client = signed_in(alice)
+
+    response = client.get(reverse("admin-dashboard"))
+
+    (failures,) = bars(response.content.decode(), "Failures")
+    assert "(3 runs)" in failures[1]
+    assert listed_ids(client, failures[0]) == {str(r.pk) for r in runs}
