@@ -1,5 +1,6 @@
-"""The service's targets (its service levels), each judged from `bench day`'s figures beside its floor from the
-same run (docs/benchmarks.md, "A production day, with faults"): the last lines of the printout.
+"""The service's levels (its targets for latency, lateness, delivery and availability), each
+judged from `bench day`'s figures beside its floor from the same run (docs/benchmarks.md, "A
+production day, with faults"): the last lines of the printout.
 
 Latency levels are judged outside the Patroni fault windows (a fault's window is its own
 figure); availability over a year counts one leader crash a month at the write gap this run

@@ -1,6 +1,6 @@
 """Concurrency key: a due run whose key already has `limit` runs running (counted exactly under
 the key row's lock, tasks/sql/claim.sql `key_ctes`). The claim marks the candidates it holds
-back; the reviewer marks the due runs the claims' scan skipped (tasks/sql/concurrency.sql,
+back; the reviewer marks the due runs the claims' scan skipped (tasks/sql/limits.sql,
 `hold_keyed`). Released by the claim after a run of the key ends (strict priority, then due
 order, within the key)."""
 

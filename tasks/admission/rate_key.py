@@ -1,7 +1,7 @@
 """Rate key: a due run whose key's sliding window already holds `rate_limit` starts in the last
 `per_seconds` (tasks/sql/claim.sql `rate_ctes`, an exact log on the key row). The claim marks
 the candidates it holds back; the reviewer marks the due runs the claims' scan skipped
-(tasks/sql/rate_limits.sql, `hold_rate_limited`). Released by the claim once the window frees
+(tasks/sql/limits.sql, `hold_rate_limited`). Released by the claim once the window frees
 (`held_until`); a start admitted ahead of its due time could not keep the window, so rate-keyed
 runs are never prefetched."""
 

@@ -1,6 +1,8 @@
--- Limit keys' new limits, for the next claim (tasks/transitions/limits.py, `set_limits`): set
--- on the key (declared), or a task's, which changes a key no one declared limits on, also when
--- the two race.
+-- Limit keys outside the claim (tasks/transitions/limits.py): their new limits, and the due runs
+-- a full key holds back marked waiting (the reviewer).
+
+-- Limits for the next claim (`set_limits`): set on the key (declared), or a task's, which
+-- changes a key no one declared limits on, also when the two race.
 
 -- A concurrency key's new limit; runs already running go on.
 -- name: set_concurrency_limits
@@ -18,3 +20,51 @@ UPDATE tasks_ratekey k
                          THEN k.starts[cardinality(k.starts) - %(limit)s + 1]
                               + make_interval(secs => %(per)s) END
  WHERE k.id = %(id)s AND (%(declared)s OR NOT k.declared)
+
+-- Due runs of a full key that no claim has looked at (the claim's candidates skip a full key's
+-- runs, so that they never take another run's place) wait with the reason the claim writes for
+-- the runs it holds back. A batch per key and pass, oldest first; runs a claim has locked are
+-- left to it. The claim clears the reason when it starts them. `column` is the run's key,
+-- `kind` its wait_kind (tasks/admission/).
+-- name: held_by_full_key(column, kind)
+judged AS (
+    SELECT w.id, f.reason
+      FROM full_keys f
+     CROSS JOIN LATERAL (
+           SELECT r.id FROM tasks_run r
+            WHERE {column} = f.id
+              AND r.status IN ('scheduled', 'waiting_for_resource')
+              AND r.execute_at <= statement_timestamp()
+              AND (r.status = 'scheduled' OR r.wait_kind = {kind})
+            ORDER BY r.priority DESC, r.execute_at, r.id
+            LIMIT %(batch)s
+              FOR UPDATE OF r SKIP LOCKED) AS w
+)
+UPDATE tasks_run r
+   SET status = 'waiting_for_resource', wait_kind = {kind}, wait_reason = judged.reason
+  FROM judged
+ WHERE r.id = judged.id AND (r.status <> 'waiting_for_resource' OR r.wait_reason <> judged.reason)
+RETURNING r.id
+
+-- Concurrency keys at their limit, with the words of their wait.
+-- name: hold_keyed
+WITH full_keys AS (
+    SELECT k.id, 'waiting for concurrency key ' || k.name || ' ('
+                 || least(count(*), k.max_running) || ' of ' || k.max_running
+                 || ' running)' AS reason
+      FROM tasks_run r JOIN tasks_concurrencykey k ON k.id = r.concurrency_key_id
+     WHERE r.status = 'running' AND r.concurrency_key_id IS NOT NULL
+     GROUP BY k.id, k.name, k.max_running
+    HAVING count(*) >= k.max_running
+), {held_by_full_key(r.concurrency_key_id, 'concurrency_key')}
+
+-- Rate keys whose window is full, with the words of their wait (which name the next start).
+-- name: hold_rate_limited
+WITH full_keys AS (
+    SELECT k.id, 'rate limit ' || k.name || ': ' || k.rate_limit || ' per ' || k.per_seconds
+                 || ' s reached, next start at '
+                 || to_char(k.held_until AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')
+                 AS reason
+      FROM tasks_ratekey k
+     WHERE k.held_until > statement_timestamp()
+), {held_by_full_key(r.rate_key_id, 'rate_key')}

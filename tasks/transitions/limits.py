@@ -45,7 +45,7 @@ class Kind:
     limits: dict[str, str]  # the limits' API names -> the key's columns
     counts: Callable[[], dict[str, Any]]  # the kind's own counts, for the API and the admin
     set_limits: str  # its statement in limits.sql (the API, the admin, tasks)
-    hold: tuple[str, str]  # the reviewer's (file, name): due runs a full key holds back
+    hold: str  # the reviewer's statement in limits.sql: due runs a full key holds back
 
     @property
     def run_column(self) -> str:
@@ -84,7 +84,7 @@ CONCURRENCY = Kind(
     limits={"limit": "max_running"},
     counts=_concurrency_counts,
     set_limits="set_concurrency_limits",
-    hold=("concurrency.sql", "hold_keyed"),
+    hold="hold_keyed",
 )
 RATE = Kind(
     noun="rate key",
@@ -94,7 +94,7 @@ RATE = Kind(
     limits={"limit": "rate_limit", "per": "per_seconds"},
     counts=_rate_counts,
     set_limits="set_rate_limits",
-    hold=("rate_limits.sql", "hold_rate_limited"),
+    hold="hold_rate_limited",
 )
 KINDS = (CONCURRENCY, RATE)
 
@@ -215,5 +215,5 @@ def hold_waiting_runs(kind: Kind, *, batch: int = HOLD_BATCH) -> int:
     changed. Workers need no wake-up: a held run is as claimable as before, and the claim
     clears its reason when it starts it."""
     with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute(queries("tasks", kind.hold[0])[kind.hold[1]], {"batch": batch})
+        cursor.execute(queries("tasks", "limits.sql")[kind.hold], {"batch": batch})
         return len(cursor.fetchall())
