@@ -16,6 +16,7 @@ from typing import Any
 from django.db import transaction
 
 from accounts.models import ApiToken, ServiceAccount
+from tasks import audit
 
 PREFIX = "sched_"
 SCOPES = ("read", "write", "run", "tasksets:apply")
@@ -32,14 +33,30 @@ def make_token(
     """A new token of `account` and its text (the only time the text exists outside the
     client)."""
     text = PREFIX + secrets.token_urlsafe(32)
-    token = ApiToken.objects.create(
-        account=account,
-        name=name,
-        digest=digest(text),
-        scopes=sorted(set(scopes)),
-        expires_at=expires_at,
-    )
+    with transaction.atomic():
+        token = ApiToken.objects.create(
+            account=account,
+            name=name,
+            digest=digest(text),
+            scopes=sorted(set(scopes)),
+            expires_at=expires_at,
+        )
+        changes = {"service_account": account.name, "scopes": token.scopes}
+        audit.record(_entry("create_token", token, {**changes, "expires_at": expires_at}))
     return token, text
+
+
+def _entry(action: str, token: ApiToken, changes: dict[str, Any]) -> audit.Entry:
+    """The audit entry of `action` on `token`: its id and name, its account's team; never its
+    text nor its digest."""
+    return audit.Entry(
+        action=action,
+        object_type="token",
+        object_id=str(token.pk),
+        object_name=token.name,
+        changes=changes,
+        team_id=token.account.team_id,
+    )
 
 
 def find(text: str) -> ApiToken | None:
@@ -65,8 +82,15 @@ def touch(token: ApiToken, *, now: datetime) -> None:
 
 
 def revoke(token: ApiToken, *, now: datetime) -> ApiToken:
-    """Revoke `token`: the next request that sends it is refused (nothing caches a token)."""
-    ApiToken.objects.filter(pk=token.pk, revoked_at__isnull=True).update(revoked_at=now)
+    """Revoke `token`: the next request that sends it is refused (nothing caches a token).
+    Recorded once: revoking a revoked token changes nothing and records nothing."""
+    with transaction.atomic():
+        revoked = ApiToken.objects.filter(pk=token.pk, revoked_at__isnull=True).update(
+            revoked_at=now
+        )
+        if revoked:
+            changes = {"service_account": token.account.name, "revoked_at": [None, now]}
+            audit.record(_entry("revoke_token", token, changes))
     token.refresh_from_db(fields=["revoked_at"])
     return token
 

@@ -29,11 +29,21 @@ call. The scheduler, workers and reviewer record nothing: they act on their own.
                                                 (admin/actions.py) and on all rows matching a
                                                 filter (admin/bulk.py):
                                                 the filter and the count, beside each row's own
+    create          team, service_account       accounts.teams.create_team (the first admin),
+                                                create_service_account (its role)
+    add_member,     team                        accounts.teams.set_member, remove_member and
+    change_role,                                sync_team_groups (the provider's groups): the
+    remove_member                               member, and the role as [before, after]
+    create_token    token                       accounts.tokens.make_token (its account, scopes
+                                                and expiry; the token's text and hash never)
+    revoke_token    token                       accounts.tokens.revoke
 
 Whose entry it is: the object's owner and its team at the time of the change (a run's and a
 notification's team is its task's). A team's members read its entries, a personal object's
 entries are its owner's (accounts/access.py, as for the objects); a bulk action's one entry
 is its actor's, with no team (its rows may be several teams'), beside each row's own entry.
+A team's own changes (its members, service accounts and tokens) are the team's entries, with
+no owner: every member reads them, nobody outside the team does.
 
 Who acts comes from `AuditContextMiddleware` (one per request, in a contextvar): the signed-in
 user as DRF or the session authenticated them (with a service token, its account and the
@@ -82,6 +92,12 @@ ACTIONS = (
     "bulk_cancel",
     "bulk_retry",
     "bulk_resend",
+    # Teams, their members, service accounts and tokens (accounts/teams.py, accounts/tokens.py).
+    "add_member",
+    "change_role",
+    "remove_member",
+    "create_token",
+    "revoke_token",
 )
 OBJECT_TYPES = (
     "task",
@@ -93,6 +109,9 @@ OBJECT_TYPES = (
     "taskset",
     "calendar_feed",
     "notification",
+    "team",
+    "service_account",
+    "token",
 )
 
 USER_AGENT_MAX = 500  # characters kept of a user agent
