@@ -33,6 +33,8 @@ class Workflow(models.Model):
     # [{"channel", "events"}] as a task's `notify`, with the events of a workflow run
     # (tasks.events.WORKFLOW_EVENTS): queued when a workflow run ends (docs/workflows.md).
     notify = models.JSONField(default=list, blank=True, db_default=[])
+    # The priority of its steps' runs (0-9, as a task's) where a step's task sets none.
+    priority = models.SmallIntegerField(default=5, db_default=5)
     # The task set that declares it (a set file's `workflows:` entry) and its key there;
     # `taskset_entry` holds what the last apply declared and left (`{"entry", "applied"}`):
     # drift is the workflow's fields against `applied` (tasks/transitions/taskset_workflows.py).
@@ -51,6 +53,9 @@ class Workflow(models.Model):
                 fields=["taskset", "taskset_key"],
                 condition=Q(taskset__isnull=False),
                 name="workflow_unique_taskset_key",
+            ),
+            models.CheckConstraint(
+                condition=Q(priority__gte=0, priority__lte=9), name="workflow_priority_range"
             ),
         ]
         indexes = [

@@ -71,6 +71,7 @@ class WorkflowAdmin(WorkflowRunNow, WorkflowScoped):
         "owner",
         "schedule_text",
         "next_start",
+        "priority",
         "dag",
         "recent_runs",
         "created_at",

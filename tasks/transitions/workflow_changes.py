@@ -1,5 +1,5 @@
-"""Creating and changing a workflow (its name, steps, notify and schedule). Starting its runs is
-tasks/transitions/workflows.py's; starting them on its schedule, workflow_schedules.py's."""
+"""Creating and changing a workflow (its name, steps, notify, priority and schedule). Starting its
+runs is tasks/transitions/workflows.py's; starting them on its schedule, workflow_schedules.py's."""
 
 from __future__ import annotations
 
@@ -14,15 +14,16 @@ from tasks.transitions.workflow_schedules import first_run_at
 
 
 def create_workflow(*, owner: Any, fields: dict[str, Any], now: datetime) -> Workflow:
-    """Create a workflow from validated fields (`name`, `steps`, `notify`?, `schedule`?); a
-    schedule's first occurrence at or after `now` is its `next_run_at`, and the schedulers are
-    woken to sleep until it."""
+    """Create a workflow from validated fields (`name`, `steps`, `notify`?, `priority`?,
+    `schedule`?); a schedule's first occurrence at or after `now` is its `next_run_at`, and the
+    schedulers are woken to sleep until it."""
     schedule = fields.get("schedule")
     workflow = Workflow.objects.create(
         owner=owner,
         name=fields["name"],
         steps=fields["steps"],
         notify=fields.get("notify", []),
+        priority=fields.get("priority", 5),
         schedule=schedule,
         next_run_at=first_run_at(schedule, now=now),
     )
@@ -32,7 +33,7 @@ def create_workflow(*, owner: Any, fields: dict[str, Any], now: datetime) -> Wor
 
 
 def change_workflow(*, workflow: Workflow, changes: dict[str, Any], now: datetime) -> Workflow:
-    """Apply validated changes (any of `name`, `steps`, `notify`, `schedule`) to a workflow.
+    """Apply validated changes (any of `name`, `steps`, `notify`, `priority`, `schedule`).
 
     The workflow's row is locked first, so a scheduler's pass starting one of its occurrences
     (which holds that lock) finishes before or starts after the change, never half of each. A
@@ -44,7 +45,8 @@ def change_workflow(*, workflow: Workflow, changes: dict[str, Any], now: datetim
     """
     with transaction.atomic():
         workflow = Workflow.objects.select_for_update().get(pk=workflow.pk)
-        fields: list[str] = [name for name in ("name", "steps", "notify") if name in changes]
+        changed = ("name", "steps", "notify", "priority")
+        fields: list[str] = [name for name in changed if name in changes]
         for name in fields:
             setattr(workflow, name, changes[name])
         rescheduled = "schedule" in changes
