@@ -4,6 +4,7 @@ cancel workflow runs (docs/api.md, "Workflows"). Validate, call one service, ser
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from datetime import datetime
 from types import SimpleNamespace
@@ -20,6 +21,7 @@ from rest_framework.views import APIView
 from scheduler_project.auth import request_owner
 from tasks import occurrences, outbox, schedules
 from tasks.api.serializers import (
+    MAX_EXPECT_SECONDS,
     PriorityField,
     ScheduleField,
     TaskInputSerializer,
@@ -31,7 +33,7 @@ from tasks.db import db_now
 from tasks.events import WORKFLOW_EVENTS
 from tasks.models import Workflow, WorkflowRun, WorkflowStep
 from tasks.transitions import workflow_changes, workflows
-from tasks.workflow_models import STEP_ON
+from tasks.workflow_models import STEP_ON, WORKFLOW_HEALTH
 
 MAX_STEPS = 5000  # a fan-out of thousands between a root and a join, in one start transaction
 # A step's task runs once, now, per workflow run: no schedule, no dedup key of its own.
@@ -56,6 +58,23 @@ class WorkflowNotifySerializer(StrictSerializer):
     )
 
 
+class WorkflowExpectSerializer(StrictSerializer):
+    """What a workflow's runs are expected to do (docs/workflows.md, "Expectations")."""
+
+    success_within = serializers.FloatField(
+        min_value=0.001,
+        max_value=MAX_EXPECT_SECONDS,
+        required=False,
+        help_text="No workflow run succeeding for this long (from the workflow's creation or "
+        "its last success) makes it `overdue` and queues `workflow_overdue`.",
+    )
+
+    def validate_success_within(self, value: float) -> float:
+        if not math.isfinite(value):
+            raise serializers.ValidationError("Must be a finite number of seconds.")
+        return value
+
+
 class WorkflowInputSerializer(StrictSerializer):
     name = serializers.CharField(max_length=200)
     steps = StepSerializer(many=True, max_length=MAX_STEPS, min_length=1)  # type: ignore[call-arg]
@@ -64,6 +83,7 @@ class WorkflowInputSerializer(StrictSerializer):
         required=False,
         help_text="Its steps' runs' priority (0-9, default 5) where a step's task sets none.",
     )
+    expect = WorkflowExpectSerializer(required=False)
     schedule = ScheduleField(
         required=False,
         allow_null=True,
@@ -180,6 +200,12 @@ class WorkflowOutputSerializer(serializers.Serializer):
     )
     notify = WorkflowNotifySerializer(many=True)
     priority = serializers.IntegerField(help_text="Its steps' runs' default priority.")
+    expect = WorkflowExpectSerializer()
+    health = serializers.ChoiceField(
+        choices=WORKFLOW_HEALTH,
+        help_text="`overdue` while its `expect.success_within` is not met (the reviewer's "
+        "judgement), else `ok`.",
+    )
     created_at = serializers.DateTimeField()
     updated_at = serializers.DateTimeField()
 
@@ -218,6 +244,8 @@ def workflow_json(workflow: Workflow) -> dict:
         "next_run_at": workflow.next_run_at,
         "notify": workflow.notify,
         "priority": workflow.priority,
+        "expect": workflow.expect,
+        "health": workflow.health,
         "created_at": workflow.created_at,
         "updated_at": workflow.updated_at,
     }
@@ -316,7 +344,7 @@ class WorkflowDetailView(APIView):
 
     @extend_schema(
         summary="Change a workflow",
-        description="Any of `name`, `steps`, `notify`, `priority` and `schedule`, each "
+        description="Any of `name`, `steps`, `notify`, `priority`, `expect` and `schedule`, each "
         "validated as a create validates it. A change applies to the workflow runs started "
         "afterwards: one in flight keeps the steps it started with. A changed schedule starts "
         "from its first occurrence from now on.",

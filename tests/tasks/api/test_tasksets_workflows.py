@@ -157,3 +157,14 @@ def test_a_workflows_priority_is_declared_planned_and_drifts(api) -> None:
     Workflow.objects.filter(pk=created["id"]).update(priority=0)
     [drifted] = api.get(f"{URL}/drift").json()["workflows"]
     assert drifted["fields"] == {"priority": {"declared": 7, "actual": 0, "ignored": False}}
+
+
+def test_a_workflows_expect_is_declared_and_planned(api) -> None:
+    put(api, [etl(expect={"success_within": 3600})])
+    assert Workflow.objects.get().expect == {"success_within": 3600.0}
+    assert (
+        put(api, [etl(expect={"success_within": 3600})], dry_run="true")["workflows"]["unchanged"]
+        == 1
+    )
+    [update] = put(api, [etl()], dry_run="true")["workflows"]["update"]
+    assert update["changes"] == {"expect": {"from": {"success_within": 3600.0}, "to": {}}}

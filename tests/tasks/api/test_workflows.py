@@ -141,3 +141,30 @@ def test_a_workflows_priority_defaults_to_5_and_is_validated(api) -> None:
     )
     assert response.status_code == 400
     assert set(response.json()) == {"priority"}
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("expect", "errors"),
+    [
+        ({"success_within": 0}, {"success_within"}),
+        ({"success_within": "soon"}, {"success_within"}),
+        ({"start_within": 10}, {"start_within"}),
+    ],
+)
+def test_a_bad_expect_is_a_400_naming_its_member(api, expect, errors) -> None:
+    body = {"name": "wf", "steps": [{"id": "a", "task": NOOP}], "expect": expect}
+    response = api.post("/api/v1/workflows", body, format="json")
+    assert response.status_code == 400
+    assert set(response.json()["expect"]) == errors
+    assert not Workflow.objects.exists()
+
+
+@pytest.mark.django_db
+def test_expect_defaults_to_none_and_health_to_ok(api) -> None:
+    created = create(api, [{"id": "a", "task": NOOP}]).json()
+    assert (created["expect"], created["health"]) == ({}, "ok")
+    url = f"/api/v1/workflows/{created['id']}"
+    changed = api.patch(url, {"expect": {"success_within": 3600}}, format="json").json()
+    assert (changed["expect"], changed["health"]) == ({"success_within": 3600.0}, "ok")
+    assert api.get(url).json()["expect"] == {"success_within": 3600.0}

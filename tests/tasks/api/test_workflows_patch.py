@@ -107,7 +107,9 @@ def test_patch_validates_steps_as_create_does(api, steps, errors) -> None:
 def test_patch_refuses_unknown_fields_and_empty_steps(api) -> None:
     workflow = create(api)
     assert patch(api, workflow, {"colour": "red"}).json() == {
-        "colour": ["Unknown field; this object takes name, notify, priority, schedule, steps."]
+        "colour": [
+            "Unknown field; this object takes expect, name, notify, priority, schedule, steps."
+        ]
     }
     assert "steps" in patch(api, workflow, {"steps": []}).json()
     assert "name" in patch(api, workflow, {"name": ""}).json()
