@@ -72,6 +72,8 @@ class WorkflowAdmin(WorkflowRunNow, WorkflowScoped):
         "schedule_text",
         "next_start",
         "priority",
+        "expect",
+        "health",
         "dag",
         "recent_runs",
         "created_at",

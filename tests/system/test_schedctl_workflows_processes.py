@@ -139,7 +139,13 @@ def test_workflows_get_and_ls_show_the_schedule_and_priority(served) -> None:  #
     daily = {"type": "daily", "at": "04:30", "timezone": "UTC"}
     response = client_for(owner).post(
         "/api/v1/workflows",
-        {"name": "nightly", "steps": STEPS, "schedule": daily, "priority": 8},
+        {
+            "name": "nightly",
+            "steps": STEPS,
+            "schedule": daily,
+            "priority": 8,
+            "expect": {"success_within": 90000},
+        },
         format="json",
     )
     assert response.status_code == 201, response.content
@@ -150,6 +156,7 @@ def test_workflows_get_and_ls_show_the_schedule_and_priority(served) -> None:  #
     [line] = [line for line in shown.stdout.splitlines() if line.startswith("schedule: ")]
     assert json.loads(line.removeprefix("schedule: "))["at"] == "04:30:00"
     assert "priority: 8" in shown.stdout.splitlines()
+    assert "health: ok (a success expected every 90000 s)" in shown.stdout.splitlines()
     assert any(
         line.startswith("next run: ") and "04:30" in line for line in shown.stdout.splitlines()
     )
@@ -162,3 +169,4 @@ def test_workflows_get_and_ls_show_the_schedule_and_priority(served) -> None:  #
     unscheduled = schedctl("workflows", "get", plain)
     assert "schedule: none (started on demand)" in unscheduled.stdout
     assert "priority: 5" in unscheduled.stdout.splitlines()
+    assert "health:" not in unscheduled.stdout

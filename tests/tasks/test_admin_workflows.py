@@ -196,9 +196,9 @@ def test_a_run_page_draws_the_steps_it_started_with_after_a_patch(user) -> None:
     assert set(boxes(shown)) == {"x", "y"}
 
 
-def test_a_workflow_page_shows_its_priority(user) -> None:
+def test_a_workflow_page_shows_its_priority_and_health(user) -> None:
     api = client_for(user)
-    body = {"name": "wf", "steps": DIAMOND, "priority": 7}
+    body = {"name": "wf", "steps": DIAMOND, "priority": 7, "expect": {"success_within": 60}}
     workflow = api.post("/api/v1/workflows", body, format="json").json()
     html = (
         signed_in(user)
@@ -206,3 +206,4 @@ def test_a_workflow_page_shows_its_priority(user) -> None:
         .content.decode()
     )
     assert re.search(r"Priority:</label>\s*<div class=\"readonly\">7</div>", html), html
+    assert re.search(r"Health:</label>\s*<div class=\"readonly\">ok</div>", html), html
