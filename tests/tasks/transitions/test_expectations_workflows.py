@@ -4,9 +4,12 @@ channels and the owner's all-task ones, and `ok` again after a success."""
 
 from __future__ import annotations
 
+import threading
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from django.core.management import call_command
+from django.db import connection
 
 from notifications.messages import build_message
 from notifications.models import Notification
@@ -125,4 +128,39 @@ def test_removing_the_expectation_makes_it_ok_without_an_alert(api, user) -> Non
     assert response.status_code == 200, response.content
     assert (response.json()["expect"], response.json()["health"]) == ({}, "ok")
     assert review_workflow_expectations() == []
+    assert len(alerts(workflow)) == 1
+
+
+@pytest.mark.concurrency
+@pytest.mark.django_db(transaction=True)
+def test_reviewers_judging_at_once_alert_a_lapse_once(api, user) -> None:
+    workflow = expecting(api, ChannelFactory(owner=user))
+    start, changed, errors = threading.Barrier(4), [], []
+
+    def reviewer() -> None:
+        try:
+            start.wait(timeout=30)
+            for _ in range(3):
+                changed.extend(review_workflow_expectations())
+        except Exception as exc:  # reported below, with the others
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=reviewer) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+
+    assert errors == []
+    assert changed == [(workflow.pk, "overdue")]
+    assert len(alerts(workflow)) == 1
+
+
+@pytest.mark.django_db(transaction=True)  # the loop closes its connection
+def test_the_reviewers_pass_judges_workflows(api, user) -> None:
+    workflow = expecting(api, ChannelFactory(owner=user))
+    call_command("runreviewer", "--once")
+    assert health(api, workflow) == "overdue"
     assert len(alerts(workflow)) == 1
