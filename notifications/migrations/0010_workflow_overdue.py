@@ -145,14 +145,6 @@ class Migration(migrations.Migration):
                 max_length=24,
             ),
         ),
-        migrations.AddIndex(
-            model_name="notification",
-            index=models.Index(
-                condition=models.Q(("workflow__isnull", False)),
-                fields=["workflow"],
-                name="notification_workflow_idx",
-            ),
-        ),
         migrations.AddConstraint(
             model_name="notification",
             constraint=models.CheckConstraint(
