@@ -50,7 +50,7 @@ class ChannelAdmin(ChannelAdd, OwnedAdmin):
 class NotificationAdmin(OwnedAdmin):
     list_display = ["id", "event", "channel", "run", "attempt", "status", "attempts", "created_at"]
     list_filter = ["status", "event"]
-    search_fields = ["id", "run__id", "task__id", "workflow_run__id", "channel__id"]
+    search_fields = ["id", "run__id", "task__id", "workflow_run__id", "workflow__id", "channel__id"]
     readonly_fields = [f.name for f in Notification._meta.fields]
     date_hierarchy = "created_at"
     show_full_result_count = False

@@ -27,6 +27,7 @@ HEADLINES = {
     "skipped": "skipped an occurrence",
     "workflow_succeeded": "succeeded",
     "workflow_failed": "failed",
+    "workflow_overdue": "is overdue: no workflow run succeeded",
 }
 
 
@@ -79,12 +80,14 @@ def build_message(
     """The Message for `notification` (channel, run and task loaded). `attempt` is the attempt
     the event is about, for its error; the run's own fields describe it as it is now. An alert
     about the task alone (no run: `overdue` before any run) has `run` null; a workflow run's
-    event is workflow_message's.
+    event is workflow_message's, a workflow's own workflow_overdue_message's.
 
     `url` in the webhook body is the JSON API's (for programs); the links a person clicks (the
     mail's and Slack's) are the admin's pages, which a browser session opens."""
     if notification.workflow_run is not None:
         return workflow_message(notification, public_url=public_url)
+    if notification.workflow is not None:
+        return workflow_overdue_message(notification, public_url=public_url)
     run, task = notification.run, notification.task
     assert task is not None  # a notification names a task or a workflow run (its CHECK)
     base = public_url.rstrip("/")
@@ -217,4 +220,53 @@ def workflow_message(notification: Notification, *, public_url: str) -> Message:
         task=workflow_data,
         run=run_data,
         run_url=run_data["admin_url"],
+    )
+
+
+def workflow_overdue_message(notification: Notification, *, public_url: str) -> Message:
+    """The Message for a workflow's `workflow_overdue` (the workflow loaded): the webhook body's
+    `workflow` says which and what it expected; `workflow_run`, `task` and `run` are null."""
+    workflow = notification.workflow
+    assert workflow is not None
+    base = public_url.rstrip("/")
+    within = (workflow.expect or {}).get("success_within", 0)
+    workflow_data: dict[str, Any] = {
+        "id": str(workflow.id),
+        "name": workflow.name,
+        "expect": workflow.expect,
+        "health": workflow.health,
+        "overdue_from": workflow.overdue_from,
+        "url": f"{base}/api/v1/workflows/{workflow.id}",
+        "admin_url": base + reverse("admin:tasks_workflow_change", args=[workflow.id]),
+    }
+    label = workflow.name or str(workflow.id)
+    subject = f"Workflow {label} {HEADLINES[notification.event]}"
+    since = workflow.overdue_from.isoformat() if workflow.overdue_from else "?"
+    lines = [
+        subject,
+        "",
+        f"Workflow: {label} ({workflow.id})",
+        f"Expected: a workflow run to succeed at least every {_seconds(within)}",
+        f"Happened: none succeeded since {since}",
+        "",
+        workflow_data["admin_url"],
+    ]
+    return Message(
+        delivery_id=str(notification.id),
+        event=notification.event,
+        created_at=notification.created_at,
+        subject=subject,
+        text="\n".join(lines) + "\n",
+        body={
+            "id": str(notification.id),
+            "event": notification.event,
+            "workflow": workflow_data,
+            "workflow_run": None,
+            "task": None,
+            "run": None,
+            "created_at": notification.created_at,
+        },
+        task=workflow_data,
+        run={},
+        run_url=workflow_data["admin_url"],
     )

@@ -13,7 +13,7 @@ from django.utils import timezone
 from notifications import crypto
 from tasks.events import EVENTS
 from tasks.ids import uuid7
-from tasks.models import Run, Task, WorkflowRun
+from tasks.models import Run, Task, Workflow, WorkflowRun
 
 NOTIFICATION_STATUSES = ("pending", "sent", "failed")
 # The outbox's vocabulary as a model field's choices, labelled as TextChoices would label them.
@@ -107,6 +107,15 @@ class Notification(models.Model):
         null=True,
         blank=True,
     )
+    # NULL but for a workflow's own event (`workflow_overdue`), which names the workflow alone.
+    workflow = models.ForeignKey(
+        Workflow,
+        on_delete=models.CASCADE,
+        related_name="+",
+        db_index=False,
+        null=True,
+        blank=True,
+    )
     attempt = models.PositiveIntegerField()
     event = models.CharField(max_length=24, choices=EVENT_CHOICES)
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
@@ -131,11 +140,14 @@ class Notification(models.Model):
                 condition=Q(status__in=NOTIFICATION_STATUSES), name="notification_status_valid"
             ),
             models.CheckConstraint(condition=Q(event__in=EVENTS), name="notification_event_valid"),
-            # About a task (and maybe its run) or about a workflow run, never both nor neither.
+            # About a task (and maybe its run), a workflow run or a workflow: exactly one.
             models.CheckConstraint(
-                condition=Q(task__isnull=False, workflow_run__isnull=True)
-                | Q(task__isnull=True, run__isnull=True, workflow_run__isnull=False),
-                name="notification_task_or_workflow_run",
+                condition=Q(task__isnull=False, workflow_run__isnull=True, workflow__isnull=True)
+                | Q(task__isnull=True, run__isnull=True, workflow_run__isnull=False)
+                & Q(workflow__isnull=True)
+                | Q(task__isnull=True, run__isnull=True, workflow_run__isnull=True)
+                & Q(workflow__isnull=False),
+                name="notification_task_workflow_run_or_workflow",
             ),
             models.CheckConstraint(
                 condition=~Q(status="sent") | Q(sent_at__isnull=False),
@@ -157,9 +169,17 @@ class Notification(models.Model):
                 condition=Q(workflow_run__isnull=False),
                 name="notification_workflow_run_idx",
             ),
+            # A workflow's own notifications (its deletion's cascade).
+            models.Index(
+                fields=["workflow"],
+                condition=Q(workflow__isnull=False),
+                name="notification_workflow_idx",
+            ),
         ]
 
     def __str__(self) -> str:
         if self.workflow_run_id is not None:
             return f"{self.event} workflow_run={self.workflow_run_id} -> {self.channel_id}"
+        if self.workflow_id is not None:
+            return f"{self.event} workflow={self.workflow_id} -> {self.channel_id}"
         return f"{self.event} run={self.run_id}#{self.attempt} -> {self.channel_id}"

@@ -84,7 +84,7 @@ def deliver_pending(*, limit: int, now: datetime, stopping: threading.Event | No
         return 0
     rows = list(
         Notification.objects.select_related(
-            "channel", "run", "task", "workflow_run__workflow"
+            "channel", "run", "task", "workflow_run__workflow", "workflow"
         ).filter(id__in=claimed)
     )
     attempts: dict[tuple[Any, int], Attempt] = {
@@ -165,7 +165,7 @@ def _record(results: list[Result], *, claimed: dict[UUID, int], now: datetime) -
             n.id,
             n.channel_id,
             n.event,
-            n.run_id or n.workflow_run_id,
+            n.run_id or n.workflow_run_id or n.workflow_id,
             attempt,
             outcome,
             f" error={result.error[:200]!r}" if result.error else "",

@@ -25,6 +25,9 @@ users), with the code that decides it; nothing else queues an event:
     a run still running past `duration.max`         too_slow            expect.sql (reviewer)
     a workflow run ended `succeeded`                workflow_succeeded  notifications' trigger
     a workflow run ended `failed`                   workflow_failed       on tasks_workflowrun
+    a workflow went `overdue` (its `expect`):       workflow_overdue    expect.sql (reviewer),
+      no workflow run succeeded in success_within                         notifications' trigger
+                                                                          on tasks_workflow
 
 Health (tasks/expectations.py) is `up`, `late`, `failing` or `overdue`; an alert is queued when
 it changes, not for every run while it stays: `failing` when `failure_streak` final failures
@@ -41,6 +44,8 @@ the workflow run's row from `running` to its end (tasks/sql/workflows.sql ends i
 transaction that records its last step's outcome), by a trigger the notifications app installs
 on that row (notifications/sql/functions.sql): once per end, since the row lock makes that
 transition happen once. A cancelled workflow run queues nothing, as a cancelled run does not.
+`workflow_overdue` is queued the same way by a trigger on the workflow's row, when the
+reviewer's `workflow_overdue` pass moves its `overdue_from` to a new lapse (once per lapse).
 """
 
 from __future__ import annotations
@@ -65,10 +70,12 @@ EVENTS = (
     "skipped",
     "workflow_succeeded",
     "workflow_failed",
+    "workflow_overdue",
 )
 
-# The events of a workflow run (a workflow's `notify` takes these and no other).
-WORKFLOW_EVENTS = ("workflow_succeeded", "workflow_failed")
+# The events of a workflow (a workflow's `notify` takes these and no other): a workflow run's
+# end, and the workflow's expectation (`expect.success_within`) not met.
+WORKFLOW_EVENTS = ("workflow_succeeded", "workflow_failed", "workflow_overdue")
 
 # The events that a task's expectations raise (tasks/expectations.py), for the alert counter.
 ALERTS = ("late", "too_fast", "too_slow", "failing", "overdue", "recovered")

@@ -12,6 +12,7 @@ from tasks.ids import uuid7
 
 WORKFLOW_RUN_STATUSES = ("running", "succeeded", "failed", "cancelled", "skipped")
 STEP_ON = ("success", "failure", "always")
+WORKFLOW_HEALTH = ("ok", "overdue")
 
 
 class Workflow(models.Model):
@@ -33,6 +34,15 @@ class Workflow(models.Model):
     # [{"channel", "events"}] as a task's `notify`, with the events of a workflow run
     # (tasks.events.WORKFLOW_EVENTS): queued when a workflow run ends (docs/workflows.md).
     notify = models.JSONField(default=list, blank=True, db_default=[])
+    # The priority of its steps' runs (0-9, as a task's) where a step's task sets none.
+    priority = models.SmallIntegerField(default=5, db_default=5)
+    # `{"success_within": seconds}` or {}: judged by the reviewer (tasks/sql/expect.sql,
+    # `workflow_overdue`): `health` is `overdue` while no workflow run succeeded within that
+    # long of the lapse's start, `overdue_from` (the workflow's creation or its last success's
+    # end); the lapse alerted last, so each lapse queues `workflow_overdue` once.
+    expect = models.JSONField(default=dict, blank=True, db_default={})
+    health = models.CharField(max_length=8, default="ok", db_default="ok")
+    overdue_from = models.DateTimeField(null=True, blank=True)
     # The task set that declares it (a set file's `workflows:` entry) and its key there;
     # `taskset_entry` holds what the last apply declared and left (`{"entry", "applied"}`):
     # drift is the workflow's fields against `applied` (tasks/transitions/taskset_workflows.py).
@@ -52,6 +62,12 @@ class Workflow(models.Model):
                 condition=Q(taskset__isnull=False),
                 name="workflow_unique_taskset_key",
             ),
+            models.CheckConstraint(
+                condition=Q(priority__gte=0, priority__lte=9), name="workflow_priority_range"
+            ),
+            models.CheckConstraint(
+                condition=Q(health__in=WORKFLOW_HEALTH), name="workflow_health_valid"
+            ),
         ]
         indexes = [
             models.Index(fields=["owner", "-created_at"], name="workflow_owner_created_idx"),
@@ -60,6 +76,13 @@ class Workflow(models.Model):
                 fields=["next_run_at"],
                 condition=Q(next_run_at__isnull=False),
                 name="workflow_next_run_idx",
+            ),
+            # The reviewer's `workflow_overdue` pass: the workflows that expect a success, or
+            # were overdue (to clear one whose expectation was removed).
+            models.Index(
+                fields=["id"],
+                condition=Q(expect__has_key="success_within") | Q(health="overdue"),
+                name="workflow_expect_idx",
             ),
         ]
 

@@ -62,6 +62,11 @@ def workflows_get(workflow_id: str, tz: TzOption = None, as_json: JsonOption = F
         return
     out.print(f"workflow {escape(found['name'])}  {found['id']}", highlight=False)
     out.print(f"schedule: {escape(schedule_text(found))}", highlight=False)
+    out.print(f"priority: {found.get('priority', 5)}", highlight=False)
+    within = (found.get("expect") or {}).get("success_within")
+    if within is not None:
+        health = found.get("health", "ok")
+        out.print(f"health: {health} (a success expected every {within:g} s)", highlight=False)
     if found.get("next_run_at"):
         out.print(f"next run: {render.local_time(found['next_run_at'], zone)}", highlight=False)
     table = render.listing("step", "after", "on", "kind")

@@ -242,6 +242,13 @@ class NotificationSerializer(serializers.ModelSerializer):
         allow_null=True,
         help_text="The workflow run a `workflow_*` event is about (its `run` and `task` null).",
     )
+    workflow = serializers.UUIDField(
+        source="workflow_id",
+        read_only=True,
+        allow_null=True,
+        help_text="The workflow `workflow_overdue` is about (its `run`, `task` and "
+        "`workflow_run` null).",
+    )
 
     class Meta:
         model = Notification
@@ -252,6 +259,7 @@ class NotificationSerializer(serializers.ModelSerializer):
             "run",
             "task",
             "workflow_run",
+            "workflow",
             "attempt",
             "status",
             "attempts",

@@ -96,10 +96,11 @@ class NotificationFilter(django_filters.FilterSet):
     channel = django_filters.UUIDFilter(field_name="channel_id")
     run = django_filters.UUIDFilter(field_name="run_id")
     workflow_run = django_filters.UUIDFilter(field_name="workflow_run_id")
+    workflow = django_filters.UUIDFilter(field_name="workflow_id")
 
     class Meta:
         model = Notification
-        fields = ["status", "event", "task", "channel", "run", "workflow_run"]
+        fields = ["status", "event", "task", "channel", "run", "workflow_run", "workflow"]
 
 
 def owned_notifications(request: Request) -> QuerySet[Notification]:

@@ -132,3 +132,53 @@ CREATE TRIGGER workflow_run_ended_notifies AFTER UPDATE OF status ON tasks_workf
     FOR EACH ROW
     WHEN (OLD.status = 'running' AND NEW.status IN ('succeeded', 'failed'))
     EXECUTE FUNCTION notifications_workflow_run_ended();
+
+-- A workflow's lapse as a notification: the trigger's function below.
+-- name: workflow_overdue_function
+-- Queued by the reviewer's `workflow_overdue` pass (tasks/sql/expect.sql) when it moves the
+-- workflow's `overdue_from` to a lapse not alerted yet (the row is locked there, so this
+-- happens once per lapse). Subscribers are those of a workflow run's end (above) for the event
+-- `workflow_overdue`. The row names the workflow alone; `attempt` 0, `retry_until` NULL.
+CREATE OR REPLACE FUNCTION notifications_workflow_overdue() RETURNS trigger
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_notify jsonb := CASE WHEN jsonb_typeof(NEW.notify) = 'array' THEN NEW.notify
+                           ELSE '[]'::jsonb END;
+    inserted integer;
+    queued_at timestamptz := clock_timestamp();
+BEGIN
+    WITH wanted AS (
+        SELECT lower(s.value ->> 'channel') AS channel
+          FROM jsonb_array_elements(v_notify) AS s(value)
+         WHERE jsonb_typeof(s.value) = 'object' AND s.value -> 'events' ? 'workflow_overdue'
+        UNION
+        SELECT c.id::text FROM notifications_channel c
+         WHERE c.owner_id = NEW.owner_id AND c.all_tasks_events <> '{{}}'
+           AND 'workflow_overdue' = ANY(c.all_tasks_events)
+    ), ins AS (
+        INSERT INTO notifications_notification
+               (id, channel_id, workflow_id, attempt, event, status, attempts,
+                next_attempt_at, last_error, created_at)
+        SELECT encode(set_bit(set_bit(overlay(uuid_send(gen_random_uuid()) PLACING
+                   substring(int8send((extract(epoch FROM clock_timestamp()) * 1000)::bigint)
+                   FROM 3) FROM 1 FOR 6), 52, 1), 53, 1), 'hex')::uuid,
+               c.id, NEW.id, 0, 'workflow_overdue', 'pending', 0, queued_at, '', queued_at
+          FROM wanted w JOIN notifications_channel c
+            ON c.owner_id = NEW.owner_id AND c.id::text = w.channel
+        RETURNING 1
+    )
+    SELECT count(*) INTO inserted FROM ins;
+    IF inserted > 0 THEN
+        PERFORM pg_notify('scheduler_notification', '');
+    END IF;
+    RETURN NULL;
+END
+$$;
+
+-- AFTER ... FOR EACH ROW when a workflow turns `overdue` for a new lapse.
+-- name: workflow_overdue_trigger
+DROP TRIGGER IF EXISTS workflow_overdue_notifies ON tasks_workflow;
+CREATE TRIGGER workflow_overdue_notifies AFTER UPDATE OF overdue_from ON tasks_workflow
+    FOR EACH ROW
+    WHEN (NEW.health = 'overdue' AND NEW.overdue_from IS DISTINCT FROM OLD.overdue_from)
+    EXECUTE FUNCTION notifications_workflow_overdue();

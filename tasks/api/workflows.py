@@ -4,6 +4,7 @@ cancel workflow runs (docs/api.md, "Workflows"). Validate, call one service, ser
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from datetime import datetime
 from types import SimpleNamespace
@@ -19,14 +20,20 @@ from rest_framework.views import APIView
 
 from scheduler_project.auth import request_owner
 from tasks import occurrences, outbox, schedules
-from tasks.api.serializers import ScheduleField, TaskInputSerializer, check_calendars
+from tasks.api.serializers import (
+    MAX_EXPECT_SECONDS,
+    PriorityField,
+    ScheduleField,
+    TaskInputSerializer,
+    check_calendars,
+)
 from tasks.api.strict import ChoiceField, StrictSerializer
 from tasks.api.views import CONFLICT, ERRORS
 from tasks.db import db_now
 from tasks.events import WORKFLOW_EVENTS
 from tasks.models import Workflow, WorkflowRun, WorkflowStep
 from tasks.transitions import workflow_changes, workflows
-from tasks.workflow_models import STEP_ON
+from tasks.workflow_models import STEP_ON, WORKFLOW_HEALTH
 
 MAX_STEPS = 5000  # a fan-out of thousands between a root and a join, in one start transaction
 # A step's task runs once, now, per workflow run: no schedule, no dedup key of its own.
@@ -51,10 +58,32 @@ class WorkflowNotifySerializer(StrictSerializer):
     )
 
 
+class WorkflowExpectSerializer(StrictSerializer):
+    """What a workflow's runs are expected to do (docs/workflows.md, "Expectations")."""
+
+    success_within = serializers.FloatField(
+        min_value=0.001,
+        max_value=MAX_EXPECT_SECONDS,
+        required=False,
+        help_text="No workflow run succeeding for this long (from the workflow's creation or "
+        "its last success) makes it `overdue` and queues `workflow_overdue`.",
+    )
+
+    def validate_success_within(self, value: float) -> float:
+        if not math.isfinite(value):
+            raise serializers.ValidationError("Must be a finite number of seconds.")
+        return value
+
+
 class WorkflowInputSerializer(StrictSerializer):
     name = serializers.CharField(max_length=200)
     steps = StepSerializer(many=True, max_length=MAX_STEPS, min_length=1)  # type: ignore[call-arg]
     notify = WorkflowNotifySerializer(many=True, required=False, max_length=20)  # type: ignore[call-arg]
+    priority = PriorityField(
+        required=False,
+        help_text="Its steps' runs' priority (0-9, default 5) where a step's task sets none.",
+    )
+    expect = WorkflowExpectSerializer(required=False)
     schedule = ScheduleField(
         required=False,
         allow_null=True,
@@ -123,6 +152,12 @@ def step_task_serializer(body: dict, *, context: Mapping[str, Any]) -> TaskInput
     return TaskInputSerializer(data=body, context={**context, "multipart": False})
 
 
+def step_body(workflow: Workflow, step: dict) -> dict:
+    """A step's task body as a workflow run starts it: named `<workflow>/<step>`, at the
+    workflow's priority unless the step's task sets its own."""
+    return {"name": f"{workflow.name}/{step['id']}", "priority": workflow.priority, **step["task"]}
+
+
 def step_bodies(workflow: Workflow, now: datetime) -> tuple[list[dict], str]:
     """The validated task bodies of the workflow's steps, as its owner's tasks, in its order;
     or why they are refused (`steps[i] (id): errors`, a channel deleted since, say). What a
@@ -130,8 +165,7 @@ def step_bodies(workflow: Workflow, now: datetime) -> tuple[list[dict], str]:
     context = {"now": now, "request": SimpleNamespace(user=workflow.owner)}
     bodies, refused = [], []
     for index, step in enumerate(workflow.steps):
-        body = {"name": f"{workflow.name}/{step['id']}", **step["task"]}
-        serializer = step_task_serializer(body, context=context)
+        serializer = step_task_serializer(step_body(workflow, step), context=context)
         if serializer.is_valid():
             bodies.append(serializer.validated_data)
         else:
@@ -165,6 +199,13 @@ class WorkflowOutputSerializer(serializers.Serializer):
         allow_null=True, help_text="Its schedule's next occurrence not started yet."
     )
     notify = WorkflowNotifySerializer(many=True)
+    priority = serializers.IntegerField(help_text="Its steps' runs' default priority.")
+    expect = WorkflowExpectSerializer()
+    health = serializers.ChoiceField(
+        choices=WORKFLOW_HEALTH,
+        help_text="`overdue` while its `expect.success_within` is not met (the reviewer's "
+        "judgement), else `ok`.",
+    )
     created_at = serializers.DateTimeField()
     updated_at = serializers.DateTimeField()
 
@@ -202,6 +243,9 @@ def workflow_json(workflow: Workflow) -> dict:
         else occurrences.shown_schedule(workflow.schedule),
         "next_run_at": workflow.next_run_at,
         "notify": workflow.notify,
+        "priority": workflow.priority,
+        "expect": workflow.expect,
+        "health": workflow.health,
         "created_at": workflow.created_at,
         "updated_at": workflow.updated_at,
     }
@@ -300,10 +344,10 @@ class WorkflowDetailView(APIView):
 
     @extend_schema(
         summary="Change a workflow",
-        description="Any of `name`, `steps`, `notify` and `schedule`, each validated as a create "
-        "validates it. A change applies to the workflow runs started afterwards: one in flight "
-        "keeps the steps it started with. A changed schedule starts from its first occurrence "
-        "from now on.",
+        description="Any of `name`, `steps`, `notify`, `priority`, `expect` and `schedule`, each "
+        "validated as a create validates it. A change applies to the workflow runs started "
+        "afterwards: one in flight keeps the steps it started with. A changed schedule starts "
+        "from its first occurrence from now on.",
         request=WorkflowChangeSerializer,
         responses={200: WorkflowOutputSerializer, **ERRORS},
     )
@@ -350,8 +394,7 @@ class WorkflowRunStartView(APIView):
         context = {"now": now, "request": request}
         bodies = []
         for step in workflow.steps:
-            body = {"name": f"{workflow.name}/{step['id']}", **step["task"]}
-            serializer = step_task_serializer(body, context=context)
+            serializer = step_task_serializer(step_body(workflow, step), context=context)
             serializer.is_valid(raise_exception=True)  # valid at create; a deleted channel...
             bodies.append(serializer.validated_data)
         workflow_run = workflows.start_workflow_run(workflow=workflow, step_bodies=bodies, now=now)

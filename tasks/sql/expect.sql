@@ -147,3 +147,37 @@ WITH d AS (
       FROM judged j WHERE h.task_id = j.task_id
 )
 SELECT id, task_id, event FROM alerts ORDER BY task_id
+
+-- A workflow's `expect.success_within` (docs/workflows.md, "Expectations"): overdue when no
+-- workflow run of it succeeded within that many seconds of its lapse's start, the end of its
+-- latest successful workflow run (latest by start: workflow_run_workflow_idx, read back to the
+-- first success) or else its creation. An overdue workflow's `overdue_from` moves to that start,
+-- which queues `workflow_overdue` (a trigger the notifications app installs on the row): once
+-- per lapse, since a lapse's start is moved to once. One no longer overdue (a success since, or
+-- its expectation removed) is `ok` again, queuing nothing. Only the rows to change are locked,
+-- with SKIP LOCKED, and checked again against the locked row, which another reviewer may have
+-- changed since the snapshot. Answers (workflow id, health) of the rows changed.
+-- name: workflow_overdue
+WITH found AS (
+    SELECT w.id, coalesce(s.finished_at, w.created_at) AS lapse_from,
+           coalesce(coalesce(s.finished_at, w.created_at) <= statement_timestamp()
+                    - make_interval(secs => (w.expect ->> 'success_within')::double precision),
+                    false) AS overdue
+      FROM tasks_workflow w LEFT JOIN LATERAL (
+           SELECT r.finished_at FROM tasks_workflowrun r
+            WHERE r.workflow_id = w.id AND r.status = 'succeeded'
+            ORDER BY r.started_at DESC LIMIT 1) AS s ON true
+     WHERE w.expect ? 'success_within' OR w.health = 'overdue'
+), locked AS (
+    SELECT w.id, f.lapse_from, f.overdue
+      FROM tasks_workflow w JOIN found f ON f.id = w.id
+     WHERE (f.overdue AND (w.health = 'ok' OR w.overdue_from IS DISTINCT FROM f.lapse_from))
+        OR (NOT f.overdue AND w.health = 'overdue')
+       FOR UPDATE OF w SKIP LOCKED
+)
+UPDATE tasks_workflow w
+   SET health = CASE WHEN l.overdue THEN 'overdue' ELSE 'ok' END,
+       overdue_from = CASE WHEN l.overdue THEN l.lapse_from ELSE w.overdue_from END
+  FROM locked l
+ WHERE w.id = l.id
+RETURNING w.id, w.health

@@ -1,9 +1,11 @@
-"""The reviewer's expectation checks: `late`, `too_slow` and `overdue` (tasks/sql/expect.sql),
-raised from the database as their moment passes, once between any number of reviewers."""
+"""The reviewer's expectation checks: a task's `late`, `too_slow` and `overdue`, and a
+workflow's `overdue` (tasks/sql/expect.sql), raised from the database as their moment passes,
+once between any number of reviewers."""
 
 from __future__ import annotations
 
 import os
+from uuid import UUID
 
 from django.db import connection, transaction
 
@@ -33,3 +35,15 @@ def review_expectations() -> list[Event]:
             events=[(task_id, "alert", event) for _, task_id, _, event in raised],
         )
     return raised
+
+
+def review_workflow_expectations() -> list[tuple[UUID, str]]:
+    """Judge the workflows that expect a success (`expect.success_within`): each turned
+    `overdue` for a new lapse gets its `workflow_overdue` notifications queued in the same
+    transaction (the notifications app's trigger on the row), each with a success since (or no
+    expectation left) is `ok` again. Idempotent: a lapse is alerted once between any number of
+    reviewers and passes (SKIP LOCKED, then checked against the locked row). Returns (workflow
+    id, health) of the workflows it changed."""
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(SQL["workflow_overdue"])
+        return [(workflow_id, health) for workflow_id, health in cursor]

@@ -3,11 +3,12 @@ the workflows a set declares, beside its tasks (tasksets.py, taskset_plan.py), i
 transaction and under its lock on the set's row.
 
 A workflow's declared fields are compared whole, as validated: `name`, `steps` (with `after` and
-`on` filled in), `notify` and `schedule`. A workflow of a set remembers what the last apply
-declared (`entry`) and left (`applied`); a field the file did not change since wants its applied
-value back (so a schedule's anchor, filled in from the apply's moment, is not redeclared on every
-plan), as a task's does (taskset_plan.py). Drift is its fields against `applied`, and a key the
-last apply left (TaskSet.workflow_keys) with no workflow: deleted outside the set.
+`on` filled in), `notify`, `priority`, `expect` and `schedule`. A workflow of a set remembers
+what the last apply declared (`entry`) and left (`applied`); a field the file did not change
+since wants its applied value back (so a schedule's anchor, filled in from the apply's moment, is
+not redeclared on every plan), as a task's does (taskset_plan.py). Drift is its fields against
+`applied`, and a key the last apply left (TaskSet.workflow_keys) with no workflow: deleted
+outside the set.
 """
 
 from __future__ import annotations
@@ -23,13 +24,13 @@ from tasks.transitions import workflows
 from tasks.transitions.taskset_plan import as_json
 from tasks.transitions.workflow_schedules import first_run_at
 
-COMPARED = ("name", "steps", "notify", "schedule")
+COMPARED = ("name", "steps", "notify", "priority", "expect", "schedule")
 
 
 @dataclass
 class DeclaredWorkflow:
     """One validated `workflows:` entry: its key, the entry as sent (without `key`) and the
-    validated fields (`name`, `steps`, `notify`)."""
+    validated fields (`name`, `steps`, `notify`, `priority`, `expect`, `schedule`)."""
 
     key: str
     entry: dict
@@ -74,6 +75,8 @@ def wanted(declared: DeclaredWorkflow, workflow: Workflow | None = None) -> dict
             "name": declared.data["name"],
             "steps": declared.data["steps"],
             "notify": declared.data.get("notify", []),
+            "priority": declared.data.get("priority", 5),
+            "expect": declared.data.get("expect", {}),
             "schedule": declared.data.get("schedule"),
         }
     )

@@ -1,5 +1,5 @@
-"""Creating and changing a workflow (its name, steps, notify and schedule). Starting its runs is
-tasks/transitions/workflows.py's; starting them on its schedule, workflow_schedules.py's."""
+"""Creating and changing a workflow (its name, steps, notify, priority, expect and schedule).
+Starting its runs is tasks/transitions/workflows.py's; on its schedule, workflow_schedules.py's."""
 
 from __future__ import annotations
 
@@ -14,15 +14,17 @@ from tasks.transitions.workflow_schedules import first_run_at
 
 
 def create_workflow(*, owner: Any, fields: dict[str, Any], now: datetime) -> Workflow:
-    """Create a workflow from validated fields (`name`, `steps`, `notify`?, `schedule`?); a
-    schedule's first occurrence at or after `now` is its `next_run_at`, and the schedulers are
-    woken to sleep until it."""
+    """Create a workflow from validated fields (`name`, `steps`, `notify`?, `priority`?,
+    `expect`?, `schedule`?); a schedule's first occurrence at or after `now` is its
+    `next_run_at`, and the schedulers are woken to sleep until it."""
     schedule = fields.get("schedule")
     workflow = Workflow.objects.create(
         owner=owner,
         name=fields["name"],
         steps=fields["steps"],
         notify=fields.get("notify", []),
+        priority=fields.get("priority", 5),
+        expect=fields.get("expect", {}),
         schedule=schedule,
         next_run_at=first_run_at(schedule, now=now),
     )
@@ -32,7 +34,8 @@ def create_workflow(*, owner: Any, fields: dict[str, Any], now: datetime) -> Wor
 
 
 def change_workflow(*, workflow: Workflow, changes: dict[str, Any], now: datetime) -> Workflow:
-    """Apply validated changes (any of `name`, `steps`, `notify`, `schedule`) to a workflow.
+    """Apply validated changes (any of `name`, `steps`, `notify`, `priority`, `expect`,
+    `schedule`).
 
     The workflow's row is locked first, so a scheduler's pass starting one of its occurrences
     (which holds that lock) finishes before or starts after the change, never half of each. A
@@ -40,13 +43,19 @@ def change_workflow(*, workflow: Workflow, changes: dict[str, Any], now: datetim
     they started with (their WorkflowStep rows and tasks). A schedule sent (changed or not, as a
     task's PATCH replans it) starts again from its first occurrence at or after `now` (one
     already started is not started twice: the unique (workflow, scheduled_at) index);
-    `runs_started` keeps counting toward `max_runs`, as a task's `runs_planned` does.
+    `runs_started` keeps counting toward `max_runs`, as a task's `runs_planned` does. An
+    `expect` without `success_within` makes the workflow `ok` at once (no alert); one with it is
+    judged by the reviewer's next pass.
     """
     with transaction.atomic():
         workflow = Workflow.objects.select_for_update().get(pk=workflow.pk)
-        fields: list[str] = [name for name in ("name", "steps", "notify") if name in changes]
+        changed = ("name", "steps", "notify", "priority", "expect")
+        fields: list[str] = [name for name in changed if name in changes]
         for name in fields:
             setattr(workflow, name, changes[name])
+        if "expect" in changes and "success_within" not in changes["expect"]:
+            workflow.health = "ok"
+            fields.append("health")
         rescheduled = "schedule" in changes
         if rescheduled:
             workflow.schedule = changes["schedule"]

@@ -18,7 +18,8 @@ from notifications import services
 from notifications.models import Notification
 from tasks import expectations
 from tasks.db import db_now
-from tasks.transitions.expectations import review_expectations
+from tasks.models import Workflow
+from tasks.transitions.expectations import review_expectations, review_workflow_expectations
 from tests.notifications.conftest import (
     SECRET,
     ChannelFactory,
@@ -338,3 +339,37 @@ def test_an_overdue_task_with_no_run_is_delivered_naming_the_task(receiver: Rece
     assert (body["event"], body["run"], body["task"]["name"]) == ("overdue", None, "nightly report")
     assert body["expectation"]["happened"] == "no run at all for that long"
     assert Notification.objects.get(task=task).status == "sent"
+
+
+def test_an_overdue_workflow_is_delivered_naming_the_workflow(
+    receiver: Receiver, user, api
+) -> None:
+    """`workflow_overdue` names the workflow alone: the webhook gets its links and expectation,
+    `workflow_run`, `task` and `run` null."""
+    channel = webhook_channel(receiver, user)
+    body = {
+        "name": "nightly etl",
+        "steps": [{"id": "a", "task": {"kind": "handler", "payload": {"name": "noop"}}}],
+        "notify": [{"channel": str(channel.id), "events": ["workflow_overdue"]}],
+        "expect": {"success_within": 5},
+    }
+    created = api.post("/api/v1/workflows", body, format="json").json()
+    Workflow.objects.filter(pk=created["id"]).update(created_at=db_now() - timedelta(seconds=6))
+    assert [health for _, health in review_workflow_expectations()] == ["overdue"]
+
+    assert services.deliver_pending(limit=10, now=db_now()) == 1
+
+    [delivery] = receiver.deliveries
+    sent = delivery["body"]
+    assert (sent["event"], sent["workflow_run"], sent["task"], sent["run"]) == (
+        "workflow_overdue",
+        None,
+        None,
+        None,
+    )
+    assert (sent["workflow"]["id"], sent["workflow"]["health"]) == (created["id"], "overdue")
+    assert delivery["headers"]["X-Scheduler-Event"] == "workflow_overdue"
+    assert Notification.objects.get(workflow_id=created["id"]).status == "sent"
+    # Deleting the workflow deletes its notifications.
+    assert api.delete(f"/api/v1/workflows/{created['id']}").status_code == 204
+    assert not Notification.objects.exists()

@@ -133,12 +133,20 @@ def test_another_users_workflow_is_an_error(served) -> None:  # noqa: F811
     assert schedctl("workflows", "ls", "--json").stdout.strip() == "[]"
 
 
-def test_workflows_get_and_ls_show_the_schedule(served) -> None:  # noqa: F811
+def test_workflows_get_and_ls_show_the_schedule_and_priority(served) -> None:  # noqa: F811
     _, schedctl = served
     owner = get_user_model().objects.get(username="ops")
     daily = {"type": "daily", "at": "04:30", "timezone": "UTC"}
     response = client_for(owner).post(
-        "/api/v1/workflows", {"name": "nightly", "steps": STEPS, "schedule": daily}, format="json"
+        "/api/v1/workflows",
+        {
+            "name": "nightly",
+            "steps": STEPS,
+            "schedule": daily,
+            "priority": 8,
+            "expect": {"success_within": 90000},
+        },
+        format="json",
     )
     assert response.status_code == 201, response.content
     workflow = response.json()
@@ -147,6 +155,8 @@ def test_workflows_get_and_ls_show_the_schedule(served) -> None:  # noqa: F811
     assert shown.returncode == 0, shown.stderr
     [line] = [line for line in shown.stdout.splitlines() if line.startswith("schedule: ")]
     assert json.loads(line.removeprefix("schedule: "))["at"] == "04:30:00"
+    assert "priority: 8" in shown.stdout.splitlines()
+    assert "health: ok (a success expected every 90000 s)" in shown.stdout.splitlines()
     assert any(
         line.startswith("next run: ") and "04:30" in line for line in shown.stdout.splitlines()
     )
@@ -158,3 +168,5 @@ def test_workflows_get_and_ls_show_the_schedule(served) -> None:  # noqa: F811
     plain = created()
     unscheduled = schedctl("workflows", "get", plain)
     assert "schedule: none (started on demand)" in unscheduled.stdout
+    assert "priority: 5" in unscheduled.stdout.splitlines()
+    assert "health:" not in unscheduled.stdout

@@ -194,3 +194,16 @@ def test_a_run_page_draws_the_steps_it_started_with_after_a_patch(user) -> None:
     shown = page.content.decode()
     assert "04:30" in shown and "started on demand" not in shown
     assert set(boxes(shown)) == {"x", "y"}
+
+
+def test_a_workflow_page_shows_its_priority_and_health(user) -> None:
+    api = client_for(user)
+    body = {"name": "wf", "steps": DIAMOND, "priority": 7, "expect": {"success_within": 60}}
+    workflow = api.post("/api/v1/workflows", body, format="json").json()
+    html = (
+        signed_in(user)
+        .get(reverse("admin:tasks_workflow_change", args=[workflow["id"]]))
+        .content.decode()
+    )
+    assert re.search(r"Priority:</label>\s*<div class=\"readonly\">7</div>", html), html
+    assert re.search(r"Health:</label>\s*<div class=\"readonly\">ok</div>", html), html

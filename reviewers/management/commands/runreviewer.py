@@ -14,7 +14,7 @@ from reviewers import retention, samples
 from reviewers.outage import RescueHold
 from scheduler_project.postgresql.hung import abandon_if_hung
 from tasks.daemon import DaemonCommand
-from tasks.transitions.expectations import review_expectations
+from tasks.transitions.expectations import review_expectations, review_workflow_expectations
 from tasks.transitions.limits import CONCURRENCY, RATE, hold_waiting_runs
 from tasks.transitions.no_sandbox import hold_or_release_executables
 from tasks.transitions.rescue import (
@@ -81,6 +81,8 @@ class Command(DaemonCommand):
         # Every pass too: `late` is due start_within after the run's time, not a pass later.
         for run_id, task_id, _, event in review_expectations():
             logger.info("task=%s run=%s %s", task_id, run_id, event)
+        for workflow_id, health in review_workflow_expectations():
+            logger.info("workflow=%s %s", workflow_id, health)
         # Every pass (REVIEWERS_INTERVAL_SECONDS, 1 s): a run no live worker can hold shows
         # why within a pass of being due, or of the last big enough worker stopping.
         for run_id, reason in mark_unplaceable_runs(

@@ -146,3 +146,25 @@ def test_deleting_the_set_deletes_its_workflows(api) -> None:
     assert Workflow.objects.exists()
     assert api.delete(URL).status_code == 200
     assert not Workflow.objects.exists()
+
+
+def test_a_workflows_priority_is_declared_planned_and_drifts(api) -> None:
+    [created] = put(api, [etl(priority=7)])["workflows"]["create"]
+    assert Workflow.objects.get().priority == 7
+    assert put(api, [etl(priority=7)], dry_run="true")["workflows"]["unchanged"] == 1
+    [update] = put(api, [etl(priority=2)], dry_run="true")["workflows"]["update"]
+    assert update["changes"] == {"priority": {"from": 7, "to": 2}}
+    Workflow.objects.filter(pk=created["id"]).update(priority=0)
+    [drifted] = api.get(f"{URL}/drift").json()["workflows"]
+    assert drifted["fields"] == {"priority": {"declared": 7, "actual": 0, "ignored": False}}
+
+
+def test_a_workflows_expect_is_declared_and_planned(api) -> None:
+    put(api, [etl(expect={"success_within": 3600})])
+    assert Workflow.objects.get().expect == {"success_within": 3600.0}
+    assert (
+        put(api, [etl(expect={"success_within": 3600})], dry_run="true")["workflows"]["unchanged"]
+        == 1
+    )
+    [update] = put(api, [etl()], dry_run="true")["workflows"]["update"]
+    assert update["changes"] == {"expect": {"from": {"success_within": 3600.0}, "to": {}}}

@@ -107,3 +107,64 @@ def test_another_users_workflows_and_runs_are_404(api, other_api) -> None:
     assert other_api.post(f"/api/v1/workflow-runs/{workflow_run['id']}/retry").status_code == 404
     assert other_api.get("/api/v1/workflows").json()["results"] == []
     assert WorkflowRun.objects.get().status == "running"
+
+
+@pytest.mark.django_db
+def test_a_step_without_priority_runs_at_the_workflows(api) -> None:
+    steps = [
+        {"id": "a", "task": NOOP},
+        {"id": "b", "after": ["a"], "task": {**NOOP, "priority": 2}},
+    ]
+    response = api.post(
+        "/api/v1/workflows", {"name": "wf", "steps": steps, "priority": 8}, format="json"
+    )
+    assert response.status_code == 201, response.content
+    workflow = response.json()
+    assert workflow["priority"] == 8
+    assert api.get(f"/api/v1/workflows/{workflow['id']}").json()["priority"] == 8
+    started = api.post(f"/api/v1/workflows/{workflow['id']}/run").json()
+    runs = {s["id"]: Run.objects.get(pk=s["run"]) for s in started["steps"]}
+    assert (runs["a"].priority, runs["a"].task.priority) == (8, 8)
+    assert (runs["b"].priority, runs["b"].task.priority) == (2, 2)  # the step's own wins
+
+
+@pytest.mark.django_db
+def test_a_workflows_priority_defaults_to_5_and_is_validated(api) -> None:
+    created = create(api, [{"id": "a", "task": NOOP}]).json()
+    assert created["priority"] == 5
+    started = api.post(f"/api/v1/workflows/{created['id']}/run").json()
+    assert Run.objects.get(pk=started["steps"][0]["run"]).priority == 5
+    response = api.post(
+        "/api/v1/workflows",
+        {"name": "wf", "steps": [{"id": "a", "task": NOOP}], "priority": 10},
+        format="json",
+    )
+    assert response.status_code == 400
+    assert set(response.json()) == {"priority"}
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("expect", "errors"),
+    [
+        ({"success_within": 0}, {"success_within"}),
+        ({"success_within": "soon"}, {"success_within"}),
+        ({"start_within": 10}, {"start_within"}),
+    ],
+)
+def test_a_bad_expect_is_a_400_naming_its_member(api, expect, errors) -> None:
+    body = {"name": "wf", "steps": [{"id": "a", "task": NOOP}], "expect": expect}
+    response = api.post("/api/v1/workflows", body, format="json")
+    assert response.status_code == 400
+    assert set(response.json()["expect"]) == errors
+    assert not Workflow.objects.exists()
+
+
+@pytest.mark.django_db
+def test_expect_defaults_to_none_and_health_to_ok(api) -> None:
+    created = create(api, [{"id": "a", "task": NOOP}]).json()
+    assert (created["expect"], created["health"]) == ({}, "ok")
+    url = f"/api/v1/workflows/{created['id']}"
+    changed = api.patch(url, {"expect": {"success_within": 3600}}, format="json").json()
+    assert (changed["expect"], changed["health"]) == ({"success_within": 3600.0}, "ok")
+    assert api.get(url).json()["expect"] == {"success_within": 3600.0}

@@ -107,7 +107,9 @@ def test_patch_validates_steps_as_create_does(api, steps, errors) -> None:
 def test_patch_refuses_unknown_fields_and_empty_steps(api) -> None:
     workflow = create(api)
     assert patch(api, workflow, {"colour": "red"}).json() == {
-        "colour": ["Unknown field; this object takes name, notify, schedule, steps."]
+        "colour": [
+            "Unknown field; this object takes expect, name, notify, priority, schedule, steps."
+        ]
     }
     assert "steps" in patch(api, workflow, {"steps": []}).json()
     assert "name" in patch(api, workflow, {"name": ""}).json()
@@ -166,3 +168,16 @@ def test_another_users_workflow_is_404_to_patch(api, other_api) -> None:
     workflow = create(api)
     assert patch(other_api, workflow, {"name": "mine"}).status_code == 404
     assert Workflow.objects.get(pk=workflow["id"]).name == "wf"
+
+
+@pytest.mark.django_db
+def test_patch_changes_the_priority_of_the_runs_started_afterwards(api) -> None:
+    workflow = create(api)
+    before = api.post(f"/api/v1/workflows/{workflow['id']}/run").json()
+    response = patch(api, workflow, {"priority": "high"})
+    assert response.status_code == 200, response.content
+    assert response.json()["priority"] == 9
+    after = api.post(f"/api/v1/workflows/{workflow['id']}/run").json()
+    assert {Run.objects.get(pk=s["run"]).priority for s in before["steps"]} == {5}
+    assert {Run.objects.get(pk=s["run"]).priority for s in after["steps"]} == {9}
+    assert patch(api, workflow, {"priority": -1}).status_code == 400
