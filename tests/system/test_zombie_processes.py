@@ -98,6 +98,9 @@ def test_an_idle_payload_is_flagged_and_its_owner_notified(
     )
     assert Run.objects.get(pk=idle.pk).status == "running"
     assert len(zombie_deliveries(receiver)) == 1, "flagged once, not on every check"
+    # A cancel stops the idle payload (else the worker's shutdown waits out its grace for it).
+    assert api.post(f"/api/v1/runs/{idle.pk}/cancel").status_code == 200
+    wait_for(lambda: Run.objects.get(pk=idle.pk).status == "cancelled", timeout=20)
 
 
 def test_on_zombie_cancel_cancels_the_run(processes, receiver: Receiver, user, settings):
