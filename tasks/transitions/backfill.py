@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from django.db import connection, transaction
 
@@ -26,6 +26,9 @@ SQL = queries("tasks", "backfill.sql")
 
 DEFAULT_MAX_RUNS = 1000
 MAX_RUNS_CAP = 10_000
+# The earliest start taken: an interval counted back from its anchor, or a pattern from just
+# before `start`, must stay within Python's dates (year 1 overflowed: a 500).
+EARLIEST_START = datetime(1970, 1, 1, tzinfo=UTC)
 # What a backfill may add runs to: an active task, or one that completed (its history).
 BACKFILLABLE = (Task.Status.ACTIVE, Task.Status.COMPLETED)
 
@@ -62,6 +65,8 @@ def backfill(
     pass (SKIP LOCKED), a pause or a schedule change of the task waits or goes before, so the
     schedule expanded is the task's schedule when the runs are written.
     """
+    if start < EARLIEST_START:
+        raise BackfillError("start", f"Must not be before {_iso(EARLIEST_START)}.")
     if end <= start:
         raise BackfillError("end", "Must be later than start.")
     if end > now:

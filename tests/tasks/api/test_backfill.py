@@ -141,6 +141,19 @@ def test_end_in_the_future_is_the_schedulers(api: APIClient, create: Callable) -
     assert not backfilled(task)
 
 
+@pytest.mark.parametrize(
+    "schedule", [{"type": "interval", "every": 60}, {"type": "cron", "expression": "0 3 * * *"}]
+)
+def test_a_start_before_1970_is_refused_not_overflowed(
+    api: APIClient, create: Callable, schedule: dict
+) -> None:
+    # Found by the fuzz test: year 1 overflowed counting an interval back from its anchor.
+    task = create(schedule=schedule)
+    answer = error(backfill(api, task, start="0001-01-01T00:00:01Z", end="0001-01-01T00:01:00Z"))
+    assert answer["start"] == ["Must not be before 1970-01-01T00:00:00Z."]
+    assert not backfilled(task)
+
+
 def test_start_and_end_are_required_datetimes(api: APIClient, create: Callable) -> None:
     task = daily(create)
     assert set(error(backfill(api, task))) == {"start", "end"}
