@@ -102,6 +102,12 @@ SELECT k.name, CASE WHEN k.owner_id IS NULL THEN 'global' ELSE k.owner_id::text 
 """
 # run_running_idx, then the flag: only running runs are read.
 _ZOMBIE_SQL = "SELECT count(*) FROM tasks_run WHERE status = 'running' AND zombie_since IS NOT NULL"
+# Each count one partial index's range (workflow_run_running_idx, workflow_expect_idx).
+_WORKFLOWS_SQL = """
+SELECT (SELECT count(*) FROM tasks_workflowrun WHERE status = 'running'),
+       (SELECT count(*) FROM tasks_workflow
+         WHERE (expect ? 'success_within' OR health = 'overdue') AND health = 'overdue')
+"""
 _COUNTERS_SQL = """
 SELECT metric, kind, outcome, sum(value)::bigint FROM tasks_runcounter GROUP BY 1, 2, 3
 """
@@ -163,6 +169,15 @@ def queue_metrics(cursor: Any) -> Iterator[Metric]:
         "scheduler_runs_zombie",
         "Running executables that used no CPU and wrote nothing for TASKS_ZOMBIE_AFTER_SECONDS.",
         value=_label_rows(cursor, _ZOMBIE_SQL)[0][0],
+    )
+    running_workflows, overdue_workflows = _label_rows(cursor, _WORKFLOWS_SQL)[0]
+    yield GaugeMetricFamily(
+        "scheduler_workflow_runs_running", "Workflow runs not ended yet.", value=running_workflows
+    )
+    yield GaugeMetricFamily(
+        "scheduler_workflows_overdue",
+        "Workflows whose expect.success_within has lapsed (no workflow run succeeded in time).",
+        value=overdue_workflows,
     )
     due, oldest = _label_rows(cursor, _DUE_SQL)[0]
     yield GaugeMetricFamily("scheduler_queue_due_runs", "Runs due now, not started.", value=due)

@@ -10,6 +10,7 @@ from datetime import datetime
 from types import SimpleNamespace
 from typing import Any
 
+import django_filters
 from django.db.models import QuerySet
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import extend_schema, extend_schema_view
@@ -294,21 +295,37 @@ def owned_workflows(request: Request) -> QuerySet[Workflow]:
     return Workflow.objects.filter(owner=request_owner(request))
 
 
+class WorkflowFilter(django_filters.FilterSet):
+    name = django_filters.CharFilter(lookup_expr="icontains")
+    health = django_filters.ChoiceFilter(choices=[(word, word) for word in WORKFLOW_HEALTH])
+    scheduled = django_filters.BooleanFilter(
+        field_name="schedule", lookup_expr="isnull", exclude=True, help_text="Has a schedule."
+    )
+    taskset = django_filters.CharFilter(field_name="taskset__name", help_text="One task set's.")
+
+    class Meta:
+        model = Workflow
+        fields = ["name", "health", "scheduled", "taskset"]
+
+
 @extend_schema_view(
     get=extend_schema(
-        summary="List your workflows", description="The caller's workflows, newest first."
+        summary="List your workflows",
+        description="The caller's workflows, newest first, filtered as asked.",
     )
 )
 class WorkflowListCreateView(generics.ListAPIView):
-    """GET (newest first) and POST /workflows."""
+    """GET (newest first, filtered) and POST /workflows."""
 
     serializer_class = WorkflowOutputSerializer
+    filterset_class = WorkflowFilter
+    ordering_fields = ["created_at", "name"]
 
     def get_queryset(self) -> QuerySet[Workflow]:
         return owned_workflows(self.request).order_by("-created_at", "-id")
 
     def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
-        page = self.paginate_queryset(self.get_queryset())
+        page = self.paginate_queryset(self.filter_queryset(self.get_queryset()))
         return self.get_paginated_response([workflow_json(w) for w in page or []])
 
     @extend_schema(

@@ -12,7 +12,7 @@ from django.test import override_settings
 from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
-from tasks.models import ConcurrencyKey, Process, RateKey
+from tasks.models import ConcurrencyKey, Process, RateKey, Workflow, WorkflowRun
 from tasks.transitions import claim
 from tests.factories import RunFactory, TaskFactory, UserFactory
 
@@ -283,3 +283,24 @@ def test_a_backfilled_run_waits_from_when_it_was_made(client, db):
     text = scrape(client)
     assert value(text, "scheduler_queue_due_runs") == 1
     assert value(text, "scheduler_queue_oldest_due_age_seconds") < 60
+
+
+def test_workflow_gauges_count_running_workflow_runs_and_overdue_workflows(client, db):
+    owner = UserFactory()
+    steps = [{"id": "a", "task": {"kind": "handler", "payload": {"name": "noop"}}}]
+    quiet = Workflow.objects.create(owner=owner, name="quiet", steps=steps)
+    late = Workflow.objects.create(
+        owner=owner, name="late", steps=steps, expect={"success_within": 60}, health="overdue"
+    )
+    now = timezone.now()
+    for workflow, status in ((quiet, "running"), (late, "running"), (late, "succeeded")):
+        WorkflowRun.objects.create(
+            workflow=workflow,
+            owner=owner,
+            status=status,
+            started_at=now,
+            finished_at=None if status == "running" else now,
+        )
+    text = scrape(client)
+    assert value(text, "scheduler_workflow_runs_running") == 2
+    assert value(text, "scheduler_workflows_overdue") == 1
