@@ -161,7 +161,8 @@ def test_a_workflow_notify_names_the_callers_channels_and_workflow_events_only(r
     answer = create([{"channel": str(mine.id), "events": ["succeeded"]}])
     assert answer.status_code == 400
     assert answer.json()["notify"]["0"]["events"]["0"] == [
-        '"succeeded" is not a valid choice; use one of workflow_succeeded, workflow_failed.'
+        '"succeeded" is not a valid choice; use one of workflow_succeeded, workflow_failed,'
+        " workflow_overdue."
     ]
     answer = create([{"channel": str(mine.id).upper(), "events": ["workflow_failed"]}])
     assert answer.status_code == 201, answer.content
