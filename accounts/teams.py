@@ -80,9 +80,22 @@ def remove_member(*, team: Team, membership: Membership) -> None:
 
 
 def _keep_an_admin(team: Team, leaving: Membership) -> None:
-    others = Membership.objects.filter(team=team, role=Membership.Role.ADMIN).exclude(pk=leaving.pk)
-    if not others.exists():
+    if is_last_admin(leaving):
         raise LastAdmin("A team keeps at least one admin.")
+
+
+def is_last_admin(membership: Membership) -> bool:
+    """Whether `membership` is its team's only admin (taking its role away would leave none)."""
+    if membership.role != Membership.Role.ADMIN:
+        return False
+    admins = Membership.objects.filter(team_id=membership.team_id, role=Membership.Role.ADMIN)
+    return not admins.exclude(pk=membership.pk).exists()
+
+
+def person_named(username: str) -> Any:
+    """The active person (not a service account) of `username`, who may join a team; or None."""
+    found = get_user_model().objects.filter(username=username, is_active=True).first()
+    return None if found is None or hasattr(found, "service_account") else found
 
 
 def create_service_account(*, team: Team, name: str, role: str) -> ServiceAccount:

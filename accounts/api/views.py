@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.contrib.auth import get_user_model
 from django.db.models import F, QuerySet
 from django.http import Http404
 from django.shortcuts import get_object_or_404
@@ -106,8 +105,8 @@ class MemberListView(APIView):
         serializer = bodies.MemberInputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
-        user = get_user_model().objects.filter(username=data["user"], is_active=True).first()
-        if user is None or hasattr(user, "service_account"):
+        user = teams.person_named(data["user"])
+        if user is None:
             raise serializers.ValidationError({"user": ["No such person."]})
         membership, added = _set_member(team, user, data["role"])
         code = status.HTTP_201_CREATED if added else status.HTTP_200_OK

@@ -13,6 +13,7 @@ from tasks.admin import (  # noqa: F401  (each registers its model admin)
     process_admin,
     run_admin,
     task_admin,
+    teams,
     workflow_admin,
     workflow_run_admin,
 )
