@@ -14,7 +14,7 @@ from __future__ import annotations
 from datetime import datetime
 from uuid import UUID
 
-from django.db.models import Case, F, OuterRef, Q, QuerySet, Subquery, When
+from django.db.models import Case, Exists, F, OuterRef, Q, QuerySet, Subquery, When
 from django.db.models.functions import Least, Now
 
 from tasks.models import CLAIMABLE_STATUSES, Run, Task
@@ -44,6 +44,16 @@ def last_run(field: str) -> Subquery:
     alias()."""
     latest = Run.objects.filter(HAPPENED, task_id=OuterRef("pk")).order_by("-scheduled_at")
     return Subquery(latest.values(field)[:1])
+
+
+def last_run_failed() -> Case:
+    """last_run("status") of each task (OuterRef "pk") that has a failed run, NULL for the
+    others, for alias() and a filter on "failed": the same tasks as filtering last_run("status"),
+    since a task whose last run failed has a failed run. Only a task with one (found by
+    run_failed_task_idx, an index-only probe of a few pages) is looked up for its last run, not
+    every task (the probe of the (task, scheduled_at) index that reads the run)."""
+    failed = Run.objects.filter(task_id=OuterRef("pk"), status=Run.Status.FAILED)
+    return Case(When(Exists(failed), then=last_run("status")), default=None)
 
 
 def next_run_at(now: datetime) -> Case:

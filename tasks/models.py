@@ -513,6 +513,9 @@ class Run(models.Model):
             models.Index(fields=["worker"], condition=Q(status="running"), name="run_running_idx"),
             models.Index(fields=["owner", "-scheduled_at"], name="run_owner_scheduled_idx"),
             models.Index(fields=["status", "finished_at"], name="run_status_finished_idx"),
+            # The tasks whose last run may have failed: the console's last-run filter looks for
+            # a task's last run only where this finds a failed run (migration 0045).
+            models.Index(fields=["task"], condition=Q(status="failed"), name="run_failed_task_idx"),
             # The admin's date filter and its newest-first order.
             models.Index(fields=["scheduled_at"], name="run_scheduled_at_idx"),
             # Runs by when they started: the run list's started_at range (each dashboard bar

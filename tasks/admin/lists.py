@@ -143,7 +143,9 @@ class HealthFilter(admin.SimpleListFilter):
 
 class LastRunFilter(admin.SimpleListFilter):
     """Tasks by their last run's status (tasks/history.py last_run): one probe of the (task,
-    scheduled_at) index per task of one owner. Offered on one owner's tasks only (a user's own,
+    scheduled_at) index per task of one owner; for "failed", per task of theirs with a failed run
+    (history.last_run_failed: few tasks have one, where a page of tasks whose last run
+    succeeded is found in the first tasks read). Offered on one owner's tasks only (a user's own,
     or an operator's list filtered by owner): across every owner it would probe every task."""
 
     title = "last run"
@@ -166,6 +168,8 @@ class LastRunFilter(admin.SimpleListFilter):
             return queryset
         if value not in self.STATUSES or not self._one_owner(request):
             raise IncorrectLookupParameters(f"last_run={value!r} (one owner's tasks only)")
+        if value == "failed":
+            return queryset.alias(last_run_is=history.last_run_failed()).filter(last_run_is=value)
         return queryset.alias(last_run_is=history.last_run("status")).filter(last_run_is=value)
 
 

@@ -27,6 +27,9 @@ from tasks.admin.timeline import RunTimeline
 from tasks.models import TERMINAL_STATUSES, Attempt, Run, Task
 from tasks.transitions import run_actions
 
+SEARCH_TASKS = 100  # tasks a search by name looks at most, the newest
+SEARCH_CAP = 1_000  # runs of theirs it lists at most, the newest
+
 
 class AttemptInline(OwnedInline, admin.TabularInline):
     model = Attempt
@@ -115,15 +118,19 @@ class RunAdmin(
         some_id = parse_uuid(search_term)
         if some_id is not None:
             return queryset.filter(Q(pk=some_id) | Q(task_id=some_id)), False
-        # A name matches tasks first (the small table), then their runs. The ids are passed as
-        # values, not a subquery, so the planner knows how many runs match and picks its plan.
-        # The newest hundred such tasks, by a stated order.
+        # A name matches tasks first (the small table; a range of its trigram index where
+        # pg_trgm is installed, migration 0044), the newest SEARCH_TASKS of them, then their
+        # runs, the newest SEARCH_CAP, by the runs' (task, scheduled_at) index. Both as values,
+        # not subqueries: with the runs of a hundred tasks as the only condition, the page
+        # read the primary key backwards, filtering the whole history for them (0.1 s with
+        # 1,000,000 runs), where reading the matches and sorting them takes a few ms.
         tasks = (
             Task.objects.filter(name__icontains=search_term)
             .order_by("-created_at", "-pk")
             .values_list("pk", flat=True)
         )
-        return queryset.filter(task__in=list(tasks[:100])), False
+        runs = queryset.filter(task__in=list(tasks[:SEARCH_TASKS])).order_by("-pk")
+        return queryset.filter(pk__in=list(runs.values_list("pk", flat=True)[:SEARCH_CAP])), False
 
     @admin.display(description="scheduled at", ordering="scheduled_at")
     def scheduled(self, run: Run) -> str:

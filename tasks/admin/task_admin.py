@@ -235,15 +235,21 @@ class TaskAdmin(
         if not words:
             return queryset, False
         # Each word in the name or the dedup key, or the owner's exact username. The tasks
-        # that match are read once (a substring is a pass over the table), the newest
-        # SEARCH_CAP of them; the page and its count then read those by primary key. The owner
-        # through a subquery, not a join: the join made the pass test every row against it.
+        # that match are read once, the newest SEARCH_CAP of them; the page and its count then
+        # read those by primary key. A substring is a range of the trigram indexes where
+        # pg_trgm is installed (migration 0044), a pass over the table where it is not. The
+        # owners are looked up first and passed as values: a subquery under the OR would be a
+        # filter on every row, so that no index could serve the OR.
+        users = get_user_model().objects
         found = Q()
         for word in words:
-            users = get_user_model().objects.filter(username__iexact=word).values("pk")
-            found &= Q(name__icontains=word) | Q(dedup_key__icontains=word) | Q(owner__in=users)
-        # By creation (uuid7 ids: the same order), which no index serves: one pass and a sort
-        # of the matches, where "-pk" read the whole primary key backwards, row by row.
+            owners = list(users.filter(username__iexact=word).values_list("pk", flat=True))
+            either = Q(name__icontains=word) | Q(dedup_key__icontains=word)
+            if owners:
+                either |= Q(owner_id__in=owners)
+            found &= either
+        # By creation (uuid7 ids: the same order): a sort of the matches, where "-pk" read the
+        # whole primary key backwards, row by row.
         matched = queryset.filter(found).order_by("-created_at", "-pk").values_list("pk", flat=True)
         return queryset.filter(pk__in=list(matched[:SEARCH_CAP])), False
 
