@@ -76,14 +76,41 @@ def visible_page(
     task_team_created_idx), stopping at `high` rows; the OR of `visible_q` is a bitmap read of
     every visible row, sorted whole for a page of 50 (bench/NOTEBOOK.md, "A team member's task
     list"). A user in no team, or in more than PAGE_PARTS_MAX, is read with the OR."""
-    teams = _team_ids(user)
-    mine = Q(**{owner: user, f"{team}__isnull": True})
-    if not teams or len(teams) > PAGE_PARTS_MAX:
+    parts = _parts(user, owner=owner, team=team)
+    if parts is None:
         return visible(queryset, user, owner=owner, team=team)[low:high]
     ordering = queryset.query.order_by or queryset.model._meta.ordering
-    parts = [mine, *(Q(**{team: one}) for one in teams)]
     firsts = [queryset.filter(part).order_by(*ordering).values("pk")[:high] for part in parts]
     return queryset.filter(pk__in=firsts[0].union(*firsts[1:], all=True))[low:high]
+
+
+def visible_counted(
+    queryset: QuerySet, user: Any, *, owner: str = "owner", team: str = "team"
+) -> QuerySet:
+    """The rows to count for `visible(queryset, user).count()` (`queryset` filtered, not yet
+    narrowed), as a query of their primary keys: for a member of teams the rows of each part
+    of `visible_page` (their own objects without a team, each team's), every one with all of
+    `queryset`'s filters, UNION ALL. The parts are disjoint (a team's objects have that team,
+    the user's own have none), so counting them is the sum of the parts' counts, each read by
+    its own index: a team's rows from task_team_created_idx alone (no heap read when the list
+    has no other filter), where the OR read every visible row through a bitmap of both indexes
+    and the table (bench/NOTEBOOK.md, "The task list's count by parts"). A user in no team, or
+    in more than PAGE_PARTS_MAX, is counted with the OR."""
+    parts = _parts(user, owner=owner, team=team)
+    if parts is None:
+        return visible(queryset, user, owner=owner, team=team).order_by().values("pk")
+    counted = [queryset.filter(part).order_by().values("pk") for part in parts]
+    return counted[0].union(*counted[1:], all=True)
+
+
+def _parts(user: Any, *, owner: str, team: str) -> list[Q] | None:
+    """The disjoint conditions whose rows together are what `user` sees: their own objects
+    without a team, then each of their teams'; None for a user in no team or in more than
+    PAGE_PARTS_MAX (read with the OR of `visible_q`)."""
+    teams = _team_ids(user)
+    if not teams or len(teams) > PAGE_PARTS_MAX:
+        return None
+    return [Q(**{owner: user, f"{team}__isnull": True}), *(Q(**{team: one}) for one in teams)]
 
 
 def changeable(

@@ -141,13 +141,14 @@ class TaskListCreateView(PagedListView):
         self.now = timezone.now()
         ids = self.filter_queryset(self.get_queryset()).values_list("id", flat=True)
         owner = request_owner(request)
-        # The page's bounds from the visible list; its rows read by visibility's parts, each
-        # an ordered index read for a team's member (accounts/access.py).
+        # The page's bounds from the visible list; its rows read and counted by visibility's
+        # parts, each an index read of its own for a team's member (accounts/access.py).
         bounds = self.pagination.page_query(ids, request).query
         listed = self.filter_queryset(self._listed()).values_list("id", flat=True)
         page = access.visible_page(listed, owner, bounds.low_mark, bounds.high_mark or 0)
+        counted = access.visible_counted(listed, owner)
         # Selected and counted by the JSON's statement, in one round trip.
-        tasks, total = tasks_page_json(page, self.pagination.counted, owner=owner, now=self.now)
+        tasks, total = tasks_page_json(page, counted, owner=owner, now=self.now)
         self.pagination.settle(total)
         return self.get_paginated_response(tasks)  # each item written into the body as is
 
