@@ -10,10 +10,13 @@ widen them. Operators (staff) see everything in the admin; the API treats them a
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from contextvars import ContextVar
 from typing import Any
 
 from django.db.models import Model, Q, QuerySet
-from django.http import Http404
+from django.db.models.signals import post_delete, post_save
+from django.http import Http404, HttpRequest, HttpResponse
 from rest_framework.exceptions import PermissionDenied, ValidationError
 
 from accounts.models import Membership, ServiceAccount, Team
@@ -30,8 +33,9 @@ def is_operator(user: Any) -> bool:
 def visible(queryset: QuerySet, user: Any, *, owner: str = "owner", team: str = "team") -> QuerySet:
     """`queryset` narrowed to what `user` may see: their own objects without a team, and every
     object of their teams. `owner` and `team` are the lookup paths of the two (a run's team is
-    its task's: `team="task__team"`). The memberships are read on every call, so a membership
-    removed is seen by the next request."""
+    its task's: `team="task__team"`). The memberships are read once per request (not kept
+    between requests: MembershipsPerRequest), so a membership removed is seen by the next
+    request."""
     return queryset.filter(visible_q(user, owner=owner, team=team))
 
 
@@ -47,9 +51,55 @@ def visible_q(user: Any, *, owner: str = "owner", team: str = "team") -> Q:
 
 
 def _team_ids(user: Any) -> list[int]:
+    return sorted(_roles(user))
+
+
+# The memberships read while a request is served, {user id: {team id: role}}: each user's are
+# read once per request (a team member's task list asked three times: its bounds, its page and
+# its count). None outside a request: read on every call. A request never sees another's
+# reads, so a membership removed is seen by the next request, as when nothing was kept.
+_held: ContextVar[dict[Any, dict[int, str]] | None] = ContextVar("memberships", default=None)
+
+
+class MembershipsPerRequest:
+    """Keeps the memberships read while a request is served for that request alone."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        token = _held.set({})
+        try:
+            return self.get_response(request)
+        finally:
+            _held.reset(token)
+
+
+def _roles(user: Any) -> dict[int, str]:
+    """`user`'s role in each of their teams, {team id: role}: read once per request."""
     # No user at all while the schema is generated (drf-spectacular's fake views): no teams.
     user_id: Any = getattr(user, "pk", None)
-    return sorted(Membership.objects.filter(user_id=user_id).values_list("team_id", flat=True))
+    held = _held.get()
+    if held is not None and user_id in held:
+        return held[user_id]
+    found = dict(Membership.objects.filter(user_id=user_id).values_list("team_id", "role"))
+    if held is not None:
+        held[user_id] = found
+    return found
+
+
+def _forget_memberships(**_: Any) -> None:
+    # A membership made, changed or removed while a request is served (the team routes, a
+    # sign-in's groups): the request's later checks read them again.
+    held = _held.get()
+    if held is not None:
+        held.clear()
+
+
+post_save.connect(_forget_memberships, sender=Membership, dispatch_uid="access_memberships_saved")
+post_delete.connect(
+    _forget_memberships, sender=Membership, dispatch_uid="access_memberships_deleted"
+)
 
 
 # Past this many teams a page is read as one OR (visible_page): a bound on the statement's
@@ -127,8 +177,7 @@ def role_in(user: Any, team_id: int | None) -> str | None:
     """`user`'s role in the team `team_id`, or None (no such team, or no member)."""
     if team_id is None:
         return None
-    found = Membership.objects.filter(user_id=user.pk, team_id=team_id).values_list("role")
-    return next((role for (role,) in found), None)
+    return _roles(user).get(team_id)
 
 
 def require(user: Any, obj: Model, need: str = EDITOR, *, team_id: int | None = -1) -> None:

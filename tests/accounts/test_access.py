@@ -7,7 +7,9 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from django.db import connection
 from django.db.models import Q
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from accounts import access
@@ -258,3 +260,31 @@ def test_a_members_list_is_counted_by_parts_as_the_or_counts_it(teams, monkeypat
     monkeypatch.setattr(access, "PAGE_PARTS_MAX", 1)
     for params in filters[:4]:
         assert listed(params) == by_the_or(params), params
+
+
+def test_memberships_are_read_once_per_request_and_again_by_the_next(teams) -> None:
+    """A member's task list reads their memberships once (its bounds, page and count ask three
+    times); the next request reads them again, so a member removed no longer sees the team's
+    tasks; a membership changed while a request is served is read again by its later checks."""
+    data, web = teams
+    me, someone = member(data, "viewer"), UserFactory()
+    TaskFactory(owner=me)
+    theirs = TaskFactory(owner=someone, team=data)
+    api = client_for(me)
+    with CaptureQueriesContext(connection) as queries:
+        body = api.get("/api/v1/tasks").json()
+    assert body["count"] == 2
+    read = [q["sql"] for q in queries.captured_queries if '"accounts_membership"' in q["sql"]]
+    assert len(read) == 1, read
+    Membership.objects.filter(user=me, team=data).delete()
+    assert api.get("/api/v1/tasks").json()["count"] == 1
+    assert api.get(f"/api/v1/tasks/{theirs.pk}").status_code == 404
+
+    def served(request: object) -> list[str | None]:
+        seen = [access.role_in(me, web.pk)]
+        Membership.objects.create(team=web, user=me, role="viewer")
+        seen.append(access.role_in(me, web.pk))
+        Membership.objects.filter(team=web, user=me).get().delete()
+        return [*seen, access.role_in(me, web.pk)]
+
+    assert access.MembershipsPerRequest(served)(object()) == [None, "viewer", None]  # type: ignore[arg-type]
