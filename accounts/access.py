@@ -10,10 +10,13 @@ widen them. Operators (staff) see everything in the admin; the API treats them a
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from contextvars import ContextVar
 from typing import Any
 
 from django.db.models import Model, Q, QuerySet
-from django.http import Http404
+from django.db.models.signals import post_delete, post_save
+from django.http import Http404, HttpRequest, HttpResponse
 from rest_framework.exceptions import PermissionDenied, ValidationError
 
 from accounts.models import Membership, ServiceAccount, Team
@@ -30,8 +33,9 @@ def is_operator(user: Any) -> bool:
 def visible(queryset: QuerySet, user: Any, *, owner: str = "owner", team: str = "team") -> QuerySet:
     """`queryset` narrowed to what `user` may see: their own objects without a team, and every
     object of their teams. `owner` and `team` are the lookup paths of the two (a run's team is
-    its task's: `team="task__team"`). The memberships are read on every call, so a membership
-    removed is seen by the next request."""
+    its task's: `team="task__team"`). The memberships are read once per request (not kept
+    between requests: MembershipsPerRequest), so a membership removed is seen by the next
+    request."""
     return queryset.filter(visible_q(user, owner=owner, team=team))
 
 
@@ -47,9 +51,55 @@ def visible_q(user: Any, *, owner: str = "owner", team: str = "team") -> Q:
 
 
 def _team_ids(user: Any) -> list[int]:
+    return sorted(_roles(user))
+
+
+# The memberships read while a request is served, {user id: {team id: role}}: each user's are
+# read once per request (a team member's task list asked three times: its bounds, its page and
+# its count). None outside a request: read on every call. A request never sees another's
+# reads, so a membership removed is seen by the next request, as when nothing was kept.
+_held: ContextVar[dict[Any, dict[int, str]] | None] = ContextVar("memberships", default=None)
+
+
+class MembershipsPerRequest:
+    """Keeps the memberships read while a request is served for that request alone."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        token = _held.set({})
+        try:
+            return self.get_response(request)
+        finally:
+            _held.reset(token)
+
+
+def _roles(user: Any) -> dict[int, str]:
+    """`user`'s role in each of their teams, {team id: role}: read once per request."""
     # No user at all while the schema is generated (drf-spectacular's fake views): no teams.
     user_id: Any = getattr(user, "pk", None)
-    return sorted(Membership.objects.filter(user_id=user_id).values_list("team_id", flat=True))
+    held = _held.get()
+    if held is not None and user_id in held:
+        return held[user_id]
+    found = dict(Membership.objects.filter(user_id=user_id).values_list("team_id", "role"))
+    if held is not None:
+        held[user_id] = found
+    return found
+
+
+def _forget_memberships(**_: Any) -> None:
+    # A membership made, changed or removed while a request is served (the team routes, a
+    # sign-in's groups): the request's later checks read them again.
+    held = _held.get()
+    if held is not None:
+        held.clear()
+
+
+post_save.connect(_forget_memberships, sender=Membership, dispatch_uid="access_memberships_saved")
+post_delete.connect(
+    _forget_memberships, sender=Membership, dispatch_uid="access_memberships_deleted"
+)
 
 
 # Past this many teams a page is read as one OR (visible_page): a bound on the statement's
@@ -76,14 +126,41 @@ def visible_page(
     task_team_created_idx), stopping at `high` rows; the OR of `visible_q` is a bitmap read of
     every visible row, sorted whole for a page of 50 (bench/NOTEBOOK.md, "A team member's task
     list"). A user in no team, or in more than PAGE_PARTS_MAX, is read with the OR."""
-    teams = _team_ids(user)
-    mine = Q(**{owner: user, f"{team}__isnull": True})
-    if not teams or len(teams) > PAGE_PARTS_MAX:
+    parts = _parts(user, owner=owner, team=team)
+    if parts is None:
         return visible(queryset, user, owner=owner, team=team)[low:high]
     ordering = queryset.query.order_by or queryset.model._meta.ordering
-    parts = [mine, *(Q(**{team: one}) for one in teams)]
     firsts = [queryset.filter(part).order_by(*ordering).values("pk")[:high] for part in parts]
     return queryset.filter(pk__in=firsts[0].union(*firsts[1:], all=True))[low:high]
+
+
+def visible_counted(
+    queryset: QuerySet, user: Any, *, owner: str = "owner", team: str = "team"
+) -> QuerySet:
+    """The rows to count for `visible(queryset, user).count()` (`queryset` filtered, not yet
+    narrowed), as a query of their primary keys: for a member of teams the rows of each part
+    of `visible_page` (their own objects without a team, each team's), every one with all of
+    `queryset`'s filters, UNION ALL. The parts are disjoint (a team's objects have that team,
+    the user's own have none), so counting them is the sum of the parts' counts, each read by
+    its own index: a team's rows from task_team_created_idx alone (no heap read when the list
+    has no other filter), where the OR read every visible row through a bitmap of both indexes
+    and the table (bench/NOTEBOOK.md, "The task list's count by parts"). A user in no team, or
+    in more than PAGE_PARTS_MAX, is counted with the OR."""
+    parts = _parts(user, owner=owner, team=team)
+    if parts is None:
+        return visible(queryset, user, owner=owner, team=team).order_by().values("pk")
+    counted = [queryset.filter(part).order_by().values("pk") for part in parts]
+    return counted[0].union(*counted[1:], all=True)
+
+
+def _parts(user: Any, *, owner: str, team: str) -> list[Q] | None:
+    """The disjoint conditions whose rows together are what `user` sees: their own objects
+    without a team, then each of their teams'; None for a user in no team or in more than
+    PAGE_PARTS_MAX (read with the OR of `visible_q`)."""
+    teams = _team_ids(user)
+    if not teams or len(teams) > PAGE_PARTS_MAX:
+        return None
+    return [Q(**{owner: user, f"{team}__isnull": True}), *(Q(**{team: one}) for one in teams)]
 
 
 def changeable(
@@ -100,8 +177,7 @@ def role_in(user: Any, team_id: int | None) -> str | None:
     """`user`'s role in the team `team_id`, or None (no such team, or no member)."""
     if team_id is None:
         return None
-    found = Membership.objects.filter(user_id=user.pk, team_id=team_id).values_list("role")
-    return next((role for (role,) in found), None)
+    return _roles(user).get(team_id)
 
 
 def require(user: Any, obj: Model, need: str = EDITOR, *, team_id: int | None = -1) -> None:

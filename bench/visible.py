@@ -8,9 +8,10 @@ tasks; the solo user (in no team) with as many personal tasks as the member sees
 the two, `repeat` times, interleaved: the list's first page as the API reads and writes it
 (`access.visible_page`, `tasks_page_json`, ordered by `-created_at` then `id` as the API orders
 it, 50 a page: wall time of the call), and the server's `Execution Time` of EXPLAIN ANALYZE for
-the page's ids and for the list's count, the two reads the visibility condition shapes.
-Medians printed, with the plans' top two nodes, the indexes they read and the rows they
-scanned.
+the page's ids and for the list's count (`SELECT count(*)` of `access.visible_counted`, as the
+list's statement counts; and, for comparison, of the OR's count, as the list counted before),
+the reads the visibility condition shapes. Medians printed,
+with the plans' top two nodes, the indexes they read and the rows they scanned.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.contrib.auth import get_user_model
+from django.db import connection
 from django.db.models import QuerySet
 
 from accounts import access
@@ -65,10 +67,17 @@ def seed(*, others: int, tasks: int, own: int) -> dict[str, Any]:
     return {"member": member, "solo": solo}
 
 
-def _executed(queryset: QuerySet) -> tuple[float, str]:
-    """The server's execution time (ms) of `queryset` under EXPLAIN ANALYZE, and its plan in
-    short: the top two nodes, the indexes read and the rows their scans returned."""
-    plan = json.loads(queryset.explain(format="json", analyze=True))[0]
+def _executed(queryset: QuerySet, *, counted: bool = False) -> tuple[float, str]:
+    """The server's execution time (ms) of `queryset` (`counted`: of its count, as the list's
+    statement counts it, `count_of_list`) under EXPLAIN ANALYZE, and its plan in short: the top
+    two nodes, the indexes read and the rows their scans returned."""
+    sql, params = queryset.query.sql_with_params()
+    if counted:
+        sql = f"SELECT count(*) FROM ({sql}) AS counted"
+    with connection.cursor() as cursor:
+        cursor.execute(f"EXPLAIN (ANALYZE, FORMAT JSON) {sql}", params)
+        (found,) = cursor.fetchone()
+    plan = (json.loads(found) if isinstance(found, str) else found)[0]
     top = [plan["Plan"]["Node Type"], *(p["Node Type"] for p in plan["Plan"].get("Plans", [])[:1])]
     indexes: dict[str, int] = {}
     stack = [plan["Plan"]]
@@ -76,7 +85,9 @@ def _executed(queryset: QuerySet) -> tuple[float, str]:
         node = stack.pop()
         stack.extend(node.get("Plans", []))
         if "Index Name" in node:
-            name = node["Index Name"]
+            # An index-only scan says so: its rows are read without the table.
+            only = " only" if node["Node Type"] == "Index Only Scan" else ""
+            name = node["Index Name"] + only
             indexes[name] = indexes.get(name, 0) + int(node["Actual Rows"] * node["Actual Loops"])
     read = ", ".join(f"{name} ({rows} rows)" for name, rows in sorted(indexes.items()))
     return float(plan["Execution Time"]), f"{' > '.join(top)}; {read}"
@@ -89,22 +100,24 @@ def measure(
     who = seed(others=others, tasks=tasks, own=own)
     write(f"seeded {Task.objects.count()} tasks in {time.monotonic() - started:.1f} s")
     times: dict[str, dict[str, list[float]]] = {
-        name: {"call": [], "page": [], "count": []} for name in who
+        name: {"call": [], "page": [], "count": [], "count_or": []} for name in who
     }
     plans: dict[str, dict[str, str]] = {name: {} for name in who}
     for _ in range(repeat):
         for name, user in who.items():
             # As the API's list (tasks/api/views.py TaskListCreateView.list) reads its page.
             listed = Task.objects.order_by("-created_at", "id").values_list("id", flat=True)
-            ids = access.visible(listed, user)
+            counted = access.visible_counted(listed, user)
             first = access.visible_page(listed, user, 0, PAGE)
             now = datetime.now(UTC)
             began = time.perf_counter()
-            page, total = tasks_page_json(first, ids, owner=user, now=now)
+            page, total = tasks_page_json(first, counted, owner=user, now=now)
             times[name]["call"].append((time.perf_counter() - began) * 1000)
             assert len(page) == PAGE and total is not None
-            for read, queryset in (("page", first), ("count", ids.order_by())):
-                ms, plans[name][read] = _executed(queryset)
+            # The count as the list read it before it was counted by parts: the OR.
+            ored = access.visible(listed, user).order_by().values("pk")
+            for read, queryset in (("page", first), ("count", counted), ("count_or", ored)):
+                ms, plans[name][read] = _executed(queryset, counted=read != "page")
                 times[name][read].append(ms)
     result = {
         "workload": "visible",
@@ -120,10 +133,12 @@ def measure(
     }
     emit(result)
     write("")
-    write("| list | API call (page 1) | page ids, EXPLAIN ANALYZE | count, EXPLAIN ANALYZE |")
-    write("| --- | --- | --- | --- |")
+    write("| list | API call (page 1) | page ids | count | count by the OR |")
+    write("| --- | --- | --- | --- | --- |")
     for name in who:
-        cells = [f"{result[f'{name}_{read}_ms']:.2f} ms" for read in ("call", "page", "count")]
+        reads = ("call", "page", "count", "count_or")
+        cells = [f"{result[f'{name}_{read}_ms']:.2f} ms" for read in reads]
         write(f"| {name} | {' | '.join(cells)} |")
     for name in who:
-        write(f"{name}: page {plans[name]['page']}; count {plans[name]['count']}")
+        shown = "; ".join(f"{read} {plan}" for read, plan in plans[name].items())
+        write(f"{name}: {shown}")

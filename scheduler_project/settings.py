@@ -189,6 +189,8 @@ MIDDLEWARE = [
     "accounts.preferences.ViewerZoneMiddleware",
     # Who acts, from where: the audit log's context for this request (tasks/audit.py).
     "tasks.audit.AuditContextMiddleware",
+    # Each user's team memberships read once per request (accounts/access.py).
+    "accounts.access.MembershipsPerRequest",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     *(["scheduler_project.routers.ReplicaReadMiddleware"] if replica_url else []),

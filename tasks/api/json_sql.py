@@ -146,13 +146,17 @@ def _rows_of_page(
     name: str, page: QuerySet, counted: QuerySet, params: dict[str, Any], model: type[Model]
 ) -> list[dict[str, Any]]:
     """The rows of list page statement `name`: the page's ids selected by `page` (a sliced query
-    of ids) and the whole list counted by `counted`, in one statement."""
+    of ids) and the whole list counted by `counted`, in one statement. A union (a member's
+    visible parts, accounts/access.py `visible_counted`) is counted as it is: its parts select
+    their keys alone, unordered."""
     selected = _list_page(page)
     if selected is None:
         return []
     low, high = page.query.low_mark, page.query.high_mark
     params.update(page_offset=low, page_limit=high - low if high is not None else None)
-    counting = counted.order_by().values("pk").query.sql_with_params()
+    if not counted.query.combinator:
+        counted = counted.order_by().values("pk")
+    counting = counted.query.sql_with_params()
     sql = _statements().compose(name, params, page=selected, counted=counting)
     return _read(sql, params, model)
 

@@ -1,18 +1,24 @@
 """accounts/access.py through the API: placing objects in teams, moving them between teams,
-a team's task naming only its team's channels, and a member's task list read part by part."""
+a team's task naming only its team's channels, and a member's task list read and counted part
+by part."""
 
 from __future__ import annotations
 
 from datetime import timedelta
 
 import pytest
+from django.db import connection
+from django.db.models import Q
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
+from accounts import access
 from accounts.models import Membership, Team
 from notifications.models import Channel
-from tasks.models import Calendar, Task
+from tasks.api.views import TaskFilter
+from tasks.models import Calendar, Task, TaskHealth, TaskSet
 from tests.conftest import client_for
-from tests.factories import TaskFactory, UserFactory
+from tests.factories import RunFactory, TaskFactory, UserFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -165,3 +171,120 @@ def test_a_members_list_pages_their_own_and_their_teams_tasks_as_one_list(teams)
         ids, count = listed(ordering=ordering)
         assert (sorted(ids), count) == (sorted(str(t.pk) for t in seen_by_me), len(seen_by_me))
     assert api.get("/api/v1/tasks", {"page_size": 4, "page": 99}).status_code == 404
+
+
+def test_a_members_list_is_counted_by_parts_as_the_or_counts_it(teams, monkeypatch) -> None:
+    """The list's count and pages for a member of teams, with every filter the list has, equal
+    the OR of the user's scopes (`visible`) filtered alike: their own tasks in a team of theirs
+    are counted once (by the team's part, not by their own), theirs in a team they are no member
+    of (left) not at all, and each of their teams counted."""
+    data, web = teams
+    me, someone = member(data, "viewer"), UserFactory()
+    member(web, "editor", me)
+    ops = Team.objects.create(slug="ops")
+    mine_set = TaskSet.objects.create(owner=me, name="nightly")
+    web_set = TaskSet.objects.create(owner=someone, team=web, name="nightly")
+    start = timezone.now() - timedelta(days=1)
+    made = []
+    for i in range(40):
+        # Mine alone, mine in my team, mine in a team I left, a colleague's in each of my
+        # teams, a colleague's in a team not mine, a colleague's own.
+        owner, team = [
+            (me, None),
+            (me, data),
+            (me, ops),
+            (someone, data),
+            (someone, web),
+            (someone, ops),
+            (someone, None),
+            (me, web),
+        ][i % 8]
+        taskset = mine_set if team is None and owner == me else web_set if team == web else None
+        task = TaskFactory(
+            owner=owner,
+            team=team,
+            name=f"t{(7 * i) % 40:02}",
+            priority=i % 3 * 4,
+            status=["active", "paused", "completed"][i % 3],
+            taskset=taskset,
+            taskset_key=f"k{i}" if taskset else None,
+        )
+        Task.objects.filter(pk=task.pk).update(created_at=start + timedelta(minutes=i))
+        if i % 4 == 1:
+            at = {f: start for f in ("succeeded_at", "changed_at", "late_through", "slow_through")}
+            TaskHealth.objects.create(task=task, health="late", **at)
+        if i % 5 == 2:
+            RunFactory(task=task, status="failed", finished_at=start)
+        made.append(task)
+    api = client_for(me)
+
+    def listed(params: dict[str, object]) -> tuple[list[str], int]:
+        ids, page = [], 1
+        while True:
+            body = api.get("/api/v1/tasks", {"page_size": 3, "page": page, **params}).json()
+            ids += [item["id"] for item in body["results"]]
+            if not body["next"]:
+                return ids, body["count"]
+            page += 1
+
+    def by_the_or(params: dict[str, object]) -> tuple[list[str], int]:
+        scopes = Q(owner=me, team__isnull=True) | Q(team__in=[data, web])
+        found = TaskFilter(params, queryset=Task.objects.filter(scopes)).qs
+        ids = [str(pk) for pk in found.order_by("-created_at", "id").values_list("id", flat=True)]
+        return ids, len(ids)
+
+    filters: list[dict[str, object]] = [
+        {},
+        {"status": "paused"},
+        {"name": "t1"},
+        {"priority": "4"},
+        {"team": "web"},
+        {"team": "ops"},
+        {"taskset": "nightly"},
+        {"health": "late"},
+        {"health": "up"},
+        {"last_run_status": "failed"},
+        {"status": "active", "name": "t", "health": "up"},
+    ]
+    for params in filters:
+        expected = by_the_or(params)
+        assert listed(params) == expected, params
+        listing = TaskFilter(params, queryset=Task.objects.all()).qs.values_list("id", flat=True)
+        assert access.visible_counted(listing, me).count() == expected[1], params
+    seen = by_the_or({})[1]
+    assert seen == 25  # mine alone, mine in data, mine in web, the colleague's in both: 5 each
+    assert seen == len(
+        [t for t in made if t.team in (data, web) or (t.owner, t.team) == (me, None)]
+    )
+    # Past PAGE_PARTS_MAX teams the list is read and counted with the OR: the same.
+    monkeypatch.setattr(access, "PAGE_PARTS_MAX", 1)
+    for params in filters[:4]:
+        assert listed(params) == by_the_or(params), params
+
+
+def test_memberships_are_read_once_per_request_and_again_by_the_next(teams) -> None:
+    """A member's task list reads their memberships once (its bounds, page and count ask three
+    times); the next request reads them again, so a member removed no longer sees the team's
+    tasks; a membership changed while a request is served is read again by its later checks."""
+    data, web = teams
+    me, someone = member(data, "viewer"), UserFactory()
+    TaskFactory(owner=me)
+    theirs = TaskFactory(owner=someone, team=data)
+    api = client_for(me)
+    with CaptureQueriesContext(connection) as queries:
+        body = api.get("/api/v1/tasks").json()
+    assert body["count"] == 2
+    read = [q["sql"] for q in queries.captured_queries if '"accounts_membership"' in q["sql"]]
+    assert len(read) == 1, read
+    Membership.objects.filter(user=me, team=data).delete()
+    assert api.get("/api/v1/tasks").json()["count"] == 1
+    assert api.get(f"/api/v1/tasks/{theirs.pk}").status_code == 404
+
+    def served(request: object) -> list[str | None]:
+        seen = [access.role_in(me, web.pk)]
+        Membership.objects.create(team=web, user=me, role="viewer")
+        seen.append(access.role_in(me, web.pk))
+        Membership.objects.filter(team=web, user=me).get().delete()
+        return [*seen, access.role_in(me, web.pk)]
+
+    assert access.MembershipsPerRequest(served)(object()) == [None, "viewer", None]  # type: ignore[arg-type]

@@ -159,6 +159,9 @@ def test_the_list_orders_by_the_next_fire_time(api: APIClient, create) -> None:
     assert shown == [soon["next_run_at"], later["next_run_at"], None]
     descending = api.get("/api/v1/tasks?ordering=-next_run_at").json()
     assert ids(descending)[1:] == [later["id"], soon["id"]]
+    # As a later term too: the alias is added whenever the ordering names it.
+    by_priority = api.get("/api/v1/tasks", {"ordering": "priority, -next_run_at"}).json()
+    assert ids(by_priority) == [paused["id"], later["id"], soon["id"]]  # all of priority 5
 
 
 def test_run_list_is_the_callers_own_runs_across_tasks(
