@@ -24,6 +24,7 @@ generated so that the handler names are those registered then.
 from __future__ import annotations
 
 import copy
+import threading
 from typing import Any
 
 from drf_spectacular import openapi
@@ -32,6 +33,12 @@ from drf_spectacular.plumbing import ResolvedComponent
 from drf_spectacular.utils import OpenApiExample
 
 from tasks.api import schema_docs
+
+# Held while a schema is generated (scheduler_project/web/schema.py, the task set file's
+# schema): drf-spectacular loads each extension's target class on first use without a lock of
+# its own, and a thread that met another's half-loaded extension failed (the first schema
+# requests a new gthread worker served at once answered 500).
+GENERATING = threading.Lock()
 
 API_PREFIX = "/api/v1/"
 # A POST to a path ending in one of these does something to what the path names; it creates

@@ -8,15 +8,12 @@ from django.contrib import admin
 from django.http import HttpRequest, HttpResponse
 from django.urls import include, path
 from django.views.generic import RedirectView
-from drf_spectacular.views import (
-    SpectacularAPIView,
-    SpectacularRedocView,
-    SpectacularSwaggerView,
-)
+from drf_spectacular.views import SpectacularRedocView, SpectacularSwaggerView
 
 from accounts.preferences import zone_view
 from scheduler_project.web.health import HealthView, LiveView
 from scheduler_project.web.metrics import metrics_view
+from scheduler_project.web.schema import schema_view
 from tasks.admin.dashboard import dashboard_view
 from tasks.api import seed
 
@@ -48,7 +45,7 @@ urlpatterns = [
     path("api/v1/", include("tasks.api.urls")),
     path("api/v1/", include("notifications.api.urls")),
     path("api/v1/", include("accounts.api.urls")),
-    path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("api/schema/", schema_view(), name="schema"),
     path(
         "api/docs/",
         same_origin_only(SpectacularSwaggerView.as_view(url_name="schema")),

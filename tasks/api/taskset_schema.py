@@ -19,6 +19,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from scheduler_project.schema import GENERATING
 from tasks.api.tasksets import NAME
 
 ENTRY = "TaskSetEntryRequest"
@@ -68,7 +69,9 @@ def _reachable(components: dict[str, Any], name: str, found: set[str]) -> set[st
 def taskset_schema() -> dict[str, Any]:
     """The JSON Schema (2020-12) of a task set file: one set (`name`, `tasks`, `workflows`) or
     several under `tasksets`."""
-    components = SchemaGenerator().get_schema(request=None, public=True)["components"]["schemas"]
+    with GENERATING:  # as the served schema (scheduler_project/schema.py)
+        schema = SchemaGenerator().get_schema(request=None, public=True)
+    components = schema["components"]["schemas"]
     reachable = _reachable(components, WORKFLOW_ENTRY, _reachable(components, ENTRY, set()))
     defs = {name: _convert(components[name]) for name in sorted(reachable)}
     for name in NOT_IN_A_SET:

@@ -6,10 +6,13 @@ and docs are public, but a request carrying a bad token is still refused by JWT 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from rest_framework.test import APIClient
 
 JSON = {"HTTP_ACCEPT": "application/vnd.oai.openapi+json"}
+API_MD = Path(__file__).resolve().parents[2] / "docs" / "api.md"
 
 
 @pytest.fixture
@@ -163,3 +166,24 @@ def test_docs_render(anon: APIClient, db) -> None:
     assert response.status_code == 200
     assert b"swagger" in response.content.lower()
     assert b"/api/schema/" in response.content
+
+
+def test_every_id_is_a_uuid_string_but_those_the_api_docs_name_as_integers(schema: dict) -> None:
+    conventions = API_MD.read_text().split("\n## Conventions\n")[1].split("\n## ")[0]
+    conventions = " ".join(conventions.split())  # a route may be wrapped across lines
+    integers = set()
+    for path, operations in schema["paths"].items():
+        for operation in operations.values():
+            for parameter in operation.get("parameters", []):
+                if parameter["in"] != "path" or parameter["name"] != "id":
+                    continue
+                kind = (parameter["schema"]["type"], parameter["schema"].get("format"))
+                if kind != ("string", "uuid"):
+                    assert kind == ("integer", None), (path, kind)
+                    integers.add(path.removesuffix("/{id}"))
+    assert "/api/v1/concurrency-keys" in integers  # the check reads the schema's ids
+    for route in integers:
+        assert f"(`{route}`)" in conventions, route
+    components = schema["components"]["schemas"]  # audit entries have no route by id
+    assert components["AuditEntry"]["properties"]["id"]["type"] == "integer"
+    assert "audit entries (`/api/v1/audit`)" in conventions

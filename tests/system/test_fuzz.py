@@ -11,13 +11,14 @@ asserts its own volume: at least MIN_REQUESTS requests in all.
 schemathesis's pytest plugin (`schema.parametrize()`) does not work with pytest 9, so the
 operations are driven with its strategies and Hypothesis directly.
 
-The stateful test walks the API as schemathesis's state machine does: OpenAPI links (LINKS, added
-to the served schema here) take the ids a response returns (a task created, its run, a calendar,
-a channel, a concurrency key, a rate limit, a task set's name, a notification listed), and the
-seeded objects' ids (SEEDED), into the operations that take them, and the calendar feeds get the
-user's real token (and a notification's detail the seeded notification: no operation makes
-one); every operation that takes an id must be reached with a real one (answered other than 404)
-at least once: by the walk, or, for the few a bounded walk misses by chance, directly.
+The stateful test walks the API as schemathesis's state machine does: OpenAPI links (LINKS, added to
+the served schema here) take the ids a response returns (a task created, its run, a calendar, a
+channel, a concurrency key, a rate limit, a task set's name, a notification listed, a workflow and
+its run, a team's slug, member, service account and token), and the seeded objects' ids (SEEDED),
+into the operations that take them, and the calendar feeds get the user's real token (and a
+notification's detail the seeded notification: no operation makes one); every operation that takes
+an id must be reached with a real one (answered other than 404) at least once: by the walk, or, for
+the few a bounded walk misses by chance, directly.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from django.test import Client
 from hypothesis import HealthCheck, Phase, given
 from hypothesis import settings as hypothesis_settings
 from hypothesis.errors import Flaky, Unsatisfiable
+from rest_framework.test import APIClient
 from rest_framework_simplejwt.tokens import RefreshToken
 from schemathesis import checks as core_checks
 from schemathesis.generation.modes import GenerationMode
@@ -128,6 +130,28 @@ def seed(user: Any, taskset: str = "") -> dict[str, list[str]]:
     named, made = TaskSet.objects.get_or_create(owner=user, name=taskset or f"nightly-{fresh}")
     if made:
         TaskFactory(owner=user, taskset=named, taskset_key="a")
+    # A workflow and a running workflow run, made as a user makes them.
+    client = APIClient()
+    client.force_authenticate(user)
+    noop = {"kind": "handler", "payload": {"name": "noop"}}
+    steps = [{"id": "a", "task": noop}, {"id": "b", "after": ["a"], "task": noop}]
+    workflow = client.post("/api/v1/workflows", {"name": f"wf-{fresh}", "steps": steps}, "json")
+    assert workflow.status_code == 201, workflow.content
+    workflow_run = client.post(f"/api/v1/workflows/{workflow.json()['id']}/run")
+    assert workflow_run.status_code == 201, workflow_run.content
+    # A team the user owns, with a member, a service account and its token.
+    team = f"/api/v1/teams/team-{fresh}"
+    made_team = client.post("/api/v1/teams", {"slug": f"team-{fresh}"}, "json")
+    member = UserFactory()
+    made_member = client.post(
+        f"{team}/members", {"user": member.username, "role": "viewer"}, "json"
+    )
+    account = client.post(f"{team}/service-accounts", {"name": f"bot-{fresh}"}, "json")
+    token = client.post(
+        f"{team}/service-accounts/bot-{fresh}/tokens", {"name": "ci", "scopes": ["read"]}, "json"
+    )
+    for answer in (made_team, made_member, account, token):
+        assert answer.status_code == 201, answer.content
     return {
         "task": [str(t.id) for t in tasks],
         "run": [str(r.id) for r in runs],
@@ -137,6 +161,12 @@ def seed(user: Any, taskset: str = "") -> dict[str, list[str]]:
         "concurrency_key": [str(key.id)],
         "rate_limit": [str(rate.id)],
         "taskset": [named.name],
+        "workflow": [workflow.json()["id"]],
+        "workflow_run": [workflow_run.json()["id"]],
+        "team": [f"team-{fresh}"],
+        "member": [member.username],
+        "service_account": [f"bot-{fresh}"],
+        "token": [str(token.json()["id"])],
         "feed": [feed_tokens.token_for(user.pk)],
     }
 
@@ -150,6 +180,8 @@ def kind_of(path: str) -> str:
         ("/api/v1/concurrency-keys/", "concurrency_key"),
         ("/api/v1/rate-limits/", "rate_limit"),
         ("/api/v1/tasksets/", "taskset"),
+        ("/api/v1/workflows/", "workflow"),
+        ("/api/v1/workflow-runs/", "workflow_run"),
     ):
         if path.startswith(prefix):
             return kind
@@ -264,6 +296,30 @@ RUN_OPERATIONS = [
     ("/api/v1/runs/{id}/cancel", "post"),
     ("/api/v1/runs/{id}/retry", "post"),
 ]
+WORKFLOW_OPERATIONS = [
+    *(("/api/v1/workflows/{id}", method) for method in ("get", "patch", "delete")),
+    ("/api/v1/workflows/{id}/run", "post"),
+    ("/api/v1/workflows/{id}/runs", "get"),
+]
+TEAM = "/api/v1/teams/{slug}"
+ACCOUNT = TEAM + "/service-accounts/{name}"
+TEAM_OPERATIONS = [
+    (TEAM, "get"),
+    *(
+        (TEAM + tail, method)
+        for tail in ("/members", "/service-accounts")
+        for method in ("get", "post")
+    ),
+]
+MEMBER_OPERATIONS = [(TEAM + "/members/{username}", method) for method in ("patch", "delete")]
+ACCOUNT_OPERATIONS = [(ACCOUNT + "/tokens", method) for method in ("get", "post")]
+TOKEN_OPERATIONS = [(ACCOUNT + "/tokens/{id}", "delete")]
+# Where each path parameter of a team's routes takes its value from (seed()'s kinds).
+TEAM_KINDS = {"slug": "team", "username": "member", "name": "service_account", "id": "token"}
+WORKFLOW_RUN_OPERATIONS = [
+    ("/api/v1/workflow-runs/{id}" + tail, method)
+    for tail, method in (("", "get"), ("/cancel", "post"), ("/retry", "post"))
+]
 
 
 def member_operations(collection: str, methods: tuple[str, ...]) -> list[tuple[str, str]]:
@@ -274,7 +330,7 @@ LINKS: list[tuple[str, str, str, dict[str, str], list[tuple[str, str]]]] = [
     ("/api/v1/tasks", "post", "201", {"id": ID}, TASK_OPERATIONS + SEED_ROUTE_OPERATIONS),
     ("/api/v1/tasks", "get", "200", {"id": FIRST}, TASK_OPERATIONS + SEED_ROUTE_OPERATIONS),
     ("/task", "post", "201", {"id": ID}, TASK_OPERATIONS + SEED_ROUTE_OPERATIONS),
-    ("/task", "post", "201", {"query.id": ID}, [("/task", "get")]),
+    ("/task", "post", "201", {"query.id": ID}, [("/task", "get"), ("/task", "delete")]),
     ("/api/v1/tasks/{id}/run-now", "post", "201", {"id": ID}, RUN_OPERATIONS),
     ("/api/v1/runs", "get", "200", {"id": FIRST}, RUN_OPERATIONS),
     *(
@@ -288,6 +344,32 @@ LINKS: list[tuple[str, str, str, dict[str, str], list[tuple[str, str]]]] = [
         for verb, status, where in (("post", "201", ID), ("get", "200", FIRST))
     ),
     ("/api/v1/notifications", "get", "200", {"id": FIRST}, [("/api/v1/notifications/{id}", "get")]),
+    ("/api/v1/workflows", "post", "201", {"id": ID}, WORKFLOW_OPERATIONS),
+    ("/api/v1/workflows", "get", "200", {"id": FIRST}, WORKFLOW_OPERATIONS),
+    ("/api/v1/workflows/{id}/run", "post", "201", {"id": ID}, WORKFLOW_RUN_OPERATIONS),
+    ("/api/v1/workflows/{id}/runs", "get", "200", {"id": FIRST}, WORKFLOW_RUN_OPERATIONS),
+    ("/api/v1/teams", "post", "201", {"slug": "$response.body#/slug"}, TEAM_OPERATIONS),
+    (
+        TEAM + "/members",
+        "post",
+        "201",
+        {"slug": "$request.path.slug", "username": "$response.body#/user"},
+        MEMBER_OPERATIONS,
+    ),
+    (
+        TEAM + "/service-accounts",
+        "post",
+        "201",
+        {"slug": "$request.path.slug", "name": "$response.body#/name"},
+        ACCOUNT_OPERATIONS,
+    ),
+    (
+        ACCOUNT + "/tokens",
+        "post",
+        "201",
+        {"slug": "$request.path.slug", "name": "$request.path.name", "id": "$response.body#/id"},
+        TOKEN_OPERATIONS,
+    ),
     ("/api/v1/tasksets/{name}", "put", "200", {"name": "$response.body#/name"}, TASKSET_OPERATIONS),
     # The feeds take the user's token (injected: a link cannot read it out of the feed's URL).
     ("/api/v1/calendar-feed", "get", "200", {}, [("/api/v1/calendar.ics", "get")]),
@@ -305,7 +387,11 @@ SEEDED: list[tuple[str, str, list[tuple[str, str]]]] = [
     ("concurrency_key", "id", member_operations("/api/v1/concurrency-keys", ("get", "patch"))),
     ("rate_limit", "id", member_operations("/api/v1/rate-limits", ("get", "patch"))),
     ("taskset", "name", TASKSET_OPERATIONS),
+    ("workflow", "id", WORKFLOW_OPERATIONS),
+    ("workflow_run", "id", WORKFLOW_RUN_OPERATIONS),
 ]
+# The seeded team's routes, each given every path parameter it takes (TEAM_KINDS).
+SEEDED_TEAM = TEAM_OPERATIONS + MEMBER_OPERATIONS + ACCOUNT_OPERATIONS
 # Each round makes the seeded set again by its name, so it may be deleted: from a root of its own,
 # or the walk would delete it before anything else reads it.
 SEEDED_DELETE = (
@@ -332,6 +418,9 @@ def with_links(raw: dict[str, Any], ids: dict[str, list[str]]) -> dict[str, Any]
     ]
     root, kind, parameter, consumers = SEEDED_DELETE
     seeded.append((root, "get", "200", {parameter: ids[kind][0]}, consumers))
+    for target, verb in SEEDED_TEAM:
+        values = {p: ids[TEAM_KINDS[p]][0] for p in TEAM_KINDS if f"{{{p}}}" in target}
+        seeded.append(("/api/v1/calendar-feed", "get", "200", values, [(target, verb)]))
     for path, method, status, parameters, consumers in [*LINKS, *seeded]:
         response = paths[path][method]["responses"][status]
         links = response.setdefault("links", {})
@@ -370,6 +459,10 @@ def call_directly(
         for parameter in ("id", "name"):
             if case.path_parameters and parameter in case.path_parameters:
                 case.path_parameters[parameter] = ids[kind][0]
+        if operation.path.startswith("/api/v1/teams/"):
+            for parameter, team_kind in TEAM_KINDS.items():
+                if case.path_parameters and parameter in case.path_parameters:
+                    case.path_parameters[parameter] = ids[team_kind][0]
         if case.query and "id" in case.query:
             case.query["id"] = ids["task"][0]
         if case.query and "token" in case.query:
