@@ -145,6 +145,14 @@ def parser() -> argparse.ArgumentParser:
     sets = sub.add_parser("tasksets", help="one task set's plan and apply, in-process")
     sets.add_argument("--n", type=int, default=1000, help="entries of the set")
     sets.add_argument("--keep-db", action="store_true", help="keep the scratch database")
+    held = sub.add_parser("held_snapshot", help="pickup while an old transaction holds vacuum")
+    held.add_argument("--seconds", type=float, default=600.0, help="the fed window")
+    held.add_argument("--rate", type=float, default=120.0, help="runs due a second")
+    hold = held.add_mutually_exclusive_group()
+    hold.add_argument("--hold", action="store_true", help="hold a snapshot the whole window")
+    both = "a window without the hold, then one with it (the baseline from the same run)"
+    hold.add_argument("--compare", action="store_true", help=both)
+    held.add_argument("--keep-db", action="store_true", help="keep the scratch database")
     flows = sub.add_parser("workflow", help="fan-out/fan-in and hand-offs against plain runs")
     flows.add_argument("--n", type=int, default=1000, help="children (and independent runs)")
     flows.add_argument("--rounds", type=int, default=100, help="hand-offs timed")
@@ -203,6 +211,20 @@ def main(argv: list[str]) -> int:
 
             with scratch.database("tasksets", keep=options["keep_db"]):
                 tasksets.measure(options["n"])
+        elif kind == "held_snapshot":
+            from bench import held_snapshot
+
+            holds = [False, True] if options["compare"] else [options["hold"]]
+            with scratch.database("held", keep=options["keep_db"]) as url:
+                for hold in holds:
+                    held_snapshot.measure(
+                        database_url=url,
+                        seconds=options["seconds"],
+                        rate=options["rate"],
+                        hold=hold,
+                        emit=emit,
+                        write=write,
+                    )
         elif kind == "workflow":
             from bench import workflow
 

@@ -82,6 +82,7 @@ def explain_claim(n: int) -> dict:
         "memory_total",
         "cpu_free",
         "memory_free",
+        "since",
     )
     for number, name in enumerate(names, start=1):
         sql = sql.replace(f"%({name})s", f"${number}")
@@ -91,11 +92,11 @@ def explain_claim(n: int) -> dict:
         cursor.execute("SET LOCAL plan_cache_mode = force_generic_plan")
         cursor.execute(
             "PREPARE bench_claim(text, int, float8, int, float8, text, bigint, bigint,"
-            f" bigint, bigint) AS {sql}"
+            f" bigint, bigint, timestamptz) AS {sql}"
         )
         cursor.execute(
             "EXPLAIN (ANALYZE, BUFFERS) EXECUTE bench_claim('explain', 10, 0.5, 100,"
-            f" 3600, 'x', {unlimited})"
+            f" 3600, 'x', {unlimited}, NULL)"
         )
         plan = [row[0] for row in cursor.fetchall()]
         cursor.execute("DEALLOCATE bench_claim")

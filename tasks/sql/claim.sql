@@ -50,6 +50,9 @@ capped AS (
     -- key's run or an unkeyed one (keys skip over; capacity does not): full concurrency keys
     -- from `key_running`, full rate keys from rate_key_held_idx (empty while no key is full).
     -- Only a shortcut: the admission below decides, under the keys' row locks.
+    -- %(since)s is the worker's claim floor (claim_floor below; NULL: none): the range starts
+    -- there, not at the first entry of the priority, so the entries of runs claimed since an
+    -- old snapshot began, dead but not yet removable, are not read on every claim.
     SELECT r.id, r.owner_id, r.priority, r.execute_at, r.task_id, r.scheduled_at, r.attempt,
            r.missed_after, r.cpu_millis, r.memory_bytes, r.concurrency_key_id AS ckey,
            r.rate_key_id AS rkey
@@ -62,6 +65,7 @@ capped AS (
             WHERE r.status IN ('scheduled', 'waiting_for_resource')
               AND r.priority = p.priority
               AND r.execute_at <= statement_timestamp() + make_interval(secs => %(prefetch)s)
+              AND r.execute_at >= coalesce(%(since)s::timestamptz, '-infinity')
               AND r.cpu_millis <= %(cpu_total)s AND r.memory_bytes <= %(memory_total)s
               AND ({executables} = 1
                    OR (SELECT t.kind FROM tasks_task t WHERE t.id = r.task_id) <> 'executable')
@@ -668,7 +672,7 @@ SELECT least(
 
 -- How long a worker may sleep: the earliest claimable run it could hold at all (within its
 -- totals, executables only with a sandbox), due later than %(later_than)s seconds from now
--- (-1e9: any).
+-- (-1e9: any) and not before the worker's claim floor %(since)s (NULL: none).
 -- name: seconds_until_next_due
 SELECT extract(epoch FROM min(first.execute_at) - clock_timestamp())::float8
   FROM generate_series(0, 9) AS p(priority)
@@ -676,8 +680,30 @@ SELECT extract(epoch FROM min(first.execute_at) - clock_timestamp())::float8
        SELECT execute_at FROM tasks_run
         WHERE status IN ('scheduled', 'waiting_for_resource') AND priority = p.priority
           AND execute_at > statement_timestamp() + make_interval(secs => %(later_than)s)
+          AND execute_at >= coalesce(%(since)s::timestamptz, '-infinity')
           AND cpu_millis <= %(cpu_total)s AND memory_bytes <= %(memory_total)s
           AND (%(executables)s
                OR (SELECT t.kind FROM tasks_task t
                     WHERE t.id = tasks_run.task_id) <> 'executable')
         ORDER BY execute_at LIMIT 1) AS first
+
+-- A worker's claim floor: the earliest claimable run it could hold at all (the filters of
+-- seconds_until_next_due), or now when there is none, less %(margin)s seconds. The worker's
+-- claims read run_claimable_idx from there (`since`), and it finds the floor again every
+-- second or so (tasks/worker/worker.py): while a transaction holds an old snapshot, vacuum
+-- removes no index entry of a run claimed since, nor does a scan mark one dead, and a claim
+-- that read each priority's range from its first entry read them all (bench/NOTEBOOK.md,
+-- "Pickup while an old snapshot holds back vacuum"). The margin covers runs committed a
+-- little after the instant they are due; a run that becomes claimable further behind the floor
+-- (rescued, backfilled, retried now) waits for the next floor, at most a second.
+-- name: claim_floor
+SELECT least(min(first.execute_at), statement_timestamp()) - make_interval(secs => %(margin)s)
+  FROM generate_series(0, 9) AS p(priority)
+  LEFT JOIN LATERAL (
+       SELECT execute_at FROM tasks_run
+        WHERE status IN ('scheduled', 'waiting_for_resource') AND priority = p.priority
+          AND cpu_millis <= %(cpu_total)s AND memory_bytes <= %(memory_total)s
+          AND (%(executables)s
+               OR (SELECT t.kind FROM tasks_task t
+                    WHERE t.id = tasks_run.task_id) <> 'executable')
+        ORDER BY execute_at LIMIT 1) AS first ON true

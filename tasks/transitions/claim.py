@@ -56,6 +56,20 @@ class Capacity:
 NO_LIMIT = Capacity()
 
 
+@dataclass(frozen=True)
+class Floor:
+    """Where a worker's claims start reading the claimable runs: those due at or after
+    `since` (claim.sql, `claim_floor`); None: from the first."""
+
+    since: datetime | None = None
+
+    def params(self) -> dict[str, datetime | None]:
+        return {"since": self.since}
+
+
+NO_FLOOR = Floor()
+
+
 @dataclass
 class ClaimedRun:
     """A claimed run, read by column name from the claim's `claimed_columns` (claim.sql)."""
@@ -112,9 +126,11 @@ def claim_runs(
     prefetch_seconds: float,
     owner_cap: int,
     capacity: Capacity = NO_LIMIT,
+    floor: Floor = NO_FLOOR,
 ) -> ClaimedRuns:
     """Claim up to `limit` claimable runs due within `prefetch_seconds`, highest priority first,
-    while their requests fit the worker's free `capacity` (strict priority: see claim.sql).
+    while their requests fit the worker's free `capacity` (strict priority: see claim.sql);
+    with a `floor` (the worker's `claim_floor`), only runs due at or after its `since`.
 
     One short transaction; SKIP LOCKED lets any number of workers claim concurrently without
     waiting on each other and without ever claiming the same run twice.
@@ -128,6 +144,7 @@ def claim_runs(
         "owner_cap": owner_cap,
         "window": settings.NOTIFICATIONS_RETRY_WINDOW_SECONDS,
         "channel": outbox.NOTIFICATION_CHANNEL,
+        **floor.params(),
         **capacity.params(),
     }
     with prepared_cursor(row_factory=dict_row) as cursor:  # one statement: its own transaction
@@ -201,6 +218,7 @@ def record_and_claim(
     prefetch_seconds: float,
     owner_cap: int,
     capacity: Capacity = NO_LIMIT,
+    floor: Floor = NO_FLOOR,
 ) -> tuple[list[tuple[UUID, UUID, str]], ClaimedRuns]:
     """Record finished runs and claim runs for the freed slots: one statement, one commit.
 
@@ -215,11 +233,18 @@ def record_and_claim(
             prefetch_seconds=prefetch_seconds,
             owner_cap=owner_cap,
             capacity=capacity,
+            floor=floor,
         )
     if limit <= 0:
         return record_outcomes(worker=worker, outcomes=outcomes), ClaimedRuns()
     params = _finish_params(worker, outcomes)
-    params.update(limit=limit, prefetch=prefetch_seconds, owner_cap=owner_cap, **capacity.params())
+    params.update(
+        limit=limit,
+        prefetch=prefetch_seconds,
+        owner_cap=owner_cap,
+        **floor.params(),
+        **capacity.params(),
+    )
     # No transaction block: in autocommit the single statement is its own transaction.
     with prepared_cursor(row_factory=dict_row) as cursor:
         cursor.execute(cycle_sql(_candidates(limit, owner_cap), capacity.executables), params)
@@ -229,20 +254,41 @@ def record_and_claim(
 
 
 def seconds_until_next_due(
-    capacity: Capacity = NO_LIMIT, *, later_than: float | None = None
+    capacity: Capacity = NO_LIMIT,
+    *,
+    later_than: float | None = None,
+    since: datetime | None = None,
 ) -> float | None:
     """Seconds (database clock) until the earliest claimable run that fits `capacity`'s totals
     is due; None when none is. With `later_than`, only runs due more than that many seconds
-    from now count: a worker whose capacity held due runs back waits for what comes next."""
+    from now count: a worker whose capacity held due runs back waits for what comes next. With
+    `since` (the worker's `claim_floor`), only runs due at or after it count."""
     params = {
         "cpu_total": capacity.cpu_total,
         "memory_total": capacity.memory_total,
         "executables": capacity.executables,
         "later_than": -1e9 if later_than is None else later_than,
+        "since": since,
     }
     with connection.cursor() as cursor:
         cursor.execute(SQL["seconds_until_next_due"], params)
         return cursor.fetchone()[0]
+
+
+def claim_floor(capacity: Capacity = NO_LIMIT, *, margin_seconds: float) -> Floor:
+    """Where a worker's claims may start reading: the earliest claimable run that fits
+    `capacity`'s totals (or now), less `margin_seconds` (claim.sql, `claim_floor`). A read, no
+    lock: a run that becomes claimable behind it afterwards is claimed once the worker finds
+    its floor again (the worker does, every second or so)."""
+    params = {
+        "cpu_total": capacity.cpu_total,
+        "memory_total": capacity.memory_total,
+        "executables": capacity.executables,
+        "margin": margin_seconds,
+    }
+    with connection.cursor() as cursor:
+        cursor.execute(SQL["claim_floor"], params)
+        return Floor(since=cursor.fetchone()[0])
 
 
 @dataclass(frozen=True)

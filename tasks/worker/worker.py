@@ -44,6 +44,10 @@ from tasks.worker.zombie_tracker import Activity, RunKey
 
 logger = logging.getLogger("tasks.worker")  # as before the package: logs filter on it
 RECLAIM_PAUSE_SECONDS = 0.02  # well inside the claim-ahead window (TASKS_PREFETCH_SECONDS)
+# The claim floor (claim.claim_floor): found again this often; its margin before the earliest
+# claimable run, or before now, covers runs committed a little after they were due.
+FLOOR_SECONDS = 1.0
+FLOOR_MARGIN_SECONDS = 10.0
 
 
 class Worker:
@@ -95,6 +99,9 @@ class Worker:
             sandbox=self.check_sandbox,
         )
         self.finished_count = 0
+        # Where claims start reading the claimable runs, and (monotonic) when it was found.
+        self.floor = claim.NO_FLOOR
+        self.floor_found = float("-inf")
 
     @property
     def capacity(self) -> int:
@@ -221,7 +228,17 @@ class Worker:
             prefetch_seconds=self.prefetch,
             owner_cap=self.owner_cap,
             capacity=self.budget(),
+            floor=self.claim_floor() if free > 0 else claim.NO_FLOOR,
         )
+
+    def claim_floor(self) -> claim.Floor:
+        """The claims' floor (claim.claim_floor), found again once FLOOR_SECONDS have passed.
+        While a transaction holds an old snapshot the claimable index keeps an entry for every
+        run claimed since; a claim that reads from the floor skips them."""
+        if time.monotonic() - self.floor_found >= FLOOR_SECONDS:
+            self.floor = claim.claim_floor(self.budget(), margin_seconds=FLOOR_MARGIN_SECONDS)
+            self.floor_found = time.monotonic()
+        return self.floor
 
     def budget(self) -> claim.Capacity:
         """What this worker offers, and what its runs in flight (started or held ahead) leave.
@@ -266,7 +283,10 @@ class Worker:
             later = self.prefetch - (time.monotonic() - self.claim_sent) if held else None
             try:
                 with self._bounded("next-due query"):
-                    until = claim.seconds_until_next_due(self.budget(), later_than=later)
+                    since = self.claim_floor().since
+                    until = claim.seconds_until_next_due(
+                        self.budget(), later_than=later, since=since
+                    )
             except DatabaseError:
                 connection.close()
                 until = None

@@ -17,6 +17,7 @@ PARAMS = {
     "limit": 4,
     "prefetch": 0.5,
     "owner_cap": 0,
+    **claim.NO_FLOOR.params(),
     "window": 60,
     "channel": outbox.NOTIFICATION_CHANNEL,
     **claim.NO_LIMIT.params(),

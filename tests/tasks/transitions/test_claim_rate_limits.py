@@ -213,6 +213,7 @@ def _claim_params(worker: str, limit: int) -> dict:
         "limit": limit,
         "prefetch": 0.0,
         "owner_cap": 0,
+        **claim.NO_FLOOR.params(),
         "window": settings.NOTIFICATIONS_RETRY_WINDOW_SECONDS,
         "channel": outbox.NOTIFICATION_CHANNEL,
         **claim.NO_LIMIT.params(),
