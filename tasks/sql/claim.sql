@@ -695,7 +695,7 @@ SELECT extract(epoch FROM min(first.execute_at) - clock_timestamp())::float8
 -- that read each priority's range from its first entry read them all (bench/NOTEBOOK.md,
 -- "Pickup while an old snapshot holds back vacuum"). The margin covers runs committed a
 -- little after the instant they are due; a run that becomes claimable further behind the floor
--- (rescued, backfilled, retried now) waits for the next floor, at most a second.
+-- (rescued, backfilled, retried now) waits for the next floor: at most a second old, plus an idle worker's poll interval.
 -- name: claim_floor
 SELECT least(min(first.execute_at), statement_timestamp()) - make_interval(secs => %(margin)s)
   FROM generate_series(0, 9) AS p(priority)

@@ -279,7 +279,7 @@ def claim_floor(capacity: Capacity = NO_LIMIT, *, margin_seconds: float) -> Floo
     """Where a worker's claims may start reading: the earliest claimable run that fits
     `capacity`'s totals (or now), less `margin_seconds` (claim.sql, `claim_floor`). A read, no
     lock: a run that becomes claimable behind it afterwards is claimed once the worker finds
-    its floor again (the worker does, every second or so)."""
+    its floor again (the worker does once it is a second old, at its next claim or poll)."""
     params = {
         "cpu_total": capacity.cpu_total,
         "memory_total": capacity.memory_total,
