@@ -8,6 +8,7 @@ import json
 import re
 import subprocess
 import sys
+from collections.abc import Iterator
 
 import psycopg
 import pytest
@@ -16,6 +17,16 @@ from django.db import connection
 from tests.conftest import ROOT, process_env
 
 pytestmark = [pytest.mark.processes, pytest.mark.django_db(transaction=True)]
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _no_template_left() -> Iterator[None]:
+    """The benchmarks copy their scratch databases from one migrated template; the test
+    database's own goes with this module."""
+    yield
+    template = f"{connection.settings_dict['NAME']}_bench_template"
+    with psycopg.connect(dbname="postgres", **_conninfo(), autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{template}" WITH (FORCE)')
 
 
 def bench(*args: str, timeout: float = 240, scratch: str = "bench") -> list[dict]:
