@@ -1,4 +1,4 @@
-"""Recurring tasks with real processes: three schedulers, three workers, 100+ tasks, 60 s.
+"""Recurring tasks with real processes: three schedulers, three workers, 100+ tasks, 30 s.
 
 Every occurrence in the window is planned once, executed once and started on time, with no
 leader among the schedulers. Run with `pytest -s` to see the lateness figures.
@@ -27,7 +27,7 @@ from tests.tasks.recurring_support import (
 
 pytestmark = pytest.mark.processes
 
-WINDOW = 60.0
+WINDOW = 30.0  # six 5 s look-aheads: every scheduler plans, and competes, several times
 LEAD = 3.0  # seconds from creating the tasks to their first occurrence
 # Second-level crons have a wildcard hour, so they run on absolute time in any zone.
 ZONES = ("UTC", "Europe/Berlin", "America/New_York", "Australia/Lord_Howe")
@@ -79,7 +79,7 @@ def test_three_schedulers_run_every_occurrence_once_and_on_time(processes, tmp_p
     notify(TASK_CHANGED_CHANNEL)  # as the API does after a change: schedulers wake at once
     expected = {task.pk: fire_times_until(task.schedule, end) for task in tasks}
     total = sum(len(times) for times in expected.values())
-    assert total > 3000
+    assert total > 1400
 
     wait_for(lambda: db_now() > end, timeout=LEAD + WINDOW + 20, interval=1.0)
     in_window = Run.objects.filter(scheduled_at__lte=end)
