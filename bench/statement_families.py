@@ -28,10 +28,10 @@ NAMED = {
     "tasks/complete.sql": "worker: claim cycle",
     "tasks/overlap.sql": "worker: claim cycle",
     "tasks/processes.sql": "process beats",
-    "tasks/plan.sql": "scheduler: planning",
-    "tasks/backfill.sql": "scheduler: planning",
-    "tasks/limits.sql": "scheduler: planning",
-    "tasks/no_sandbox.sql": "scheduler: planning",
+    "tasks/plan.sql": "planning",
+    "tasks/backfill.sql": "planning",
+    "tasks/limits.sql": "scheduler: admission (keys, rate limits)",
+    "tasks/no_sandbox.sql": "scheduler: admission (keys, rate limits)",
     "tasks/rescue.sql:rescue": "reviewer: rescue",
     "tasks/rescue.sql:flag_starved": "reviewer: flag starved",
     "tasks/rescue.sql:mark_unplaceable": "reviewer: unplaceable",
@@ -43,29 +43,31 @@ NAMED = {
     "tasks/outbox.sql": "notifications",
     "notifications/delivery.sql": "notifications",
     "tasks/api_json.sql:tasks_page": "API: task list",
-    "tasks/api_json.sql:count_of_list": "API: task list",
-    "tasks/api_json.sql:page_of_list": "API: task list",
-    "tasks/api_json.sql:page_of_ids": "API: task list",
-    "tasks/api_json.sql:tasks_by_ids": "API: task list",
-    "tasks/api_json.sql:visible_task": "API: task detail",
-    "tasks/api_json.sql:task_rows": "API: task detail",
+    "tasks/api_json.sql:tasks_by_ids": "API: task detail",
     "tasks/api_json.sql:runs_page": "API: task runs",
-    "tasks/api_json.sql:runs_by_ids": "API: task runs",
-    "tasks/api_json.sql:run_json": "API: run detail",
-    "tasks/api_json.sql:attempts_of_run": "API: run detail",
+    "tasks/api_json.sql:runs_by_ids": "API: run detail",
     "tasks/api_json.sql": "API: other reads",
     "tasks/audit.sql": "API: create",
 }
 
-# What the ORM writes, by its text (normalised: lower case, `?` for every value), in order.
+# What the ORM (or a statement outside the SQL files) writes, by its normalised text (lower
+# case, `?` for every value), first match wins.
 RULES: tuple[tuple[str, str], ...] = (
-    (r"^delete from \"tasks_run\"", "retention"),
-    (r"^delete from \"tasks_runattempt\"", "retention"),
-    (r"from \"auth_user\"", "API: authentication"),
-    (r"^insert into \"tasks_task\"", "API: create"),
-    (r"\"notifications_", "notifications"),
-    (r"bench_day_floor|^select ?$", "harness (floors)"),
-    (r"^(begin|commit|rollback|set |show |savepoint|release )", "transaction control"),
+    (r'^delete from "tasks_(run|attempt|auditentry|queuesample|process)"', "retention"),
+    (
+        r'^select "tasks_(run|auditentry)"\."id" as "id" from "tasks_\w+" where\("tasks_\w+"\.',
+        "retention",
+    ),
+    (r'^select \? from only "public"\."\w+" x where', "foreign key checks"),
+    (r'"accounts_(membership|serviceaccount)"|from "auth_user"', "API: authentication, teams"),
+    (r'^insert into "tasks_task"|^delete from "tasks_taskhealth"', "API: create"),
+    (r'^select \? as "a" from "tasks_task" where', "API: task visible"),
+    (r"notifications_|pg_notify", "notifications"),
+    (r'^insert into "tasks_run"|^update "tasks_task" set "next_unplanned_at"', "planning"),
+    (r'^select "tasks_task"\."(id|next_unplanned_at)"|"tasks_workflow"', "planning"),
+    (r"bench_day_floor|pg_stat_statements|pg_postmaster_start_time", "harness"),
+    (r"^select \?$", "SELECT 1 (the harness's floor, Django's health checks)"),
+    (r"^(begin|commit|rollback|set |show |savepoint|release |listen )", "transaction control"),
 )
 
 
