@@ -261,8 +261,8 @@ def test_visible_reads_a_members_page_by_its_parts() -> None:
     )
     # The member's count by parts: each team's rows from its index alone, not the table.
     counted = result["plans"]["member"]["count"]
-    assert re.search(r"task_team_created_idx only \(240 rows\)", counted), counted
+    assert re.search(r"task_team_created_id_idx only \(240 rows\)", counted), counted
     # The member's page: each team's first 50 (and one, to end a tie on created_at) by its
     # (team, created_at) index, not all 240 of the two teams.
-    read = re.search(r"task_team_created_idx \((\d+) rows\)", result["plans"]["member"]["page"])
+    read = re.search(r"task_team_created_id_idx \((\d+) rows\)", result["plans"]["member"]["page"])
     assert read is not None and int(read[1]) <= 2 * 51, result["plans"]["member"]["page"]
