@@ -8,7 +8,9 @@ every 10 s at 30 days), 2 API servers (gunicorn, one worker each, reads through
 bench/day_load.py in its own process; the faults of bench/day_faults.py. Afterwards every run
 due in the window must finish, then the figures are computed from the run's own records: the
 API's answers, the job bodies' lines (bench/handlers.py), the webhook receiver's arrivals, and
-the raw-SQL floor's samples.
+the raw-SQL floor's samples. Last, the profile of bench/day_profile.py: PostgreSQL's time per
+statement family (pg_stat_statements on every node) and each role's CPU, per run executed and per
+API request; its inputs are kept in the logs' folder as profile.json (`--keep`).
 """
 
 from __future__ import annotations

@@ -32,7 +32,7 @@ PARAMETERS = {
     "pg_stat_statements.max": "5000",
 }
 READ = (
-    "SELECT queryid, calls, total_exec_time, total_plan_time FROM pg_stat_statements(false)"
+    "SELECT queryid, calls, plans, total_exec_time, total_plan_time FROM pg_stat_statements(false)"
     " WHERE toplevel AND dbid = (SELECT oid FROM pg_database WHERE datname = current_database())"
 )
 TEXTS = "SELECT queryid, query FROM pg_stat_statements WHERE toplevel AND queryid = ANY(%s)"
@@ -42,6 +42,7 @@ TEXTS = "SELECT queryid, query FROM pg_stat_statements WHERE toplevel AND queryi
 class Statement:
     text: str
     calls: int = 0
+    plans: int = 0
     exec_ms: float = 0.0
     plan_ms: float = 0.0
 
@@ -57,8 +58,8 @@ class StatementLedger(threading.Thread):
         self.dsns, self.database = dsns, database
         self.stopping = threading.Event()
         self.texts: dict[int, str] = {}
-        # (node, postmaster start): {queryid: (calls, exec ms, plan ms)}, the last sample
-        self.seen: dict[tuple[str, str], dict[int, tuple[int, float, float]]] = {}
+        # (node, postmaster start): {queryid: (calls, plans, exec ms, plan ms)}, the last sample
+        self.seen: dict[tuple[str, str], dict[int, tuple[int, int, float, float]]] = {}
         self.errors = 0
 
     def _connect(self, dsn: str) -> psycopg.Connection:
@@ -84,7 +85,7 @@ class StatementLedger(threading.Thread):
             except psycopg.Error:
                 self.errors += 1
                 continue
-            self.seen[(node, started)] = {q: (c, e, p) for q, c, e, p in rows}
+            self.seen[(node, started)] = {q: tuple(counters) for q, *counters in rows}
 
     def run(self) -> None:
         while not self.stopping.wait(self.EVERY):
@@ -95,9 +96,10 @@ class StatementLedger(threading.Thread):
         """Every statement's counters summed over the nodes and their restarts."""
         out: dict[int, Statement] = {}
         for counters in self.seen.values():
-            for queryid, (calls, exec_ms, plan_ms) in counters.items():
+            for queryid, (calls, plans, exec_ms, plan_ms) in counters.items():
                 s = out.setdefault(queryid, Statement(self.texts.get(queryid, "")))
                 s.calls += calls
+                s.plans += plans
                 s.exec_ms += exec_ms
                 s.plan_ms += plan_ms
         return out
@@ -112,17 +114,18 @@ def profile(
 ) -> dict:
     """The profile's rows: each statement family's PostgreSQL time and each role group's CPU,
     in ms per run executed (`runs`) and per API request (`requests`: by endpoint)."""
-    families: dict[str, list[float]] = defaultdict(lambda: [0, 0.0, 0.0, 0])
+    families: dict[str, list[float]] = defaultdict(lambda: [0, 0, 0.0, 0.0, 0])
     for s in statements:
         row = families[family(s.text)]
         row[0] += s.calls
-        row[1] += s.exec_ms
-        row[2] += s.plan_ms
-        row[3] += 1
+        row[1] += s.plans
+        row[2] += s.exec_ms
+        row[3] += s.plan_ms
+        row[4] += 1
     total_requests = sum(requests.values())
     out: dict = {"runs": runs, "requests": dict(requests), "families": [], "cpu": []}
-    for name, (calls, exec_ms, plan_ms, distinct) in sorted(
-        families.items(), key=lambda kv: -(kv[1][1] + kv[1][2])
+    for name, (calls, plans, exec_ms, plan_ms, distinct) in sorted(
+        families.items(), key=lambda kv: -(kv[1][2] + kv[1][3])
     ):
         ms = exec_ms + plan_ms
         out["families"].append(
@@ -130,6 +133,7 @@ def profile(
                 "family": name,
                 "statements": distinct,
                 "calls": calls,
+                "plans": plans,
                 "exec_s": round(exec_ms / 1000, 1),
                 "plan_s": round(plan_ms / 1000, 1),
                 "ms_per_call": round(ms / calls, 3) if calls else 0.0,
@@ -175,16 +179,17 @@ def rows(p: dict) -> list[str]:
         return "" if v is None else f"{v:,.3f}"
 
     lines = [
-        "| PostgreSQL: statement family | calls | exec + plan s | ms a call"
-        " | ms per run | ms per request of its endpoint |",
-        "| --- | --- | --- | --- | --- | --- |",
+        "| PostgreSQL: statement family | calls | plans | exec + plan s | ms a call"
+        " | ms per run | ms per request sent to its endpoint |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
     ]
     for r in p["families"]:
         lines.append(
-            f"| {r['family']} | {r['calls']:,} | {r['exec_s']:,.1f} + {r['plan_s']:,.1f}"
+            f"| {r['family']} | {r['calls']:,} | {r['plans']:,} | {r['exec_s']:,.1f}"
+            f" + {r['plan_s']:,.1f}"
             f" | {r['ms_per_call']:.3f} | {f(r['ms_per_run'])} | {f(r['ms_per_request'])} |"
         )
-    lines += ["", "| role processes | CPU s | ms per run | ms per API request |"]
+    lines += ["", "| role processes | CPU s | ms per run | ms per API request sent |"]
     lines.append("| --- | --- | --- | --- |")
     for r in p["cpu"]:
         lines.append(

@@ -96,6 +96,7 @@ def test_the_profile_is_per_run_and_per_request_of_its_endpoint_and_prints() -> 
         Statement(
             as_pg_stat_statements(claim.SQL.render("cycle", candidates=8, executables=0)),
             calls=100,
+            plans=4,
             exec_ms=300,
             plan_ms=100,
         ),
@@ -117,7 +118,7 @@ def test_the_profile_is_per_run_and_per_request_of_its_endpoint_and_prints() -> 
         "ms_per_request": 40.0,
     }
     table = rows(p)
-    assert table[2].startswith("| worker: claim cycle | 100 | 0.3 + 0.1 | 4.000 | 2.000 |")
+    assert table[2].startswith("| worker: claim cycle | 100 | 4 | 0.3 + 0.1 | 4.000 | 2.000 |")
     printed: list[str] = []
     print_profile(p, lambda line="": printed.append(line))
     assert any("| other | 10 |" in line for line in printed)
