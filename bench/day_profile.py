@@ -77,7 +77,9 @@ class StatementLedger(threading.Thread):
         for node, dsn in self.dsns().items():
             try:
                 with self._connect(dsn) as conn:
-                    started = str(conn.execute("SELECT pg_postmaster_start_time()").fetchone()[0])
+                    (started,) = conn.execute("SELECT pg_postmaster_start_time()::text").fetchall()[
+                        0
+                    ]
                     rows = conn.execute(READ).fetchall()
                     unknown = [r[0] for r in rows if r[0] not in self.texts]
                     if unknown:
@@ -199,7 +201,7 @@ def rows(p: dict) -> list[str]:
     return lines
 
 
-def print_profile(p: dict, write: Callable[[str], None]) -> None:
+def print_profile(p: dict, write: Callable[..., None]) -> None:
     requests = ", ".join(f"{k} {v:,}" for k, v in sorted(p["requests"].items()))
     write()
     write(f"profile: {p['runs']:,} runs executed in the window; API requests: {requests}")
@@ -210,11 +212,12 @@ def print_profile(p: dict, write: Callable[[str], None]) -> None:
 def runs_executed(url: str, start: float, end: float) -> int:
     """Runs that finished (succeeded or failed) in the window."""
     with psycopg.connect(url, autocommit=True, connect_timeout=10) as conn:
-        return conn.execute(
+        (runs,) = conn.execute(
             "SELECT count(*) FROM tasks_run WHERE finished_at BETWEEN to_timestamp(%s)"
             " AND to_timestamp(%s) AND status IN ('succeeded', 'failed')",
             [start, end],
-        ).fetchone()[0]
+        ).fetchall()[0]
+    return int(runs)
 
 
 def save(path: Path, ledger: StatementLedger, **inputs: object) -> None:
@@ -235,4 +238,4 @@ if __name__ == "__main__":
 
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "scheduler_project.settings")
     django.setup()
-    print_profile(load(Path(sys.argv[1])), lambda line="": print(line))
+    print_profile(load(Path(sys.argv[1])), print)
