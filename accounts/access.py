@@ -122,8 +122,8 @@ def visible_page(
     each of their teams apart (UNION ALL), then the page among those.
 
     Each part is one ordered read of an index that leads with its condition, (owner, ...) or
-    (team, ...), when the list's order has one (tasks by `-created_at`: task_owner_created_idx,
-    task_team_created_idx), stopping at `high` rows; the OR of `visible_q` is a bitmap read of
+    (team, ...), when the list's order has one (tasks by `-created_at`: task_owner_created_id_idx,
+    task_team_created_id_idx), stopping at `high` rows; the OR of `visible_q` is a bitmap read of
     every visible row, sorted whole for a page of 50 (bench/NOTEBOOK.md, "A team member's task
     list"). A user in no team, or in more than PAGE_PARTS_MAX, is read with the OR."""
     parts = _parts(user, owner=owner, team=team)
@@ -142,7 +142,7 @@ def visible_counted(
     of `visible_page` (their own objects without a team, each team's), every one with all of
     `queryset`'s filters, UNION ALL. The parts are disjoint (a team's objects have that team,
     the user's own have none), so counting them is the sum of the parts' counts, each read by
-    its own index: a team's rows from task_team_created_idx alone (no heap read when the list
+    its own index: a team's rows from task_team_created_id_idx alone (no heap read when the list
     has no other filter), where the OR read every visible row through a bitmap of both indexes
     and the table (bench/NOTEBOOK.md, "The task list's count by parts"). A user in no team, or
     in more than PAGE_PARTS_MAX, is counted with the OR."""

@@ -8,7 +8,9 @@ every 10 s at 30 days), 2 API servers (gunicorn, one worker each, reads through
 bench/day_load.py in its own process; the faults of bench/day_faults.py. Afterwards every run
 due in the window must finish, then the figures are computed from the run's own records: the
 API's answers, the job bodies' lines (bench/handlers.py), the webhook receiver's arrivals, and
-the raw-SQL floor's samples.
+the raw-SQL floor's samples. Last, the profile of bench/day_profile.py: PostgreSQL's time per
+statement family (pg_stat_statements on every node) and each role's CPU, per run executed and per
+API request; its inputs are kept in the logs' folder as profile.json (`--keep`).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -33,7 +36,16 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import connection
 
-from bench import BenchError, apiserver, day_faults, day_load, day_report, day_seed, proc
+from bench import (
+    BenchError,
+    apiserver,
+    day_faults,
+    day_load,
+    day_profile,
+    day_report,
+    day_seed,
+    proc,
+)
 from bench.handlers import read_lines
 from bench.patroni_cluster import PatroniCluster, can_run
 from bench.timer_floor import TimerFloor
@@ -177,7 +189,7 @@ def measure(
     run_dir.chmod(0o755)
     records = run_dir / "records"
     records.mkdir()
-    cluster = PatroniCluster()
+    cluster = PatroniCluster(parameters=day_profile.PARAMETERS)
     servers: list[apiserver.Gunicorn] = []
     roles: Roles | None = None
     before: dict | None = None
@@ -188,6 +200,7 @@ def measure(
         booted = time.monotonic()
         cluster.start(timeout=120)
         cluster.healthy().sql(f"CREATE DATABASE {DATABASE}")
+        cluster.healthy().sql("CREATE EXTENSION pg_stat_statements", database=DATABASE)
         url = cluster.url(DATABASE)
         env = {
             **os.environ,
@@ -247,7 +260,12 @@ def measure(
             if wait < 2:
                 raise BenchError(f"seeding overran the {lead:g} s lead by {-wait:.0f} s")
             time.sleep(wait)
+            statements = day_profile.StatementLedger(
+                lambda: {m.name: m.dsn for m in cluster.members}, DATABASE
+            )
+            statements.reset()
             start = time.time()
+            statements.start()
             ctx = {
                 "ports": [s.port for s in servers],
                 "token": token,
@@ -273,6 +291,7 @@ def measure(
             probes = [sql_floor, timer, patroni]
             for thread in probes:
                 thread.start()
+            probes.append(statements)
             groups = _groups(cluster, servers, roles, load.pid)
             ledger = CpuLedger(groups)
             victims = [
@@ -299,6 +318,8 @@ def measure(
             end = time.time()
             ledger.sample(force=True)
             cpu = ledger.seconds()
+            statements.stopping.set()
+            statements.join(timeout=60)
             samples = queue.get(timeout=day_load.TIMEOUT + 120)
             load.join(timeout=30)
             patroni.join(timeout=300)
@@ -334,8 +355,16 @@ def measure(
                 },
             )
         figures["machine"] = proc.machine()
+        inputs = {
+            "cpu": cpu,
+            "runs": day_profile.runs_executed(url, start, end),
+            "requests": dict(Counter(s[0] for s in samples)),
+        }
+        day_profile.save(run_dir / "profile.json", statements, **inputs)
+        figures["profile"] = day_profile.profile(statements.statements().values(), **inputs)
         emit(figures)
         day_report.print_figures(figures, write)
+        day_profile.print_profile(figures["profile"], write)
         ok = True
         return figures
     finally:

@@ -168,7 +168,13 @@ class Member:
 
 
 class PatroniCluster:
-    def __init__(self, members: int = 3, *, primary_start_timeout: int | None = None) -> None:
+    def __init__(
+        self,
+        members: int = 3,
+        *,
+        primary_start_timeout: int | None = None,
+        parameters: dict[str, str] | None = None,
+    ) -> None:
         # Outside pytest's private (0700) folders: the postgres user must reach it. In memory
         # where there is a tmpfs: three clusters' files are created and removed per run.
         shm = Path("/dev/shm")
@@ -179,6 +185,7 @@ class PatroniCluster:
         self.etcd: subprocess.Popen | None = None
         self.members = [Member(f"pg{i}", self.root) for i in range(1, members + 1)]
         self.primary_start_timeout = primary_start_timeout
+        self.parameters = dict(parameters or {})  # each node's own, beside dcs_settings()'s
         self.stopped: set[str] = set()  # members a test paused (SIGSTOP)
 
     # --- URLs our roles use ---------------------------------------------------------------
@@ -262,7 +269,7 @@ class PatroniCluster:
                     "replication": {"username": "postgres", "password": "postgres"},
                     "rewind": {"username": "postgres", "password": "postgres"},
                 },
-                "parameters": {"unix_socket_directories": str(self.root)},
+                "parameters": {"unix_socket_directories": str(self.root), **self.parameters},
                 "pg_hba": [
                     "local all all trust",
                     "host all all 127.0.0.1/32 trust",

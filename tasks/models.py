@@ -171,7 +171,7 @@ class Task(models.Model):
         null=True,
         blank=True,
         related_name="+",
-        db_index=False,  # task_team_created_idx leads with it
+        db_index=False,  # task_team_created_id_idx leads with it
     )
     name = models.CharField(max_length=200, blank=True, default="")
     # NULL, not "": the partial unique index must ignore tasks without a key. A cancelled
@@ -276,9 +276,16 @@ class Task(models.Model):
                 condition=Q(status="active", next_unplanned_at__isnull=False),
                 name="task_due_idx",
             ),
-            models.Index(fields=["owner", "-created_at"], name="task_owner_created_idx"),
+            # A user's tasks newest first, in the list's whole order (the id last: tasks
+            # created together tie on created_at), team_id for the own tasks' part and count
+            # (migration 0046).
+            models.Index(
+                fields=["owner", "-created_at", "id"],
+                include=["team"],
+                name="task_owner_created_id_idx",
+            ),
             # A team's tasks newest first: one part of a member's list (access.visible_page).
-            models.Index(fields=["team", "-created_at"], name="task_team_created_idx"),
+            models.Index(fields=["team", "-created_at", "id"], name="task_team_created_id_idx"),
             # The task list's status filter for the few tasks not active (paused, completed,
             # failed, cancelled): active tasks, which the scheduler updates, have no entry
             # (migration 0041).

@@ -22,7 +22,9 @@ docs/operations.md, Tuning). Set per session, not per server: it needs no privil
 PgBouncer, which refuses the `options` startup parameter unless told to ignore it. So is
 `plan_cache_mode` (DATABASES' PLAN_CACHE_MODE; empty leaves the server's): with `auto`,
 PostgreSQL planned most of the API's prepared reads again on every execution, because their
-custom plans always looked cheaper than the generic one (`python -m bench plans`).
+custom plans always looked cheaper than the generic one (`python -m bench plans`). And `jit` is
+off on every connection: the JIT compiler ran on each execution of a statement whose estimate
+passed `jit_above_cost`, and compiled for longer than the statement ran.
 
 Django's health check is a `SELECT 1` round trip at each request's first query, on top of the
 one statement a task read needs. A connection that passed it within the last second and has
@@ -115,14 +117,18 @@ class DatabaseWrapper(base.DatabaseWrapper):
         super().init_connection_state()
         self.checked_at = time.monotonic()  # a new connection has just answered
         self.opened_on_standby = self.connection is not None and in_hot_standby(self.connection)
-        sets = []  # one round trip for both
+        # No JIT compilation: every statement of the service is short, and PostgreSQL compiles
+        # one whose cost estimate passes jit_above_cost (100,000) on every execution. The API's
+        # task list page, a generic plan over an owner's 30,000 tasks, spent 95 of its 141 ms
+        # compiling (bench day's profile; bench/NOTEBOOK.md, "A production day: its profile").
+        sets = ["SET jit = off"]  # one round trip for all
         cost = float(self.settings_dict.get("RANDOM_PAGE_COST") or 0)
         if cost > 0:
             sets.append(f"SET random_page_cost = {cost}")
         mode = self.settings_dict.get("PLAN_CACHE_MODE") or ""
         if mode in PLAN_CACHE_MODES and mode:  # validated by DATABASES; never text from elsewhere
             sets.append(f"SET plan_cache_mode = {mode}")
-        if sets and self.connection is not None:
+        if self.connection is not None:
             with self.connection.cursor() as cursor:
                 cursor.execute("; ".join(sets))
 

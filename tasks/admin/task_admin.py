@@ -219,7 +219,7 @@ class TaskAdmin(
         return HttpResponseRedirect(request.path)
 
     def get_ordering(self, request: HttpRequest) -> tuple[str, ...]:
-        # One owner's tasks by task_owner_created_idx; otherwise the uuid7 key, newest first.
+        # One owner's tasks by task_owner_created_id_idx; otherwise the uuid7 key, newest first.
         return ("-created_at",) if "owner" in request.GET else ("-id",)
 
     def get_search_results(
