@@ -279,6 +279,13 @@ class Task(models.Model):
             models.Index(fields=["owner", "-created_at"], name="task_owner_created_idx"),
             # A team's tasks newest first: one part of a member's list (access.visible_page).
             models.Index(fields=["team", "-created_at"], name="task_team_created_idx"),
+            # A user's own tasks without a team in the list's order: the other part of it, read
+            # and counted from the index alone (migration 0046).
+            models.Index(
+                fields=["owner", "-created_at", "id"],
+                condition=Q(team__isnull=True),
+                name="task_own_created_idx",
+            ),
             # The task list's status filter for the few tasks not active (paused, completed,
             # failed, cancelled): active tasks, which the scheduler updates, have no entry
             # (migration 0041).
