@@ -1,5 +1,7 @@
 """Which objects an identity may see and change: the one place that decides it. Every API view
-and the admin's scoping (tasks/admin/scope.py) call it instead of filtering by owner.
+and the admin's scoping (tasks/admin/scope.py) call it instead of filtering by owner. The API's
+statements that write JSON state the same rule in SQL (tasks/sql/api_json.sql `visible_task`,
+and the default task list's `visible_page_of_list`), held equal to `visible` by tests.
 
 An object without a team is its owner's alone, as before teams. An object of a team is seen by
 the team's members (404 for anyone else, as for another user's object) and changed by its
@@ -125,7 +127,9 @@ def visible_page(
     (team, ...), when the list's order has one (tasks by `-created_at`: task_owner_created_id_idx,
     task_team_created_id_idx), stopping at `high` rows; the OR of `visible_q` is a bitmap read of
     every visible row, sorted whole for a page of 50 (bench/NOTEBOOK.md, "A team member's task
-    list"). A user in no team, or in more than PAGE_PARTS_MAX, is read with the OR."""
+    list"). A user in no team, or in more than PAGE_PARTS_MAX, is read with the OR. The task list
+    without a filter, in its default order, is read the same way by a named statement instead
+    (tasks/sql/api_json.sql `visible_page_of_list`): no query to build per request."""
     parts = _parts(user, owner=owner, team=team)
     if parts is None:
         return visible(queryset, user, owner=owner, team=team)[low:high]

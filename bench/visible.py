@@ -6,12 +6,13 @@ Seeded: `--others` users with `--tasks` personal tasks each (rows nobody measure
 teams of `--tasks` tasks each, two of which the member is in; the member with `--own` personal
 tasks; the solo user (in no team) with as many personal tasks as the member sees. For each of
 the two, `repeat` times, interleaved: the list's first page as the API reads and writes it
-(`access.visible_page`, `tasks_page_json`, ordered by `-created_at` then `id` as the API orders
-it, 50 a page: wall time of the call), and the server's `Execution Time` of EXPLAIN ANALYZE for
-the page's ids and for the list's count (`SELECT count(*)` of `access.visible_counted`, as the
-list's statement counts; and, for comparison, of the OR's count, as the list counted before),
-the reads the visibility condition shapes. Medians printed,
-with the plans' top two nodes, the indexes they read and the rows they scanned.
+with a filter or another order (`access.visible_page`, `tasks_page_json`, here ordered by
+`-created_at` then `id`, 50 a page: wall time of the call) and as it reads the default list
+(`visible_tasks_page_json`: one named statement, the same page and count); the server's
+`Execution Time` of EXPLAIN ANALYZE for the ORM's page ids and for its count (`SELECT count(*)`
+of `access.visible_counted`; and, for comparison, of the OR's count, as the list counted
+before), the reads the visibility condition shapes. Medians printed, with the plans' top two
+nodes, the indexes they read and the rows they scanned.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from django.db.models import QuerySet
 from accounts import access
 from accounts.models import Membership, Team
 from bench import data
-from tasks.api.json_sql import tasks_page_json
+from tasks.api.json_sql import tasks_page_json, visible_tasks_page_json
 from tasks.models import Task
 
 PAGE = 50
@@ -100,7 +101,7 @@ def measure(
     who = seed(others=others, tasks=tasks, own=own)
     write(f"seeded {Task.objects.count()} tasks in {time.monotonic() - started:.1f} s")
     times: dict[str, dict[str, list[float]]] = {
-        name: {"call": [], "page": [], "count": [], "count_or": []} for name in who
+        name: {"call": [], "named": [], "page": [], "count": [], "count_or": []} for name in who
     }
     plans: dict[str, dict[str, str]] = {name: {} for name in who}
     for _ in range(repeat):
@@ -114,6 +115,12 @@ def measure(
             page, total = tasks_page_json(first, counted, owner=user, now=now)
             times[name]["call"].append((time.perf_counter() - began) * 1000)
             assert len(page) == PAGE and total is not None
+            # The default list (no filter, newest first) as the API reads it now: one named
+            # statement (tasks_visible_page), its parts written in SQL, not by the ORM.
+            began = time.perf_counter()
+            named, named_total = visible_tasks_page_json(owner=user, low=0, high=PAGE, now=now)
+            times[name]["named"].append((time.perf_counter() - began) * 1000)
+            assert [t.text for t in named] == [t.text for t in page] and named_total == total
             # The count as the list read it before it was counted by parts: the OR.
             ored = access.visible(listed, user).order_by().values("pk")
             for read, queryset in (("page", first), ("count", counted), ("count_or", ored)):
@@ -133,10 +140,13 @@ def measure(
     }
     emit(result)
     write("")
-    write("| list | API call (page 1) | page ids | count | count by the OR |")
-    write("| --- | --- | --- | --- | --- |")
+    write(
+        "| list | API call (page 1), ORM's parts | named statement | page ids | count"
+        " | count by the OR |"
+    )
+    write("| --- | --- | --- | --- | --- | --- |")
     for name in who:
-        reads = ("call", "page", "count", "count_or")
+        reads = ("call", "named", "page", "count", "count_or")
         cells = [f"{result[f'{name}_{read}_ms']:.2f} ms" for read in reads]
         write(f"| {name} | {' | '.join(cells)} |")
     for name in who:

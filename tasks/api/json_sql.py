@@ -193,6 +193,19 @@ def tasks_page_json(
     return _tasks(rows, now, owner.pk)
 
 
+def visible_tasks_page_json(
+    *, owner: Any, low: int, high: int, now: datetime
+) -> tuple[list[RawJSON], int | None]:
+    """Tasks `low` to `high` of what `owner` sees (accounts/access.py `visible`), newest first
+    and then by id (the list's default order), and how many they see, from one statement whose
+    parts are named SQL (`tasks_visible_page`), not the ORM's: the same statement for any
+    number of teams; the count is None when the page is empty."""
+    params = _task_params(owner, now)
+    params.update(page_offset=low, page_limit=high - low, page_high=high)
+    rows = _read(_statements()["tasks_visible_page"], params, Task)
+    return _tasks(rows, now, owner.pk)
+
+
 _NOTHING_NEXT = _next_json((), {})
 
 

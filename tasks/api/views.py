@@ -38,6 +38,7 @@ from tasks.api.json_sql import (
     runs_page_json,
     task_json,
     tasks_page_json,
+    visible_tasks_page_json,
 )
 from tasks.api.pagination import Pagination
 from tasks.api.run_serializers import RunSerializer
@@ -119,6 +120,10 @@ class TaskFilter(django_filters.FilterSet):
         ]
 
 
+# `?ordering=` values that are the task list's default order (OrderingFilter adds the id).
+DEFAULT_ORDERINGS = ("", "-created_at")
+
+
 class TaskListCreateView(PagedListView):
     serializer_class = TaskOutputSerializer  # the schema; the page is built by json_sql
     parser_classes = UPLOAD_PARSERS
@@ -145,8 +150,17 @@ class TaskListCreateView(PagedListView):
     def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         # Filtered and ordered by the ORM; the page selected, counted and written by PostgreSQL.
         self.now = timezone.now()
-        ids = self.filter_queryset(self.get_queryset()).values_list("id", flat=True)
         owner = request_owner(request)
+        if self._newest_first_unfiltered(request):
+            # The default list: its parts are named SQL, one statement whatever the caller's
+            # teams (json_sql.visible_tasks_page_json). The ORM's query is built only for the
+            # page's bounds (validated as for any list), never compiled.
+            sliced = self.pagination.page_query(self.filter_queryset(self._listed()), request)
+            low, high = sliced.query.low_mark, sliced.query.high_mark or 0
+            tasks, total = visible_tasks_page_json(owner=owner, low=low, high=high, now=self.now)
+            self.pagination.settle(total)
+            return self.get_paginated_response(tasks)
+        ids = self.filter_queryset(self.get_queryset()).values_list("id", flat=True)
         # The page's bounds from the visible list; its rows read and counted by visibility's
         # parts, each an index read of its own for a team's member (accounts/access.py).
         bounds = self.pagination.page_query(ids, request).query
@@ -157,6 +171,16 @@ class TaskListCreateView(PagedListView):
         tasks, total = tasks_page_json(page, counted, owner=owner, now=self.now)
         self.pagination.settle(total)
         return self.get_paginated_response(tasks)  # each item written into the body as is
+
+    def _newest_first_unfiltered(self, request: Request) -> bool:
+        """The list as most requests ask it: no filter, the default order (newest first, then
+        id), a page by its number (`last` needs the count first)."""
+        params = request.query_params
+        return (
+            not any(name in params for name in TaskFilter.base_filters)
+            and params.get(filtering.OrderingFilter.ordering_param, "") in DEFAULT_ORDERINGS
+            and params.get(self.pagination.page_query_param) not in Pagination.last_page_strings
+        )
 
     @extend_schema(
         request=TASK_BODY,

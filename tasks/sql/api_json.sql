@@ -159,6 +159,39 @@ json_build_object(
 ((t.owner_id = %(owner)s AND t.team_id IS NULL)
  OR t.team_id IN (SELECT m.team_id FROM accounts_membership m WHERE m.user_id = %(owner)s))
 
+-- The FROM item of the task list's page in its default order (newest first, then id; no filter)
+-- of what the caller sees (`visible_task`): the first `page_high` (the page's offset plus its
+-- size) of their own tasks without a team, and as many of each of their teams' (a LATERAL over
+-- their memberships, read here: no round trip of their own), then the page among those. Each
+-- part is one ordered range of an index that leads with its condition
+-- (task_owner_created_id_idx, index only, its included team_id filtering out the owner's team
+-- tasks; task_team_created_id_idx), merged in order; the OR of the two conditions was a
+-- bitmap read of every visible row, sorted whole (bench/NOTEBOOK.md, "A team member's task list
+-- in one statement"). The statement's text is the same for any number of teams, so it is
+-- prepared once per connection. The list with a filter or another order is the ORM's query
+-- (`page_of_list`), read part by part (accounts/access.py `visible_page`).
+-- name: visible_page_of_list
+(SELECT id, row_number() OVER (ORDER BY created_at DESC, id) AS position
+   FROM ((SELECT id, created_at FROM tasks_task
+           WHERE owner_id = %(owner)s AND team_id IS NULL
+           ORDER BY created_at DESC, id LIMIT %(page_high)s)
+         UNION ALL
+         (SELECT part.id, part.created_at
+            FROM accounts_membership m
+           CROSS JOIN LATERAL (SELECT id, created_at FROM tasks_task
+                                WHERE team_id = m.team_id
+                                ORDER BY created_at DESC, id LIMIT %(page_high)s) AS part
+           WHERE m.user_id = %(owner)s)) AS firsts
+  ORDER BY created_at DESC, id LIMIT %(page_limit)s OFFSET %(page_offset)s) AS page(id, position)
+
+-- How many tasks the caller sees, counted as `visible_page_of_list` reads them: their own
+-- without a team (task_owner_created_id_idx, index only) and each of their teams' (one range of
+-- task_team_created_id_idx per membership). The parts are disjoint (a team's task has a team).
+-- name: visible_count_of_list
+((SELECT count(*) FROM tasks_task WHERE owner_id = %(owner)s AND team_id IS NULL)
+ + (SELECT count(*) FROM accounts_membership m JOIN tasks_task v ON v.team_id = m.team_id
+     WHERE m.user_id = %(owner)s))
+
 -- The caller's tasks of a page, with their runs, in the page's order.
 -- name: task_rows
   JOIN tasks_task t ON t.id = page.id
@@ -177,6 +210,13 @@ SELECT {task_columns}, NULL::bigint AS total
 -- name: tasks_page
 SELECT {task_columns}, {count_of_list} AS total
   FROM {page_of_list}
+{task_rows}
+
+-- A page of the task list in its default order without a filter, and how many tasks the caller
+-- sees: `tasks_page` with the list's parts written here instead of by the ORM.
+-- name: tasks_visible_page
+SELECT {task_columns}, {visible_count_of_list} AS total
+  FROM {visible_page_of_list}
 {task_rows}
 
 -- A run's attempts (AttemptSerializer), by number, as a JSON array.

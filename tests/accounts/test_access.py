@@ -263,21 +263,28 @@ def test_a_members_list_is_counted_by_parts_as_the_or_counts_it(teams, monkeypat
 
 
 def test_memberships_are_read_once_per_request_and_again_by_the_next(teams) -> None:
-    """A member's task list reads their memberships once (its bounds, page and count ask three
-    times); the next request reads them again, so a member removed no longer sees the team's
-    tasks; a membership changed while a request is served is read again by its later checks."""
+    """A member's filtered task list reads their memberships once (its bounds, page and count
+    ask three times); the next request reads them again, so a member removed no longer sees the
+    team's tasks; a membership changed while a request is served is read again by its later
+    checks. The default list reads them inside its one statement (`tasks_visible_page`)."""
     data, web = teams
     me, someone = member(data, "viewer"), UserFactory()
     TaskFactory(owner=me)
     theirs = TaskFactory(owner=someone, team=data)
     api = client_for(me)
     with CaptureQueriesContext(connection) as queries:
-        body = api.get("/api/v1/tasks").json()
+        body = api.get("/api/v1/tasks", {"status": "active"}).json()
     assert body["count"] == 2
     read = [q["sql"] for q in queries.captured_queries if '"accounts_membership"' in q["sql"]]
     assert len(read) == 1, read
+    with CaptureQueriesContext(connection) as queries:
+        body = api.get("/api/v1/tasks").json()
+    assert body["count"] == 2
+    assert len(queries.captured_queries) == 1, [q["sql"] for q in queries.captured_queries]
+    assert "accounts_membership m" in queries.captured_queries[0]["sql"]
     Membership.objects.filter(user=me, team=data).delete()
     assert api.get("/api/v1/tasks").json()["count"] == 1
+    assert api.get("/api/v1/tasks", {"status": "active"}).json()["count"] == 1
     assert api.get(f"/api/v1/tasks/{theirs.pk}").status_code == 404
 
     def served(request: object) -> list[str | None]:

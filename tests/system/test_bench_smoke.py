@@ -268,7 +268,7 @@ def test_visible_reads_a_members_page_by_its_parts() -> None:
     assert all(
         result[f"{who}_{read}_ms"] > 0
         for who in ("member", "solo")
-        for read in ("call", "page", "count", "count_or")
+        for read in ("call", "named", "page", "count", "count_or")
     )
     # The member's count by parts: each team's rows from its index alone, not the table.
     counted = result["plans"]["member"]["count"]
