@@ -164,12 +164,13 @@ json_build_object(
 -- size) of their own tasks without a team, and as many of each of their teams' (a LATERAL over
 -- their memberships, read here: no round trip of their own), then the page among those. Each
 -- part is one ordered range of an index that leads with its condition
--- (task_owner_created_id_idx, index only, its included team_id filtering out the owner's team
--- tasks; task_team_created_id_idx), merged in order; the OR of the two conditions was a
--- bitmap read of every visible row, sorted whole (bench/NOTEBOOK.md, "A team member's task list
--- in one statement"). The statement's text is the same for any number of teams, so it is
--- prepared once per connection. The list with a filter or another order is the ORM's query
--- (`page_of_list`), read part by part (accounts/access.py `visible_page`).
+-- (task_owner_created_id_idx, index only, its included team_id skipping the owner's team
+-- tasks; task_team_created_id_idx), merged in order; the OR of the two conditions was a bitmap
+-- read of every visible row, sorted whole (bench/NOTEBOOK.md,
+-- "A team member's task list in one statement"). The statement's text is the same for any
+-- number of teams, so it is prepared once per connection. The list with a filter or another
+-- order is the ORM's query (`page_of_list`), read part by part (accounts/access.py
+-- `visible_page`).
 -- name: visible_page_of_list
 (SELECT id, row_number() OVER (ORDER BY created_at DESC, id) AS position
    FROM ((SELECT id, created_at FROM tasks_task
