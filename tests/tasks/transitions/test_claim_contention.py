@@ -130,6 +130,8 @@ def test_a_cycle_holds_no_key_row_while_its_outcome_write_waits(kind: str) -> No
     (one holding a key row and waiting for a run the other's scan locked, the other waiting
     for the key row)."""
     owner = UserFactory()
+    key: ConcurrencyKey | RateKey
+    fields: dict[str, ConcurrencyKey | RateKey]
     if kind == "concurrency":
         key = ConcurrencyKey.objects.create(owner=owner, name="db", max_running=10)
         table, fields = "tasks_concurrencykey", {"concurrency_key": key}
