@@ -18,22 +18,25 @@
 -- does with 0: a worker without a sandbox pays a planning per cycle).
 
 -- The claim's CTEs, shared by `claim` and `cycle`: the admission rules (tasks/admission/) in
--- the order docs/architecture.md states, then the claimed runs and what they count.
--- name: claim_ctes
+-- the order docs/architecture.md states, then the claimed runs and what they count. `finishing`
+-- is the array of the runs the statement records finished (the cycle's %(ids)s; none for the
+-- claim).
+-- name: claim_ctes(finishing)
 capped AS (
     -- Running runs per owner (from run_running_idx, a small set), once per claim.
     SELECT owner_id, count(*) AS running FROM tasks_run
      WHERE status = 'running' AND %(owner_cap)s > 0
      GROUP BY owner_id
 ), key_running AS (
-    -- Running runs per concurrency key, less those this statement records finished.
+    -- Running runs per concurrency key, less those the cycle's batch names (the scan's shortcut).
     -- As of this statement's snapshot (run_key_running_idx: keyed running runs only; without
-    -- keys, one probe of an empty index range), less the runs this statement records finished
-    -- (the cycle's `recorded`), which commit with what it claims: a worker's freed slot under a
-    -- key is refilled in the same cycle.
+    -- keys, one probe of an empty index range), less the runs the statement records finished,
+    -- as named (`finishing`; not `recorded`, which would make the scan wait for the outcome
+    -- write: see `candidates`), so a worker's freed slot under a key is refilled in the same
+    -- cycle. Only the scan's shortcut and `held_row` read it; the admission counts on `keyed`.
     SELECT concurrency_key_id AS key, count(*) AS running FROM tasks_run
      WHERE status = 'running' AND concurrency_key_id IS NOT NULL
-       AND id NOT IN (SELECT run_id FROM recorded)
+       AND id <> ALL ({finishing})
      GROUP BY concurrency_key_id
 ), candidates AS (
     -- Due claimable runs this worker could hold, in claim order, locked (SKIP LOCKED).
@@ -53,6 +56,13 @@ capped AS (
     -- %(since)s is the worker's claim floor (claim_floor below; NULL: none): the range starts
     -- there, not at the first entry of the priority, so the entries of runs claimed since an
     -- old snapshot began, dead but not yet removable, are not read on every claim.
+    -- The first thing the statement does (`claimed` reads it through `missed`), before anything
+    -- that can wait: a run another worker claimed after this statement's snapshot is still
+    -- claimable in it, and locking it locks its newest version, which is rechecked, found
+    -- running, dropped, and stays locked to this statement's commit, so that worker's next
+    -- cycle waits to record it. After a wait (the outcome write, a key row) every run claimed
+    -- meanwhile is such a run, and the two workers' cycles then ran one after the other
+    -- (bench/NOTEBOOK.md, "Keyed runs: the claim's scan before the outcome write").
     SELECT r.id, r.owner_id, r.priority, r.execute_at, r.task_id, r.scheduled_at, r.attempt,
            r.missed_after, r.cpu_millis, r.memory_bytes, r.concurrency_key_id AS ckey,
            r.rate_key_id AS rkey
@@ -247,11 +257,20 @@ missed AS (
 -- next claim. Without keyed candidates, `keyed` reads no row.
 -- name: key_ctes
 keyed AS (
-    -- The candidates' concurrency keys, locked in id order.
-    SELECT k.id, k.name, k.max_running, k.admitted FROM tasks_concurrencykey k
+    -- The candidates' concurrency keys, locked in id order, with their runs running at the end.
+    -- `running`: the snapshot's running runs of the key less those this statement records
+    -- finished (`recorded`: they end in the transaction that admits their successors). Read in
+    -- the rows the lock takes, so the outcome write (`done`) runs before any key row is locked:
+    -- a cycle never holds a key row while its outcome write waits for a run's lock.
+    SELECT k.id, k.name, k.max_running, k.admitted, coalesce(n.running, 0) AS running
+      FROM tasks_concurrencykey k
+      LEFT JOIN (SELECT o.concurrency_key_id AS key, count(*) AS running FROM tasks_run o
+                  WHERE o.status = 'running' AND o.concurrency_key_id IS NOT NULL
+                    AND o.id NOT IN (SELECT run_id FROM recorded)
+                  GROUP BY o.concurrency_key_id) AS n ON n.key = k.id
      WHERE k.id = ANY (ARRAY(SELECT DISTINCT ckey FROM candidates WHERE ckey IS NOT NULL))
      ORDER BY k.id
-       FOR NO KEY UPDATE
+       FOR NO KEY UPDATE OF k
 ), key_admission AS (
     -- Whether each keyed candidate has a slot of its key, and how many are taken.
     -- A candidate's slot: what runs (the key's room: the snapshot's count plus the admissions
@@ -274,7 +293,7 @@ keyed AS (
               FROM candidates c
              WHERE c.ckey IS NOT NULL AND c.id NOT IN (SELECT id FROM missed)) AS c
       JOIN (SELECT l.id, l.name, l.max_running,
-                   coalesce(kr.running, 0) + (l.admitted - s.admitted) AS running,
+                   l.running + (l.admitted - s.admitted) AS running,
                    (SELECT count(*) FROM (
                         SELECT FROM tasks_run o
                          WHERE o.concurrency_key_id = f.ckey
@@ -299,7 +318,6 @@ keyed AS (
                      WHERE c.ckey IS NOT NULL AND c.id NOT IN (SELECT id FROM missed)
                      ORDER BY c.ckey, c.priority DESC, c.execute_at, c.id) AS f
                 ON f.ckey = l.id
-              LEFT JOIN key_running kr ON kr.key = l.id
             OFFSET 0) AS k ON k.id = c.ckey
     OFFSET 0) AS ranked
 )
@@ -318,8 +336,13 @@ keyed AS (
 -- change applies at the next claim. Without rate-keyed candidates, `rate_keyed` reads no row.
 -- name: rate_ctes
 rate_keyed AS (
-    -- The candidates' rate keys, locked in id order after every concurrency key.
-    SELECT k.id, k.name, k.rate_limit, k.per_seconds, k.starts FROM tasks_ratekey k
+    -- The candidates' rate keys, locked in id order after every concurrency key, with the latest finish recorded here.
+    -- `handed_over` is read in the rows the lock takes, so the outcome write runs before any
+    -- rate key row is locked (as for `keyed`), and no run starts before a finish this
+    -- statement records (the slot it hands over).
+    SELECT k.id, k.name, k.rate_limit, k.per_seconds, k.starts,
+           (SELECT max(finished_at) FROM recorded) AS handed_over
+      FROM tasks_ratekey k
      WHERE k.id = ANY (ARRAY(SELECT DISTINCT rkey FROM candidates WHERE rkey IS NOT NULL))
        AND (SELECT count(*) FROM keyed) >= 0
      ORDER BY k.id
@@ -329,7 +352,8 @@ rate_keyed AS (
     SELECT l.id, l.name, l.rate_limit, l.per_seconds, l.starts, l.now,
            (SELECT count(*) FROM unnest(l.starts) AS s(at)
              WHERE s.at > l.now - make_interval(secs => l.per_seconds)) AS used
-      FROM (SELECT k.*, clock_timestamp() AS now FROM rate_keyed k) AS l
+      FROM (SELECT k.*, greatest(clock_timestamp(), k.handed_over) AS now
+              FROM rate_keyed k) AS l
 ), rate_admission AS (
     -- Whether each rate-keyed candidate may start at its key's `now` (strict order in a key).
     SELECT id, rkey, execute_at, now, taken < rate_limit AND execute_at <= now AS admitted
@@ -473,7 +497,7 @@ missed AS (SELECT NULL::uuid AS id, NULL::uuid AS task_id WHERE false)
 -- worker then waits for a finish), or (once) that rate limits did, and `rate_wait` seconds
 -- until the first of them may start; the claimed columns of those two rows are NULL.
 -- name: claim
-WITH {no_finish}, {claim_ctes}, {outcome_ctes}
+WITH {no_finish}, {claim_ctes(ARRAY[]::uuid[])}, {outcome_ctes}
 SELECT 'claimed' AS row, claimed.*, NULL::float8 AS rate_wait FROM claimed
 UNION ALL
 SELECT 'held', claimed.*, NULL FROM {held_row}
@@ -634,13 +658,17 @@ done.id AS recorded_id, done.task_id AS recorded_task_id, done.status AS recorde
 
 -- One round trip per worker cycle: record the finished batch and claim the freed slots. The two
 -- UPDATEs touch disjoint rows (the finished runs are `running`, the claim takes `scheduled`
--- ones), and in autocommit the statement is its own transaction: one commit per cycle.
+-- ones), and in autocommit the statement is its own transaction: one commit per cycle. The
+-- claimed rows come first: the candidates' scan runs before the outcome write (`candidates`),
+-- which runs before any key row is locked (`keyed`, `rate_keyed`).
 -- name: cycle
-WITH {finish_ctes}, {claim_ctes}, {outcome_ctes}
-SELECT 'recorded' AS row, {recorded_columns}, claimed.*, NULL::float8 AS rate_wait
-  FROM done LEFT JOIN claimed ON false
+WITH {finish_ctes}, {claim_ctes(%(ids)s::uuid[])}, {outcome_ctes}
+SELECT 'claimed' AS row, NULL::uuid AS recorded_id, NULL::uuid AS recorded_task_id,
+       NULL::text AS recorded_status, NULL::bigint AS woke, NULL::int AS notified, claimed.*,
+       NULL::float8 AS rate_wait
+  FROM claimed
 UNION ALL
-SELECT 'claimed', NULL, NULL, NULL, NULL, NULL, claimed.*, NULL FROM claimed
+SELECT 'recorded', {recorded_columns}, claimed.*, NULL FROM done LEFT JOIN claimed ON false
 UNION ALL
 SELECT 'held', NULL, NULL, NULL, NULL, NULL, claimed.*, NULL FROM {held_row}
 UNION ALL
