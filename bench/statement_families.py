@@ -43,6 +43,7 @@ NAMED = {
     "tasks/outbox.sql": "notifications",
     "notifications/delivery.sql": "notifications",
     "tasks/api_json.sql:tasks_page": "API: task list",
+    "tasks/api_json.sql:tasks_visible_page": "API: task list",
     "tasks/api_json.sql:tasks_by_ids": "API: task detail",
     "tasks/api_json.sql:runs_page": "API: task runs",
     "tasks/api_json.sql:runs_by_ids": "API: run detail",

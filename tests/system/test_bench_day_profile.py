@@ -51,6 +51,9 @@ def test_an_api_list_page_with_the_orms_queries_in_its_slots_maps_to_the_task_li
     )
     sql = _statements().compose("tasks_page", {}, page=page, counted=counted)
     assert family(as_pg_stat_statements(sql)) == "API: task list"
+    # The default list's one statement is the task list too, not "other reads".
+    visible = _statements()["tasks_visible_page"]
+    assert family(as_pg_stat_statements(visible)) == "API: task list"
     by_ids = _statements()["tasks_by_ids"]
     assert family(as_pg_stat_statements(by_ids)) == "API: task detail"
 
