@@ -30,8 +30,10 @@ def rate_task(key: RateKey | None, priority: int = 5, **fields) -> Task:
     return task
 
 
-def due(task: Task, *, ago: float = 1.0) -> Run:
-    at = datetime.now(UTC) - timedelta(seconds=ago)
+def due(task: Task, *, ago: float = 1.0, now: datetime | None = None) -> Run:
+    # `now` for runs made in a loop `ago` apart by less than the clock's step: read per run, two
+    # could fall on one scheduled_at (unique per task).
+    at = (now or datetime.now(UTC)) - timedelta(seconds=ago)
     return RunFactory(task=task, scheduled_at=at, **task.requests)
 
 
@@ -244,7 +246,8 @@ def test_concurrent_claimers_never_start_more_than_the_limit_in_any_window():
         owner=UserFactory(), name="crm-api", rate_limit=limit, per_seconds=per
     )
     task = rate_task(key)
-    runs = [due(task, ago=1 + i * 0.001) for i in range(count)]
+    now = datetime.now(UTC)
+    runs = [due(task, ago=1 + i * 0.001, now=now) for i in range(count)]
     unlimited = [due(rate_task(None)) for _ in range(6)]
     conninfo, stop, errors = _conninfo(), threading.Event(), []
 
