@@ -8,9 +8,10 @@ every 10 s at 30 days), 2 API servers (gunicorn, one worker each, reads through
 bench/day_load.py in its own process; the faults of bench/day_faults.py. Afterwards every run
 due in the window must finish, then the figures are computed from the run's own records: the
 API's answers, the job bodies' lines (bench/handlers.py), the webhook receiver's arrivals, and
-the raw-SQL floor's samples. Last, the profile of bench/day_profile.py: PostgreSQL's time per
-statement family (pg_stat_statements on every node) and each role's CPU, per run executed and per
-API request; its inputs are kept in the logs' folder as profile.json (`--keep`).
+the raw-SQL floor's samples. Printed first, the profile of bench/day_profile.py: PostgreSQL's
+time per statement family (pg_stat_statements on every node) and each role's CPU, per run executed
+and per API request (its inputs kept in the logs' folder as profile.json, `--keep`); then the
+figures, and last their verdict.
 """
 
 from __future__ import annotations
@@ -363,8 +364,9 @@ def measure(
         day_profile.save(run_dir / "profile.json", statements, **inputs)
         figures["profile"] = day_profile.profile(statements.statements().values(), **inputs)
         emit(figures)
-        day_report.print_figures(figures, write)
+        # The profile first: the printout ends with the figures and their verdict.
         day_profile.print_profile(figures["profile"], write)
+        day_report.print_figures(figures, write)
         ok = True
         return figures
     finally:
