@@ -15,24 +15,14 @@ from datetime import UTC, datetime, timedelta
 import psycopg
 import pytest
 from django.conf import settings
-from django.db import connection
 
 from tasks import outbox
 from tasks.models import TERMINAL_STATUSES, ConcurrencyKey, RateKey, Run
 from tasks.transitions import claim
+from tests.conftest import database_url
 from tests.factories import RunFactory, TaskFactory, UserFactory
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.concurrency]
-
-
-def _conninfo() -> str:
-    params = {
-        "host": connection.settings_dict["HOST"],
-        "port": connection.settings_dict["PORT"],
-        "user": connection.settings_dict["USER"],
-        "dbname": connection.settings_dict["NAME"],
-    }
-    return " ".join(f"{k}={v}" for k, v in params.items() if v)
 
 
 def _cycle_params(worker: str, run: claim.ClaimedRun, limit: int) -> dict:
@@ -88,7 +78,7 @@ def test_a_cycle_does_not_lock_the_runs_another_worker_claimed_after_its_snapsho
     ]
     [mine] = claim.claim_runs(worker="a", limit=1, prefetch_seconds=0, owner_cap=0)
     assert mine.id == runs[0].pk
-    conninfo = _conninfo()
+    conninfo = database_url()
     sql = claim.cycle_sql(2)
     with (
         psycopg.connect(conninfo) as holder,
@@ -143,7 +133,7 @@ def test_a_cycle_holds_no_key_row_while_its_outcome_write_waits(kind: str) -> No
         task = TaskFactory(priority=5, owner=owner, **fields)
         RunFactory(task=task, scheduled_at=at + timedelta(seconds=i), **task.requests)
     [mine] = claim.claim_runs(worker="a", limit=1, prefetch_seconds=0, owner_cap=0)
-    conninfo = _conninfo()
+    conninfo = database_url()
     with (
         psycopg.connect(conninfo) as holder,
         psycopg.connect(conninfo) as a,

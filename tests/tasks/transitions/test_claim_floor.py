@@ -17,6 +17,7 @@ from django.db import connection, transaction
 from tasks import outbox
 from tasks.models import Run
 from tasks.transitions import claim
+from tests.conftest import database_url
 from tests.factories import RunFactory, TaskFactory
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -45,16 +46,6 @@ def test_a_claim_from_a_floor_takes_no_run_due_before_it() -> None:
     late = RunFactory(scheduled_at=now - timedelta(seconds=1))
     assert take(claim.Floor(since=now - timedelta(seconds=30))) == [late.pk]
     assert take(claim.NO_FLOOR) == [early.pk]  # the next floor reaches back to it
-
-
-def _conninfo() -> str:
-    params = {
-        "host": connection.settings_dict["HOST"],
-        "port": connection.settings_dict["PORT"],
-        "user": connection.settings_dict["USER"],
-        "dbname": connection.settings_dict["NAME"],
-    }
-    return " ".join(f"{k}={v}" for k, v in params.items() if v)
 
 
 def _nodes(plan: dict) -> Iterator[dict]:
@@ -92,7 +83,7 @@ def test_under_an_old_snapshot_a_claim_from_the_floor_skips_the_runs_claimed_sin
     priority's first entry reads them all, one from the floor does not."""
     task = TaskFactory()
     hour_ago = datetime.now(UTC) - timedelta(hours=1)
-    with psycopg.connect(_conninfo()) as holder:  # not autocommit: the snapshot stays
+    with psycopg.connect(database_url()) as holder:  # not autocommit: the snapshot stays
         holder.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
         holder.execute("SELECT 1 FROM tasks_run LIMIT 1").fetchall()
         Run.objects.bulk_create(

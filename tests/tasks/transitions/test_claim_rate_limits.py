@@ -16,6 +16,7 @@ from django.db import connection
 from tasks import outbox
 from tasks.models import ConcurrencyKey, RateKey, Run, Task
 from tasks.transitions import claim, limits
+from tests.conftest import database_url
 from tests.factories import RunFactory, TaskFactory, UserFactory
 
 pytestmark = pytest.mark.django_db
@@ -223,19 +224,6 @@ def _claim_params(worker: str, limit: int) -> dict:
     }
 
 
-def _conninfo() -> str:
-    return " ".join(
-        f"{k}={v}"
-        for k, v in {
-            "host": connection.settings_dict["HOST"],
-            "port": connection.settings_dict["PORT"],
-            "user": connection.settings_dict["USER"],
-            "dbname": connection.settings_dict["NAME"],
-        }.items()
-        if v
-    )
-
-
 @pytest.mark.django_db(transaction=True)
 def test_concurrent_claimers_never_start_more_than_the_limit_in_any_window():
     """Six threads, each on its own connection, claim as fast as they can (the claim and the
@@ -249,7 +237,7 @@ def test_concurrent_claimers_never_start_more_than_the_limit_in_any_window():
     now = datetime.now(UTC)
     runs = [due(task, ago=1 + i * 0.001, now=now) for i in range(count)]
     unlimited = [due(rate_task(None)) for _ in range(6)]
-    conninfo, stop, errors = _conninfo(), threading.Event(), []
+    conninfo, stop, errors = database_url(), threading.Event(), []
 
     def claimer(n: int) -> None:
         sql = claim.claim_sql(4) if n % 2 else claim.cycle_sql(4)
