@@ -672,6 +672,53 @@ class RunCounter(models.Model):
         return f"{self.metric}:{self.kind}:{self.outcome}#{self.shard}={self.value}"
 
 
+class TaskCount(models.Model):
+    """How many tasks a user has without a team (`owner`), or a team has (`team`), kept by
+    triggers on tasks_task (tasks/sql/task_counts.sql) in the transaction that writes the tasks:
+    the default task list's `count` reads these instead of counting the caller's tasks.
+
+    Sharded by the writing backend so transactions creating tasks of one owner at once rarely
+    wait on one row; a key's count is the sum of its shards. No foreign keys: a deleted user's
+    rows stay, at zero once their tasks are gone.
+    """
+
+    id = models.BigAutoField(primary_key=True)
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.DO_NOTHING,
+        db_constraint=False,
+        db_index=False,
+        null=True,
+        related_name="+",
+    )
+    team = models.ForeignKey(
+        "accounts.Team",
+        on_delete=models.DO_NOTHING,
+        db_constraint=False,
+        db_index=False,
+        null=True,
+        related_name="+",
+    )
+    shard = models.SmallIntegerField()
+    value = models.BigIntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            # Team first: one index finds a team's rows and a user's (team IS NULL, owner).
+            models.UniqueConstraint(
+                fields=["team", "owner", "shard"], nulls_distinct=False, name="task_count_unique"
+            ),
+            models.CheckConstraint(
+                condition=Q(owner__isnull=True) | Q(team__isnull=True),
+                name="task_count_one_key",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        key = f"team {self.team_id}" if self.team_id is not None else f"user {self.owner_id}"
+        return f"{key}#{self.shard}={self.value}"
+
+
 class QueueSample(models.Model):
     """One row per minute, written by a reviewer: the admin dashboard's last-hour charts.
 
