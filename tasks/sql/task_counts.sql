@@ -2,15 +2,19 @@
 -- the database as tasks are created, deleted and moved: the default task list's `count`
 -- (api_json.sql, `visible_count_of_list`) adds up a few of these rows instead of counting the
 -- caller's tasks on every page. Counting 30,000 tasks of one owner was 13-18 ms of a 17-22 ms
--- page, and the scheduler's updates of the tasks keep the visibility map from letting the count
--- read the index alone (bench/NOTEBOOK.md, "The task list's count kept by triggers").
+-- page: from the table once the scheduler's updates have cleared the visibility map, and 13.6 ms
+-- even from the index alone (bench/NOTEBOOK.md, "The task list's count kept by triggers").
 -- A key is a team (`team_id`, `owner_id` NULL) or a user's tasks without a team (`owner_id`,
 -- `team_id` NULL). Each key has up to 32 rows (`shard`): a transaction adds to the row of its
 -- backend's shard, so two transactions creating tasks of one owner at once rarely wait on one
 -- row (as tasks_runcounter is sharded by process, tasks/counters.py); the count is their sum.
 -- Counted in the writing transaction: a page's statement sees the tasks and their count from
--- one snapshot, so the count is exact. These are the current definitions; each migration that
--- installs them carries its own copy (docs/architecture.md, "Schema changes").
+-- one snapshot, so the count is exact. The triggers fire as triggers do by default, not under
+-- session_replication_role = replica (unlike run_summary.sql's): a logical replica and a
+-- restore with triggers disabled copy tasks_taskcount's rows with the tasks', and counting
+-- again would count twice. A bulk load of tasks with triggers disabled must add its counts.
+-- These are the current definitions; each migration that installs them carries its own copy
+-- (docs/architecture.md, "Schema changes").
 
 -- Adds the changed keys' deltas. Statement-level for INSERT and DELETE (one upsert per
 -- statement, from its transition table: a batch create of 1,000 tasks writes one row); a row
