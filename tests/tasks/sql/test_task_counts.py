@@ -6,6 +6,8 @@ sees, and every key's kept count equals its tasks counted."""
 
 from __future__ import annotations
 
+import importlib
+
 import psycopg
 import pytest
 from django.db import connection
@@ -163,3 +165,17 @@ def test_two_transactions_create_tasks_of_one_owner_at_once():
             conn.close()
     assert _listed(me) == 31
     assert_exact(me)
+
+
+def test_the_migration_counts_the_tasks_there_are(made):
+    """Migration 0047 fills the counts from the tasks it finds (its own frozen statement)."""
+    me, solo, data = made
+    TaskFactory.create_batch(3, owner=me)
+    TaskFactory.create_batch(2, owner=solo, team=data)
+    TaskFactory.create_batch(4, owner=solo)
+    migration = importlib.import_module("tasks.migrations.0047_task_counts")
+    with connection.cursor() as cursor:
+        cursor.execute("DELETE FROM tasks_taskcount")
+        cursor.execute(migration.FILL)
+    assert _listed(me) == 5 and _listed(solo) == 4
+    assert_exact(me, solo)
