@@ -109,7 +109,8 @@ def generic_plans() -> None:
     prepared per connection (tasks/db.py), one per batch size, and the connection is renewed
     every DATABASE_CONN_MAX_AGE: with `auto` each renewal planned every one of them five times
     before PostgreSQL settled on the generic plan it then kept, at about 20 ms a plan in `bench
-    day` (bench/NOTEBOOK.md, "The worker's cycle planned again at every reconnection")."""
+    day` (bench/NOTEBOOK.md, "The worker's cycle planned again at every reconnection; the day's
+    daily tasks at one instant")."""
     if "DATABASE_PLAN_CACHE_MODE" in os.environ:
         return
     for alias in connections:  # every thread's connections are made from these settings
