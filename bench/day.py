@@ -16,6 +16,7 @@ figures, and last their verdict.
 
 from __future__ import annotations
 
+import json
 import multiprocessing as mp
 import os
 import secrets
@@ -327,6 +328,8 @@ def measure(
             write(f"window over; draining the runs due before its end (load {os.getloadavg()})")
             drained = _drain(url, end)
             time.sleep(10)  # the last notifications' deliveries
+            if keep:
+                _keep_runs(url, run_dir, killer.kills + patroni.faults, start, end)
             sql_floor.stopping.set()
             timer.stopping.set()
             figures = day_report.figures(
@@ -464,6 +467,28 @@ def _old_history() -> int:
             [timedelta(days=day_seed.RETENTION_DAYS)],
         )
         return cursor.fetchone()[0]
+
+
+def _keep_runs(
+    url: str, run_dir: Path, faults: list[day_faults.Fault], start: float, end: float
+) -> None:
+    """With `--keep`: every run's times and its task's interval (runs.csv), the window's and the
+    faults' (window.json), to find where start lateness comes from after the cluster is gone."""
+    query = (
+        "COPY (SELECT r.id, r.task_id, r.attempt, r.status, t.schedule->>'every' AS every,"
+        " extract(epoch FROM r.created_at) AS created, extract(epoch FROM r.scheduled_at) AS"
+        " scheduled, extract(epoch FROM r.started_at) AS started, r.worker"
+        " FROM tasks_run r JOIN tasks_task t ON t.id = r.task_id) TO STDOUT WITH CSV HEADER"
+    )
+    try:
+        with psycopg.connect(url, autocommit=True, connect_timeout=10) as conn:
+            with conn.cursor().copy(query) as copy, open(run_dir / "runs.csv", "wb") as out:
+                for chunk in copy:
+                    out.write(chunk)
+    except psycopg.Error as exc:
+        print(f"bench day: runs not kept ({exc})", file=sys.stderr)
+    events = [{"name": f.name, "start": f.start, "end": f.end} for f in faults]
+    (run_dir / "window.json").write_text(json.dumps({"start": start, "end": end, "faults": events}))
 
 
 def _drain(url: str, end: float) -> float:

@@ -29,7 +29,9 @@ RETENTION_DAYS = 30
 HISTORY_DAYS = 60
 FREQUENT_EVERY = (2, 5, 10)
 
-# One row per task; `at_sql` is its first fire time, `every_sql` its interval.
+# One row per task; `at_sql` is its first fire time, `every_sql` its interval, from the task's
+# number `g.i` and its own random number `g.r`. (A random() in the LATERAL subquery that names no
+# column of `g` is evaluated once for all rows: every daily task then fired at the same instant.)
 TASKS_SQL = """
 INSERT INTO tasks_task (id, owner_id, name, kind, payload, schedule, schedule_type, priority,
                         status, max_attempts, retry_backoff_base, retry_backoff_cap, notify,
@@ -40,7 +42,7 @@ SELECT UUID_TASK, %(owner)s, %(prefix)s || g.i, 'handler', '{"name": "bench", "a
        'interval', 5, 'active', 5, 2.0, 600.0,
        CASE WHEN g.i %% 10 = 0 THEN %(notify)s::jsonb ELSE '[]'::jsonb END,
        s.at, 0, now(), now()
-  FROM generate_series(1, %(count)s) AS g(i),
+  FROM (SELECT i, random() AS r FROM generate_series(1, %(count)s) AS i) AS g,
        LATERAL (SELECT AT_SQL AS at, EVERY_SQL AS every) AS s
 """
 
@@ -113,7 +115,7 @@ def seed(*, tasks: int, t0: datetime, seconds: float, channel: str) -> Seeded:
         owner,
         daily,
         prefix="daily ",
-        at_sql="%(t0)s::timestamptz + floor(random() * 1440) * %(slot)s * interval '1 second'",
+        at_sql="%(t0)s::timestamptz + floor(g.r * 1440) * %(slot)s * interval '1 second'",
         every_sql="86400",
         slot=seconds / DAY_MINUTES,
         **common,

@@ -18,7 +18,8 @@ from django.core.exceptions import ImproperlyConfigured
 ENGINE = "scheduler_project.postgresql"
 # PostgreSQL's plan_cache_mode values. The API uses force_generic_plan (scheduler_project/wsgi.py):
 # with `auto` the server planned most of its prepared reads again on every execution
-# (`python -m bench plans`: a task read 0.56-0.78 ms, against 0.22-0.25 ms generic).
+# (`python -m bench plans`: a task read 0.56-0.78 ms, against 0.22-0.25 ms generic). So do the
+# workers (runworker): `auto` planned their cycle five times over on each new connection.
 PLAN_CACHE_MODES = {"", "auto", "force_generic_plan", "force_custom_plan"}
 # Applied unless the URL sets them. libpq's defaults wait for the operating system: a TCP connect
 # to a host that died may hang for minutes, and a connection to it is noticed dead only after

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
+from django.db import connections
 
 from tasks import resources
 from tasks.loop import install_stop_signals
@@ -49,6 +50,7 @@ class Command(BaseCommand):
             raise CommandError("--concurrency must be at least 1")
         cpu = _quantity("--cpu", options["cpu"], resources.cpu_millis)
         memory = _quantity("--memory", options["memory"], resources.memory_bytes)
+        generic_plans()
         stop = threading.Event()
         install_stop_signals(stop)
         if options["executor"] == "kubernetes":
@@ -99,3 +101,18 @@ def _quantity(flag: str, text: str, measure: Callable[[str], int]) -> int | None
         return measure(text.strip())
     except resources.QuantityError as exc:
         raise CommandError(f"{flag} {text!r}: {exc}") from None
+
+
+def generic_plans() -> None:
+    """The worker's connections keep one generic plan per prepared statement, as the API's do
+    (DATABASE_PLAN_CACHE_MODE, when set, still decides). Its claim and cycle statements are
+    prepared per connection (tasks/db.py), one per batch size, and the connection is renewed
+    every DATABASE_CONN_MAX_AGE: with `auto` each renewal planned every one of them five times
+    before PostgreSQL settled on the generic plan it then kept, at about 20 ms a plan in `bench
+    day` (bench/NOTEBOOK.md, "The worker's cycle planned again at every reconnection; the day's
+    daily tasks at one instant")."""
+    if "DATABASE_PLAN_CACHE_MODE" in os.environ:
+        return
+    for alias in connections:  # every thread's connections are made from these settings
+        connections[alias].settings_dict["PLAN_CACHE_MODE"] = "force_generic_plan"
+    connections.close_all()  # a connection opened before (the checks) would keep `auto`
