@@ -14,7 +14,7 @@ from tasks import audit, expectations, occurrences, schedules, task_fields
 from tasks.db import RUN_DUE_CHANNEL, TASK_CHANGED_CHANNEL, notify
 from tasks.exclusions import CalendarData
 from tasks.models import Run, Task
-from tasks.transitions import limits
+from tasks.transitions import inserts, limits
 from tasks.transitions.plan import plan_task
 
 MAX_BATCH = 1000
@@ -152,10 +152,10 @@ def create_tasks(*, owner: Any, items: list[dict], now: datetime) -> list[Task]:
         for task, item in zip(new_tasks, new_items, strict=True):
             limits.resolve_task_keys(task, item, keys_known)
             runs.extend(occurrences.advance(task, now=now, horizon=horizon, calendars=calendars))
-        Task.objects.bulk_create(new_tasks)
+        inserts.insert(new_tasks)
         expectations.sync(new_tasks, now=now)
         audit.record_all(audit.entry("create", "task", task) for task in new_tasks)
-        Run.objects.bulk_create(runs)
+        inserts.insert(runs)
         if runs:
             notify(RUN_DUE_CHANNEL)
         if scheduler_needed(new_tasks, now=now):
