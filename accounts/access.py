@@ -271,6 +271,7 @@ def place(user: Any, obj: Model | None, data: dict[str, Any]) -> dict[str, Any]:
 def default_team(user: Any) -> Team | None:
     """The team a service account's objects belong to when a body names none (a machine has no
     space of its own that a person could see); None for a person."""
+
     def read() -> Team | None:
         account = ServiceAccount.objects.filter(user_id=user.pk).select_related("team").first()
         return account.team if account is not None else None
