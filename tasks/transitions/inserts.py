@@ -58,12 +58,14 @@ def rows_json(objs: Sequence[Model]) -> str:
 def _columns(model: type[Model]) -> tuple[list[tuple[str, str]], list[tuple[str, Field]]]:
     """(column, attribute) of the fields whose attribute is the value to store, and (column,
     field) of those whose `pre_save` computes it."""
-    plain, saved = [], []
+    plain: list[tuple[str, str]] = []
+    saved: list[tuple[str, Field]] = []
     for field in model._meta.concrete_fields:
+        column = str(field.column)  # a concrete field always has one
         if _computed_when_saved(field):
-            saved.append((field.column, field))
+            saved.append((column, field))
         else:
-            plain.append((field.column, field.attname))
+            plain.append((column, field.attname))
     return plain, saved
 
 
