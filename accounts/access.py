@@ -56,15 +56,18 @@ def _team_ids(user: Any) -> list[int]:
     return sorted(_roles(user))
 
 
-# The memberships read while a request is served, {user id: {team id: role}}: each user's are
-# read once per request (a team member's task list asked three times: its bounds, its page and
-# its count). None outside a request: read on every call. A request never sees another's
+# What the access rules read while a request is served: each user's memberships
+# (("roles", user id): {team id: role}), a service account's default team (("default_team", user
+# id)) and teams by slug (("team", slug)), each read once per request (a team member's task
+# list asks for the memberships three times; a batch of 1,000 bodies asked for the default team
+# 1,000 times). None outside a request: read on every call. A request never sees another's
 # reads, so a membership removed is seen by the next request, as when nothing was kept.
-_held: ContextVar[dict[Any, dict[int, str]] | None] = ContextVar("memberships", default=None)
+_held: ContextVar[dict[tuple[str, Any], Any] | None] = ContextVar("memberships", default=None)
 
 
 class MembershipsPerRequest:
-    """Keeps the memberships read while a request is served for that request alone."""
+    """Keeps the memberships (and teams) read while a request is served for that request
+    alone."""
 
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
         self.get_response = get_response
@@ -77,31 +80,42 @@ class MembershipsPerRequest:
             _held.reset(token)
 
 
+def _per_request(key: tuple[str, Any], read: Callable[[], Any]) -> Any:
+    """`read()`, kept for the rest of the request under `key` (read on every call outside one)."""
+    held = _held.get()
+    if held is not None and key in held:
+        return held[key]
+    found = read()
+    if held is not None:
+        held[key] = found
+    return found
+
+
 def _roles(user: Any) -> dict[int, str]:
     """`user`'s role in each of their teams, {team id: role}: read once per request."""
     # No user at all while the schema is generated (drf-spectacular's fake views): no teams.
     user_id: Any = getattr(user, "pk", None)
-    held = _held.get()
-    if held is not None and user_id in held:
-        return held[user_id]
-    found = dict(Membership.objects.filter(user_id=user_id).values_list("team_id", "role"))
-    if held is not None:
-        held[user_id] = found
-    return found
+    return _per_request(
+        ("roles", user_id),
+        lambda: dict(Membership.objects.filter(user_id=user_id).values_list("team_id", "role")),
+    )
 
 
 def _forget_memberships(**_: Any) -> None:
-    # A membership made, changed or removed while a request is served (the team routes, a
-    # sign-in's groups): the request's later checks read them again.
+    # A membership, team or service account made, changed or removed while a request is served
+    # (the team routes, a sign-in's groups): the request's later checks read them again.
     held = _held.get()
     if held is not None:
         held.clear()
 
 
-post_save.connect(_forget_memberships, sender=Membership, dispatch_uid="access_memberships_saved")
-post_delete.connect(
-    _forget_memberships, sender=Membership, dispatch_uid="access_memberships_deleted"
-)
+for _model in (Membership, Team, ServiceAccount):
+    post_save.connect(
+        _forget_memberships, sender=_model, dispatch_uid=f"access_{_model.__name__}_saved"
+    )
+    post_delete.connect(
+        _forget_memberships, sender=_model, dispatch_uid=f"access_{_model.__name__}_deleted"
+    )
 
 
 # Past this many teams a page is read as one OR (visible_page): a bound on the statement's
@@ -209,7 +223,7 @@ def team_for(user: Any, slug: str | None, *, need: str = EDITOR) -> Team | None:
     is less than `need`."""
     if slug is None:
         return None
-    found = Team.objects.filter(slug=slug).first()
+    found = _per_request(("team", slug), lambda: Team.objects.filter(slug=slug).first())
     role = role_in(user, found.pk) if found is not None else None
     if found is None or role is None:
         raise ValidationError({"team": [f"No team {slug!r} among yours."]}, code="invalid")
@@ -257,5 +271,9 @@ def place(user: Any, obj: Model | None, data: dict[str, Any]) -> dict[str, Any]:
 def default_team(user: Any) -> Team | None:
     """The team a service account's objects belong to when a body names none (a machine has no
     space of its own that a person could see); None for a person."""
-    account = ServiceAccount.objects.filter(user_id=user.pk).select_related("team").first()
-    return account.team if account is not None else None
+
+    def read() -> Team | None:
+        account = ServiceAccount.objects.filter(user_id=user.pk).select_related("team").first()
+        return account.team if account is not None else None
+
+    return _per_request(("default_team", user.pk), read)

@@ -140,6 +140,8 @@ def parser() -> argparse.ArgumentParser:
     batch = sub.add_parser("batch", help="the API's CPU per task created by the batch route")
     batch.add_argument("--n", type=int, default=1000, help="tasks per batch")
     batch.add_argument("--rounds", type=int, default=5)
+    batch.add_argument("--processes", type=int, default=2, help="runworker processes")
+    batch.add_argument("--concurrency", type=int, default=4, help="runworker --concurrency")
     batch.add_argument("--keep-db", action="store_true", help="keep the scratch database")
 
     sets = sub.add_parser("tasksets", help="one task set's plan and apply, in-process")
@@ -204,8 +206,14 @@ def main(argv: list[str]) -> int:
         elif kind == "batch":
             from bench import batch
 
-            with scratch.database("batch", keep=options["keep_db"]):
-                batch.measure(n=options["n"], rounds=options["rounds"])
+            with scratch.database("batch", keep=options["keep_db"]) as url:
+                batch.measure(
+                    n=options["n"],
+                    rounds=options["rounds"],
+                    database_url=url,
+                    processes=options["processes"],
+                    concurrency=options["concurrency"],
+                )
         elif kind == "tasksets":
             from bench import tasksets
 

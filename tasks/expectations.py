@@ -36,19 +36,22 @@ def columns(expect: dict) -> dict:
     }
 
 
-def sync(tasks: Iterable[Task], *, now: datetime) -> None:
+def sync(tasks: Iterable[Task], *, now: datetime, created: bool = False) -> None:
     """Make each task's health row match its `expect`: none when it expects nothing; otherwise
     its columns, keeping the state (health, streak, last success) when the row exists. Inside
-    the caller's transaction, after the tasks are saved."""
+    the caller's transaction, after the tasks are saved. `created`: the tasks were inserted by
+    this transaction, so none has a row yet (nothing to remove or keep)."""
     expecting: list[Task] = []
     idle: list[Task] = []
     for task in tasks:
         (expecting if any(task.expect.get(f) for f in FIELDS) else idle).append(task)
-    if idle:
+    if idle and not created:
         TaskHealth.objects.filter(task__in=idle).delete()
     if not expecting:
         return
-    existing = {h.task_id: h for h in TaskHealth.objects.filter(task__in=expecting)}
+    existing = (
+        {} if created else {h.task_id: h for h in TaskHealth.objects.filter(task__in=expecting)}
+    )
     judged_from = _late_from(expecting, now=now)
     new: list[TaskHealth] = []
     changed: list[TaskHealth] = []

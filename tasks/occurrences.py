@@ -12,7 +12,7 @@ from uuid import UUID
 from django.conf import settings
 from django.db import connection
 
-from tasks import exclusions, schedules
+from tasks import exclusions, instances, schedules
 from tasks.exclusions import CalendarData, Exclusions
 from tasks.ids import idempotency_key
 from tasks.models import CLAIMABLE_STATUSES, Calendar, Run, Task
@@ -256,21 +256,22 @@ def _new_run(
 ) -> Run:
     key = idempotency_key(task.id, at)
     execute_at = at + timedelta(seconds=schedules.jitter_offset(task.schedule, key=key))
-    return Run(
-        task=task,
-        owner_id=task.owner_id,
-        scheduled_at=at,
-        execute_at=execute_at,
+    values = {
+        "task_id": task.pk,
+        "owner_id": task.owner_id,
+        "scheduled_at": at,
+        "execute_at": execute_at,
         # Counted from execute_at: jitter is a planned delay, not lateness.
-        missed_after=None if grace is None else execute_at + grace,
-        priority=task.priority,
-        max_attempts=task.max_attempts,
+        "missed_after": None if grace is None else execute_at + grace,
+        "priority": task.priority,
+        "max_attempts": task.max_attempts,
         **task.requests,
-        status=status,
-        finished_at=now if status == Run.Status.SKIPPED else None,
-        skip_kind=kind,
-        error=reason,
-    )
+        "status": status,
+        "finished_at": now if status == Run.Status.SKIPPED else None,
+        "skip_kind": kind,
+        "error": reason,
+    }
+    return instances.build(Run, values, related={"task": task})
 
 
 def occurrences_between(

@@ -3,6 +3,7 @@ a field the body does not take is a 400 naming it, and a bad choice lists the ch
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from typing import Any
 
@@ -22,9 +23,18 @@ def unknown_fields(data: Any, known: Any) -> dict[str, list[str]]:
 # misspelt optional field would otherwise be dropped without a word). No docstring: the schema
 # would show it as the description of every body without its own.
 class StrictSerializer(serializers.Serializer):
+    # The writable fields found once per serializer, not once per body and twice at that (the
+    # batch route validates 1,000 bodies with one serializer).
+    @functools.cached_property
+    def _writable(self) -> dict[str, serializers.Field]:
+        return {name: field for name, field in self.fields.items() if not field.read_only}
+
+    @property
+    def _writable_fields(self) -> list[serializers.Field]:
+        return list(self._writable.values())
+
     def to_internal_value(self, data: Any) -> Any:
-        writable = [name for name, field in self.fields.items() if not field.read_only]
-        unknown = unknown_fields(data, writable)
+        unknown = unknown_fields(data, self._writable)
         try:
             value = super().to_internal_value(data)
         except serializers.ValidationError as exc:

@@ -10,11 +10,11 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import QuerySet
 
-from tasks import audit, expectations, occurrences, schedules, task_fields
+from tasks import audit, expectations, instances, occurrences, schedules, task_fields
 from tasks.db import RUN_DUE_CHANNEL, TASK_CHANGED_CHANNEL, notify
 from tasks.exclusions import CalendarData
 from tasks.models import Run, Task
-from tasks.transitions import limits
+from tasks.transitions import inserts, limits
 from tasks.transitions.plan import plan_task
 
 MAX_BATCH = 1000
@@ -102,7 +102,7 @@ def create_task(*, owner: Any, data: dict, now: datetime) -> tuple[Task, bool]:
         with transaction.atomic():
             limits.resolve_task_keys(task, data)
             task.save()
-            expectations.sync([task], now=now)
+            expectations.sync([task], now=now, created=True)
             plan_now(task, now=now)
             audit.record(audit.entry("create", "task", task))
     except IntegrityError:
@@ -138,8 +138,16 @@ def create_tasks(*, owner: Any, items: list[dict], now: datetime) -> list[Task]:
         if key and (key in existing or key in seen):
             result.append(existing.get(key) or seen[key])
             continue
-        task = Task(owner=owner, dedup_key=key, schedule=item["schedule"])
-        task.schedule_type = item["schedule"]["type"]
+        task = instances.build(
+            Task,
+            {
+                "owner_id": owner.pk,
+                "dedup_key": key,
+                "schedule": item["schedule"],
+                "schedule_type": item["schedule"]["type"],
+            },
+            related={"owner": owner},
+        )
         apply_fields(task, item)
         task.next_unplanned_at = first_fire_at(task.schedule, now=now, calendars=calendars)
         if key:
@@ -152,10 +160,10 @@ def create_tasks(*, owner: Any, items: list[dict], now: datetime) -> list[Task]:
         for task, item in zip(new_tasks, new_items, strict=True):
             limits.resolve_task_keys(task, item, keys_known)
             runs.extend(occurrences.advance(task, now=now, horizon=horizon, calendars=calendars))
-        Task.objects.bulk_create(new_tasks)
-        expectations.sync(new_tasks, now=now)
+        inserts.insert(new_tasks)
+        expectations.sync(new_tasks, now=now, created=True)
         audit.record_all(audit.entry("create", "task", task) for task in new_tasks)
-        Run.objects.bulk_create(runs)
+        inserts.insert(runs)
         if runs:
             notify(RUN_DUE_CHANNEL)
         if scheduler_needed(new_tasks, now=now):

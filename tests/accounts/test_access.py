@@ -295,3 +295,23 @@ def test_memberships_are_read_once_per_request_and_again_by_the_next(teams) -> N
         return [*seen, access.role_in(me, web.pk)]
 
     assert access.MembershipsPerRequest(served)(object()) == [None, "viewer", None]  # type: ignore[arg-type]
+
+
+def test_a_batchs_bodies_read_the_default_team_and_a_named_team_once(teams) -> None:
+    """A service account's batch without `team` goes to its team, and one naming a team goes
+    to that team, each body alike; the account and the team are read once for the request,
+    not once per body."""
+    from accounts.teams import create_service_account
+
+    data, _ = teams
+    account = create_service_account(team=data, name="ci", role="editor")
+    api = client_for(account.user)
+    for named in ({}, {"team": "data"}):
+        body = {**HANDLER, **named}
+        with CaptureQueriesContext(connection) as queries:
+            made = api.post("/api/v1/tasks/batch", {"tasks": [body] * 3}, format="json")
+        assert made.status_code == 201, made.content
+        assert Task.objects.filter(pk__in=made.json()["ids"], team=data).count() == 3
+        for table in ('"accounts_serviceaccount"', '"accounts_team"'):
+            read = [q["sql"] for q in queries.captured_queries if f"FROM {table}" in q["sql"]]
+            assert len(read) <= 1, read
