@@ -62,16 +62,19 @@ BEGIN
 END
 $$
 
+-- Counts the tasks a statement inserts, once per statement.
 -- name: count_added
 CREATE OR REPLACE TRIGGER tasks_task_count_added
 AFTER INSERT ON tasks_task REFERENCING NEW TABLE AS added
 FOR EACH STATEMENT EXECUTE FUNCTION tasks_task_count()
 
+-- Counts the tasks a statement deletes (cascades from a deleted user included).
 -- name: count_removed
 CREATE OR REPLACE TRIGGER tasks_task_count_removed
 AFTER DELETE ON tasks_task REFERENCING OLD TABLE AS removed
 FOR EACH STATEMENT EXECUTE FUNCTION tasks_task_count()
 
+-- Moves a task's count when it changes owner or team; other updates fire nothing.
 -- name: count_moved
 CREATE OR REPLACE TRIGGER tasks_task_count_moved
 AFTER UPDATE OF owner_id, team_id ON tasks_task
@@ -79,6 +82,7 @@ FOR EACH ROW
 WHEN (OLD.owner_id IS DISTINCT FROM NEW.owner_id OR OLD.team_id IS DISTINCT FROM NEW.team_id)
 EXECUTE FUNCTION tasks_task_count()
 
+-- Empties the counts with the table.
 -- name: count_truncated
 CREATE OR REPLACE TRIGGER tasks_task_count_truncated
 AFTER TRUNCATE ON tasks_task
