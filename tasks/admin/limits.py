@@ -19,6 +19,17 @@ from tasks.models import ConcurrencyKey, RateKey
 from tasks.transitions import limits
 
 
+def counted(count: str, description: str, *, sortable: bool = True) -> Any:
+    """A column of one of the counts `limits.with_counts` puts on each key ("-" for none)."""
+
+    @admin.display(description=description, ordering=count if sortable else None)
+    def column(self: Any, key: Any) -> Any:
+        value = getattr(key, count)
+        return "-" if value is None else value
+
+    return column
+
+
 class LimitKeyAdmin(AuditedDeletes):
     kind: limits.Kind
     claimed: list[str]  # the columns claims keep on the key: shown, never saved from a form
@@ -49,9 +60,7 @@ class LimitKeyAdmin(AuditedDeletes):
         url = timeline_url(self.timeline_param, key.pk)
         return format_html('<a href="{}">Timeline</a>', url)
 
-    @admin.display(description="waiting (due)", ordering="waiting")
-    def waiting(self, key: Any) -> int:
-        return key.waiting
+    waiting = counted("waiting", "waiting (due)")
 
     def save_model(self, request: HttpRequest, obj: Any, form: Any, change: bool) -> None:
         if change:
@@ -63,6 +72,7 @@ class LimitKeyAdmin(AuditedDeletes):
         limits.record_created(self.kind, obj)  # in the admin's transaction
 
 
+# The kinds differ only in data: their limits and counts, and what claims keep on the key.
 @admin.register(ConcurrencyKey)
 class ConcurrencyKeyAdmin(LimitKeyAdmin):
     kind = limits.CONCURRENCY
@@ -70,10 +80,7 @@ class ConcurrencyKeyAdmin(LimitKeyAdmin):
     timeline_param = "key"
     list_display = ["name", "owner", "max_running", "declared", "running", "waiting"]
     list_display += ["updated_at", "timeline"]
-
-    @admin.display(description="running", ordering="running")
-    def running(self, key: Any) -> int:
-        return key.running
+    running = counted("running", "running")
 
 
 @admin.register(RateKey)
@@ -83,11 +90,5 @@ class RateKeyAdmin(LimitKeyAdmin):
     timeline_param = "rate_key"
     list_display = ["name", "owner", "rate_limit", "per_seconds", "used", "waiting"]
     list_display += ["next_start_at", "declared", "updated_at", "timeline"]
-
-    @admin.display(description="starts in the window", ordering="used")
-    def used(self, key: Any) -> int:
-        return key.used
-
-    @admin.display(description="next start at")
-    def next_start_at(self, key: Any) -> Any:
-        return key.next_start_at or "-"
+    used = counted("used", "starts in the window")
+    next_start_at = counted("next_start_at", "next start at", sortable=False)
