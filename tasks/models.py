@@ -418,6 +418,14 @@ class TaskSet(models.Model):
         return self.name
 
 
+def claimable_by_key(column: str, name: str) -> models.Index:
+    """A key's claimable runs in the claim's order (strict priority within a key)."""
+    condition = Q(status__in=CLAIMABLE_STATUSES, **{f"{column}__isnull": False})
+    return models.Index(
+        column, models.F("priority").desc(), "execute_at", "id", condition=condition, name=name
+    )
+
+
 class Run(models.Model):
     class Status(models.TextChoices):
         SCHEDULED = "scheduled"
@@ -548,24 +556,10 @@ class Run(models.Model):
                 condition=Q(status="running", concurrency_key_id__isnull=False),
                 name="run_key_running_idx",
             ),
-            models.Index(
-                "concurrency_key_id",
-                models.F("priority").desc(),
-                "execute_at",
-                "id",
-                condition=Q(status__in=CLAIMABLE_STATUSES, concurrency_key_id__isnull=False),
-                name="run_key_claimable_idx",
-            ),
+            claimable_by_key("concurrency_key_id", "run_key_claimable_idx"),
             # Rate-keyed runs only: a candidate's rank among its rate key's claimable runs, and
             # whether a full key has due runs waiting (the worker's wake-up).
-            models.Index(
-                "rate_key_id",
-                models.F("priority").desc(),
-                "execute_at",
-                "id",
-                condition=Q(status__in=CLAIMABLE_STATUSES, rate_key_id__isnull=False),
-                name="run_rate_claimable_idx",
-            ),
+            claimable_by_key("rate_key_id", "run_rate_claimable_idx"),
         ]
 
     def __str__(self) -> str:
