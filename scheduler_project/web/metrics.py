@@ -28,6 +28,7 @@ from prometheus_client.core import (
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.registry import Collector
 
+from scheduler_project.sql import queries
 from scheduler_project.web import request_metrics
 from tasks.db import is_unavailable
 from tasks.events import ALERTS, SKIP_KINDS
@@ -64,42 +65,11 @@ SELECT count(*),
   FROM tasks_run
  WHERE status IN ('scheduled', 'waiting_for_resource') AND execute_at <= now()
 """
-# The busiest concurrency keys (running plus due), at most KEY_METRICS_TOP of them, so the
-# series stay bounded however many keys users create; each count is one range of a keyed-runs
-# partial index, the due count capped at KEY_WAITING_CAP.
+# The busiest keys of each kind (tasks/sql/limits.sql, `busiest_*`), at most KEY_METRICS_TOP
+# of them, so the series stay bounded however many keys users create; the due count capped at
+# KEY_WAITING_CAP.
 KEY_METRICS_TOP = 50
 KEY_WAITING_CAP = 100_000
-_KEYS_SQL = """
-SELECT k.name, CASE WHEN k.owner_id IS NULL THEN 'global' ELSE k.owner_id::text END,
-       k.max_running, r.running, w.waiting
-  FROM tasks_concurrencykey k
- CROSS JOIN LATERAL (SELECT count(*) AS running FROM tasks_run
-                      WHERE concurrency_key_id = k.id AND status = 'running') r
- CROSS JOIN LATERAL (SELECT count(*) AS waiting FROM (
-                         SELECT FROM tasks_run
-                          WHERE concurrency_key_id = k.id
-                            AND status IN ('scheduled', 'waiting_for_resource')
-                            AND execute_at <= now()
-                          LIMIT %(cap)s) due) w
- ORDER BY r.running + w.waiting DESC, k.id
- LIMIT %(top)s
-"""
-# The busiest rate keys (starts in the window plus due), bounded as the concurrency keys are.
-_RATE_KEYS_SQL = """
-SELECT k.name, CASE WHEN k.owner_id IS NULL THEN 'global' ELSE k.owner_id::text END,
-       k.rate_limit, k.per_seconds, u.used, w.waiting
-  FROM tasks_ratekey k
- CROSS JOIN LATERAL (SELECT least(k.rate_limit, count(*)) AS used FROM unnest(k.starts) AS s(at)
-                      WHERE s.at > now() - make_interval(secs => k.per_seconds)) u
- CROSS JOIN LATERAL (SELECT count(*) AS waiting FROM (
-                         SELECT FROM tasks_run
-                          WHERE rate_key_id = k.id
-                            AND status IN ('scheduled', 'waiting_for_resource')
-                            AND execute_at <= now()
-                          LIMIT %(cap)s) due) w
- ORDER BY u.used + w.waiting DESC, k.id
- LIMIT %(top)s
-"""
 # run_running_idx, then the flag: only running runs are read.
 _ZOMBIE_SQL = "SELECT count(*) FROM tasks_run WHERE status = 'running' AND zombie_since IS NOT NULL"
 # Each count one partial index's range (workflow_run_running_idx, workflow_expect_idx).
@@ -210,19 +180,20 @@ _RATE_KEY_GAUGES = [
 
 
 def key_metrics(cursor: Any) -> Iterator[Metric]:
-    yield from _limit_key_gauges(cursor, _KEYS_SQL, _KEY_GAUGES)
+    yield from _limit_key_gauges(cursor, "busiest_concurrency_keys", _KEY_GAUGES)
 
 
 def rate_key_metrics(cursor: Any) -> Iterator[Metric]:
-    yield from _limit_key_gauges(cursor, _RATE_KEYS_SQL, _RATE_KEY_GAUGES)
+    yield from _limit_key_gauges(cursor, "busiest_rate_keys", _RATE_KEY_GAUGES)
 
 
 def _limit_key_gauges(
-    cursor: Any, sql: str, gauges: list[tuple[str, str]]
+    cursor: Any, statement: str, gauges: list[tuple[str, str]]
 ) -> list[GaugeMetricFamily]:
     labels = ["key", "owner"]
     families = [GaugeMetricFamily(name, text, labels=labels) for name, text in gauges]
     params = {"cap": KEY_WAITING_CAP, "top": KEY_METRICS_TOP}
+    sql = queries("tasks", "limits.sql")[statement]
     for key, owner, *values in _label_rows(cursor, sql, params):
         for family, value in zip(families, values, strict=True):
             family.add_metric([key, owner], value)

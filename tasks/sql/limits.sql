@@ -68,3 +68,34 @@ WITH full_keys AS (
       FROM tasks_ratekey k
      WHERE k.held_until > statement_timestamp()
 ), {held_by_full_key(r.rate_key_id, 'rate_key')}
+
+-- The metrics' busiest keys (scheduler_project/web/metrics.py): each count is one range of a
+-- keyed-runs partial index; a key's due runs are counted up to %(cap)s.
+-- name: due_capped(column)
+(SELECT count(*) AS waiting FROM (
+     SELECT FROM tasks_run
+      WHERE {column} = k.id AND status IN ('scheduled', 'waiting_for_resource')
+        AND execute_at <= now()
+      LIMIT %(cap)s) due)
+
+-- Concurrency keys by runs running plus due, with their limit.
+-- name: busiest_concurrency_keys
+SELECT k.name, CASE WHEN k.owner_id IS NULL THEN 'global' ELSE k.owner_id::text END,
+       k.max_running, r.running, w.waiting
+  FROM tasks_concurrencykey k
+ CROSS JOIN LATERAL (SELECT count(*) AS running FROM tasks_run
+                      WHERE concurrency_key_id = k.id AND status = 'running') r
+ CROSS JOIN LATERAL {due_capped(concurrency_key_id)} w
+ ORDER BY r.running + w.waiting DESC, k.id
+ LIMIT %(top)s
+
+-- Rate keys by starts in the window plus due, with their limit and window.
+-- name: busiest_rate_keys
+SELECT k.name, CASE WHEN k.owner_id IS NULL THEN 'global' ELSE k.owner_id::text END,
+       k.rate_limit, k.per_seconds, u.used, w.waiting
+  FROM tasks_ratekey k
+ CROSS JOIN LATERAL (SELECT least(k.rate_limit, count(*)) AS used FROM unnest(k.starts) AS s(at)
+                      WHERE s.at > now() - make_interval(secs => k.per_seconds)) u
+ CROSS JOIN LATERAL {due_capped(rate_key_id)} w
+ ORDER BY u.used + w.waiting DESC, k.id
+ LIMIT %(top)s
