@@ -31,13 +31,26 @@ def counted(count: str, description: str, *, sortable: bool = True) -> Any:
 
 
 class LimitKeyAdmin(AuditedDeletes):
+    """One admin for both kinds; a kind's admin gives only its data: `kind` (its limits and
+    counts become columns), `claimed` (the columns claims keep on the key: shown, never saved
+    from a form) and `timeline_param` (the timeline's parameter for its keys)."""
+
     kind: limits.Kind
-    claimed: list[str]  # the columns claims keep on the key: shown, never saved from a form
-    timeline_param: str  # the timeline's parameter for a key of this kind
+    claimed: list[str]
+    timeline_param: str
     list_filter = ["declared", ("owner", admin.EmptyFieldListFilter)]
     search_fields = ["name"]
     ordering = ["name", "id"]
     list_select_related = ["owner"]  # the owner column: one join, not a query per key
+    running = counted("running", "running")
+    used = counted("used", "starts in the window")
+    next_start_at = counted("next_start_at", "next start at", sortable=False)
+    waiting = counted("waiting", "waiting (due)")
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        columns = [*cls.kind.limits.values(), *cls.kind.counts(), "waiting", "declared"]
+        cls.list_display = ["name", "owner", *columns, "updated_at", "timeline"]
 
     def get_fields(self, request: HttpRequest, obj: Any = None) -> Any:
         fields = ["owner", "name", *self.kind.limits.values(), "declared", *self.claimed]
@@ -60,8 +73,6 @@ class LimitKeyAdmin(AuditedDeletes):
         url = timeline_url(self.timeline_param, key.pk)
         return format_html('<a href="{}">Timeline</a>', url)
 
-    waiting = counted("waiting", "waiting (due)")
-
     def save_model(self, request: HttpRequest, obj: Any, form: Any, change: bool) -> None:
         if change:
             given = {name: getattr(obj, column) for name, column in self.kind.limits.items()}
@@ -72,23 +83,11 @@ class LimitKeyAdmin(AuditedDeletes):
         limits.record_created(self.kind, obj)  # in the admin's transaction
 
 
-# The kinds differ only in data: their limits and counts, and what claims keep on the key.
 @admin.register(ConcurrencyKey)
 class ConcurrencyKeyAdmin(LimitKeyAdmin):
-    kind = limits.CONCURRENCY
-    claimed = ["admitted"]
-    timeline_param = "key"
-    list_display = ["name", "owner", "max_running", "declared", "running", "waiting"]
-    list_display += ["updated_at", "timeline"]
-    running = counted("running", "running")
+    kind, claimed, timeline_param = limits.CONCURRENCY, ["admitted"], "key"
 
 
 @admin.register(RateKey)
 class RateKeyAdmin(LimitKeyAdmin):
-    kind = limits.RATE
-    claimed = ["held_until"]
-    timeline_param = "rate_key"
-    list_display = ["name", "owner", "rate_limit", "per_seconds", "used", "waiting"]
-    list_display += ["next_start_at", "declared", "updated_at", "timeline"]
-    used = counted("used", "starts in the window")
-    next_start_at = counted("next_start_at", "next start at", sortable=False)
+    kind, claimed, timeline_param = limits.RATE, ["held_until"], "rate_key"
