@@ -142,16 +142,25 @@ def resolve(kind: Kind, owner: Any, value: dict, *, team_id: int | None = None) 
         if found is None:  # validated, but an operator may have just removed it
             raise ValueError(f"no global {kind.noun} {name!r}")
         return found.pk
-    columns = {column: value[limit] for limit, column in kind.limits.items()}
-    if team_id is None:
-        lookup: dict[str, Any] = {"owner": owner, "team": None}
-    else:
-        lookup, columns = {"team_id": team_id}, {**columns, "owner": owner}
+    lookup, columns = _namespace(kind, owner, value, team_id=team_id)
     key, created = kind.model.objects.get_or_create(**lookup, name=name, defaults=columns)
     changed = any(getattr(key, column) != v for column, v in columns.items())
     if not created and not key.declared and changed:
         set_limits(kind, key, value, declared=False)
     return key.pk
+
+
+def _namespace(
+    kind: Kind, owner: Any, limits: dict, *, team_id: int | None, scope: str = "owner"
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Where a key of that scope lives (a global one, `team_id`'s or `owner`'s own) and the
+    columns a new one is made with: its limits, and `owner` as who made a team's."""
+    columns = {column: limits[limit] for limit, column in kind.limits.items()}
+    if scope == GLOBAL:
+        return {"owner": None, "team": None}, columns
+    if team_id is None:
+        return {"owner": owner, "team": None}, columns
+    return {"team_id": team_id}, {**columns, "owner": owner}
 
 
 def visible_keys(kind: Kind, owner: Any) -> QuerySet[Any]:
@@ -172,13 +181,8 @@ def declare(
 ) -> tuple[Any, bool]:
     """Create (or set the limits of) a key, declared: its limits win over the tasks'. The key
     is `team`'s when one is given (made by `owner` if new), else `owner`'s, or a global one."""
-    columns = {column: limits[limit] for limit, column in kind.limits.items()}
-    if scope == GLOBAL:
-        lookup: dict[str, Any] = {"owner": None, "team": None}
-    elif team is None:
-        lookup = {"owner": owner, "team": None}
-    else:
-        lookup, columns = {"team": team}, {**columns, "owner": owner}
+    team_id = None if team is None else team.pk
+    lookup, columns = _namespace(kind, owner, limits, team_id=team_id, scope=scope)
     with transaction.atomic():
         key, created = kind.model.objects.get_or_create(
             **lookup, name=name, defaults={**columns, "declared": True}
