@@ -20,6 +20,7 @@ tasks/admission/concurrency_key.py tasks/admission/rate_key.py"
     done
     region tasks/models.py '^class (LimitKey|ConcurrencyKey)[(]' '^class Task[(]' | count "tasks/models.py (key models)"
     region tasks/models.py 'Keyed runs only' '^        []]' | count "tasks/models.py (Run's key indexes)"
+    region tasks/models.py '^def claimable_by_key' '^class Run[(]' | count "tasks/models.py (claimable_by_key)"
     region tasks/api/serializers.py '^KEY_NAME' '^class TaskInputSerializer' | count "tasks/api/serializers.py (key serializers)"
     region tasks/admin.py '^@admin.register[(]ConcurrencyKey[)]' '^@admin.register[(](Task|Run|Process)[)]' | count "tasks/admin.py (ConcurrencyKeyAdmin)"
     show tasks/api/urls.py | grep -E 'concurrency|rate_limit|rate-limit|limit_views' | count "tasks/api/urls.py (routes)"
