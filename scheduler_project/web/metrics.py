@@ -158,46 +158,38 @@ def queue_metrics(cursor: Any) -> Iterator[Metric]:
     )
 
 
-# Each kind of limit key's gauges, labelled by key and owner, in the order of its query's
-# columns after those two.
-_KEY_GAUGES = [
-    ("scheduler_concurrency_key_limit", "A concurrency key's limit."),
-    ("scheduler_concurrency_key_running", "Runs of a concurrency key running."),
-    (
-        "scheduler_concurrency_key_waiting",
-        "Runs of a concurrency key due and not started (held by the key or queued).",
-    ),
-]
-_RATE_KEY_GAUGES = [
-    ("scheduler_rate_limit_limit", "A rate key's limit: starts per window."),
-    ("scheduler_rate_limit_window_seconds", "A rate key's window."),
-    ("scheduler_rate_limit_used", "Runs of a rate key started in its window now."),
-    (
-        "scheduler_rate_limit_waiting",
-        "Runs of a rate key due and not started (held by the key or queued).",
-    ),
-]
+# Each kind of limit key's statement (tasks/sql/limits.sql) and gauges, labelled by key and
+# owner, in the order of the statement's columns after those two.
+_KEY_GAUGES = {
+    "busiest_concurrency_keys": [
+        ("scheduler_concurrency_key_limit", "A concurrency key's limit."),
+        ("scheduler_concurrency_key_running", "Runs of a concurrency key running."),
+        (
+            "scheduler_concurrency_key_waiting",
+            "Runs of a concurrency key due and not started (held by the key or queued).",
+        ),
+    ],
+    "busiest_rate_keys": [
+        ("scheduler_rate_limit_limit", "A rate key's limit: starts per window."),
+        ("scheduler_rate_limit_window_seconds", "A rate key's window."),
+        ("scheduler_rate_limit_used", "Runs of a rate key started in its window now."),
+        (
+            "scheduler_rate_limit_waiting",
+            "Runs of a rate key due and not started (held by the key or queued).",
+        ),
+    ],
+}
 
 
 def key_metrics(cursor: Any) -> Iterator[Metric]:
-    yield from _limit_key_gauges(cursor, "busiest_concurrency_keys", _KEY_GAUGES)
-
-
-def rate_key_metrics(cursor: Any) -> Iterator[Metric]:
-    yield from _limit_key_gauges(cursor, "busiest_rate_keys", _RATE_KEY_GAUGES)
-
-
-def _limit_key_gauges(
-    cursor: Any, statement: str, gauges: list[tuple[str, str]]
-) -> list[GaugeMetricFamily]:
-    labels = ["key", "owner"]
-    families = [GaugeMetricFamily(name, text, labels=labels) for name, text in gauges]
     params = {"cap": KEY_WAITING_CAP, "top": KEY_METRICS_TOP}
-    sql = queries("tasks", "limits.sql")[statement]
-    for key, owner, *values in _label_rows(cursor, sql, params):
-        for family, value in zip(families, values, strict=True):
-            family.add_metric([key, owner], value)
-    return families
+    for statement, gauges in _KEY_GAUGES.items():
+        families = [GaugeMetricFamily(name, text, labels=["key", "owner"]) for name, text in gauges]
+        sql = queries("tasks", "limits.sql")[statement]
+        for key, owner, *values in _label_rows(cursor, sql, params):
+            for family, value in zip(families, values, strict=True):
+                family.add_metric([key, owner], value)
+        yield from families
 
 
 def counter_metrics(cursor: Any) -> Iterator[Metric]:
@@ -385,7 +377,6 @@ class DatabaseCollector(Collector):
                 for source in (
                     queue_metrics,
                     key_metrics,
-                    rate_key_metrics,
                     counter_metrics,
                     health_metrics,
                     lateness_metrics,
