@@ -22,6 +22,7 @@ from notifications.models import Channel, Notification
 from notifications.transports.base import TransportError, TransportSettings, get_transport
 from scheduler_project.sql import queries
 from tasks import audit
+from tasks.db import prepared_cursor
 from tasks.models import Attempt
 from tasks.outbox import NOTIFICATION_CHANNEL
 
@@ -62,8 +63,12 @@ def retry_delay(attempts: int, *, rng: random.Random | None = None) -> float:
 
 
 def claim(*, limit: int, now: datetime) -> dict[UUID, int]:
-    """Claim up to `limit` due pending notifications; returns {id: attempt number}."""
-    with transaction.atomic(), connection.cursor() as cursor:
+    """Claim up to `limit` due pending notifications; returns {id: attempt number}. One
+    statement: in autocommit its own transaction."""
+    # Every deliverer claims on every NOTIFY of the channel, mostly finding nothing: prepared, so
+    # the statement is planned once per connection, not on each wake-up (bench/NOTEBOOK.md,
+    # "Planned once per connection").
+    with prepared_cursor() as cursor:
         lease = settings.NOTIFICATIONS_LEASE_SECONDS
         cursor.execute(SQL["claim"], {"now": now, "limit": limit, "lease": lease})
         return dict(cursor.fetchall())
@@ -170,7 +175,7 @@ def _record(results: list[Result], *, claimed: dict[UUID, int], now: datetime) -
             outcome,
             f" error={result.error[:200]!r}" if result.error else "",
         )
-    with connection.cursor() as cursor:
+    with prepared_cursor() as cursor:
         cursor.execute(SQL["record"], values)
 
 
@@ -178,7 +183,7 @@ def _release(untried: list[Notification], claimed: dict[UUID, int]) -> None:
     if not untried:
         return
     logger.info("stopping: %d claimed notifications given back untried", len(untried))
-    with connection.cursor() as cursor:
+    with prepared_cursor() as cursor:
         cursor.execute(
             SQL["release"],
             {"ids": [n.id for n in untried], "attempts": [claimed[n.id] for n in untried]},
@@ -187,12 +192,9 @@ def _release(untried: list[Notification], claimed: dict[UUID, int]) -> None:
 
 def seconds_until_next_due() -> float | None:
     """Seconds (database clock) until the earliest pending notification may be tried."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT extract(epoch FROM min(next_attempt_at) - clock_timestamp())::float8"
-            " FROM notifications_notification WHERE status = 'pending'"
-        )
-        return cursor.fetchone()[0]
+    with prepared_cursor() as cursor:  # after every wake-up of every deliverer, as the claim
+        cursor.execute(SQL["seconds_until_next_due"], {})
+        return cursor.fetchall()[0][0]
 
 
 def resend(*, ids: list[Any], now: datetime) -> int:

@@ -40,3 +40,8 @@ UPDATE notifications_notification n
    SET attempts = n.attempts - 1, next_attempt_at = clock_timestamp()
   FROM unnest(%(ids)s::uuid[], %(attempts)s::int[]) AS v(id, attempts)
  WHERE n.id = v.id AND n.status = 'pending' AND n.attempts = v.attempts
+
+-- Seconds (database clock) until the earliest pending notification may be tried; NULL: none.
+-- name: seconds_until_next_due
+SELECT extract(epoch FROM min(next_attempt_at) - clock_timestamp())::float8
+  FROM notifications_notification WHERE status = 'pending'

@@ -699,8 +699,9 @@ SELECT least(
                 ORDER BY execute_at LIMIT 1) AS first))
 
 -- How long a worker may sleep: the earliest claimable run it could hold at all (within its
--- totals, executables only with a sandbox), due later than %(later_than)s seconds from now
--- (-1e9: any) and not before the worker's claim floor %(since)s (NULL: none).
+-- totals, executables only with a sandbox: {executables} written in, as in the claim, so the
+-- generic plan is kept), due later than %(later_than)s seconds from now (-1e9: any) and not
+-- before the worker's claim floor %(since)s (NULL: none).
 -- name: seconds_until_next_due
 SELECT extract(epoch FROM min(first.execute_at) - clock_timestamp())::float8
   FROM generate_series(0, 9) AS p(priority)
@@ -710,7 +711,7 @@ SELECT extract(epoch FROM min(first.execute_at) - clock_timestamp())::float8
           AND execute_at > statement_timestamp() + make_interval(secs => %(later_than)s)
           AND execute_at >= coalesce(%(since)s::timestamptz, '-infinity')
           AND cpu_millis <= %(cpu_total)s AND memory_bytes <= %(memory_total)s
-          AND (%(executables)s
+          AND ({executables} = 1
                OR (SELECT t.kind FROM tasks_task t
                     WHERE t.id = tasks_run.task_id) <> 'executable')
         ORDER BY execute_at LIMIT 1) AS first
@@ -731,7 +732,7 @@ SELECT least(min(first.execute_at), statement_timestamp()) - make_interval(secs 
        SELECT execute_at FROM tasks_run
         WHERE status IN ('scheduled', 'waiting_for_resource') AND priority = p.priority
           AND cpu_millis <= %(cpu_total)s AND memory_bytes <= %(memory_total)s
-          AND (%(executables)s
+          AND ({executables} = 1
                OR (SELECT t.kind FROM tasks_task t
                     WHERE t.id = tasks_run.task_id) <> 'executable')
         ORDER BY execute_at LIMIT 1) AS first ON true

@@ -17,7 +17,6 @@ from typing import Any
 from uuid import UUID
 
 from django.conf import settings
-from django.db import connection
 from psycopg.rows import dict_row
 
 from scheduler_project.sql import queries
@@ -266,13 +265,14 @@ def seconds_until_next_due(
     params = {
         "cpu_total": capacity.cpu_total,
         "memory_total": capacity.memory_total,
-        "executables": capacity.executables,
         "later_than": -1e9 if later_than is None else later_than,
         "since": since,
     }
-    with connection.cursor() as cursor:
-        cursor.execute(SQL["seconds_until_next_due"], params)
-        return cursor.fetchone()[0]
+    # Prepared like the claim: an idle worker asks after every claim, and planning the
+    # statement cost more than running it (bench/NOTEBOOK.md, "Planned once per connection").
+    with prepared_cursor() as cursor:
+        cursor.execute(_idle_sql("seconds_until_next_due", capacity.executables), params)
+        return cursor.fetchall()[0][0]
 
 
 def claim_floor(capacity: Capacity = NO_LIMIT, *, margin_seconds: float) -> Floor:
@@ -283,12 +283,20 @@ def claim_floor(capacity: Capacity = NO_LIMIT, *, margin_seconds: float) -> Floo
     params = {
         "cpu_total": capacity.cpu_total,
         "memory_total": capacity.memory_total,
-        "executables": capacity.executables,
         "margin": margin_seconds,
     }
-    with connection.cursor() as cursor:
-        cursor.execute(SQL["claim_floor"], params)
-        return Floor(since=cursor.fetchone()[0])
+    with prepared_cursor() as cursor:
+        cursor.execute(_idle_sql("claim_floor", capacity.executables), params)
+        return Floor(since=cursor.fetchall()[0][0])
+
+
+@functools.cache
+def _idle_sql(name: str, executables: bool) -> str:
+    """`seconds_until_next_due` or `claim_floor` for a worker that can (or cannot) run
+    executables: written in, as in claim_sql, because as a parameter the generic plan costs the
+    task lookup that a plan for `true` drops, and PostgreSQL's `auto` planned it again on every
+    call."""
+    return SQL.render(name, executables=int(executables))
 
 
 @dataclass(frozen=True)

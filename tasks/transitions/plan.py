@@ -90,8 +90,13 @@ def plan_due_tasks(*, now: datetime, batch: int = 500) -> PlanResult:
     """
     horizon = now + timedelta(seconds=settings.TASKS_LOOKAHEAD_SECONDS)
     with transaction.atomic():
+        # FOR NO KEY UPDATE, the lock the pass's own UPDATE of the tasks takes: it excludes the
+        # other schedulers and every change of a task as FOR UPDATE did, but not the foreign key
+        # check of a row naming the task (FOR KEY SHARE). Under FOR UPDATE, a worker committing
+        # a run's notifications, or an API creating a run, waited for the whole pass at its
+        # commit (bench/NOTEBOOK.md, "Planned once per connection").
         due = list(
-            Task.objects.select_for_update(skip_locked=True)
+            Task.objects.select_for_update(skip_locked=True, no_key=True)
             .filter(status=Task.Status.ACTIVE, next_unplanned_at__lte=horizon)
             .order_by("next_unplanned_at")[:batch]
         )

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from aiosmtpd.controller import Controller
+from django.db import connection
 from django.test import override_settings
 
 from notifications import services
@@ -373,3 +374,32 @@ def test_an_overdue_workflow_is_delivered_naming_the_workflow(
     # Deleting the workflow deletes its notifications.
     assert api.delete(f"/api/v1/workflows/{created['id']}").status_code == 204
     assert not Notification.objects.exists()
+
+
+def _plans(fragment: str) -> list[tuple[int, int]]:
+    """(generic, custom) plans of this connection's prepared statements containing `fragment`."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT generic_plans, custom_plans FROM pg_prepared_statements"
+            " WHERE strpos(statement, %s) > 0",
+            [fragment],
+        )
+        return cursor.fetchall()
+
+
+@pytest.mark.not_through_pgbouncer(
+    reason="with DATABASE_PREPARED_STATEMENTS=false nothing is prepared: no plan is kept"
+)
+def test_a_deliverers_wake_up_is_planned_once_per_connection(receiver: Receiver, user) -> None:
+    # Every deliverer claims and asks when the next retry is due on every NOTIFY of the channel,
+    # mostly finding nothing: each statement is prepared on the connection and its generic plan
+    # kept, where a statement bound on the client was planned on every wake-up.
+    pending_for(webhook_channel(receiver, user), ["succeeded"])
+    now = db_now()
+    for i in range(8):
+        services.claim(limit=10, now=now + timedelta(seconds=i))
+        services.seconds_until_next_due()
+
+    for fragment in ("SET attempts = n.attempts + 1", "min(next_attempt_at) - clock_timestamp()"):
+        [(generic, custom)] = _plans(fragment)
+        assert generic >= 3 and custom <= 5, (fragment, generic, custom)

@@ -50,6 +50,7 @@ class Command(BaseCommand):
             raise CommandError("--concurrency must be at least 1")
         cpu = _quantity("--cpu", options["cpu"], resources.cpu_millis)
         memory = _quantity("--memory", options["memory"], resources.memory_bytes)
+        kept_connections()
         generic_plans()
         stop = threading.Event()
         install_stop_signals(stop)
@@ -101,6 +102,22 @@ def _quantity(flag: str, text: str, measure: Callable[[str], int]) -> int | None
         return measure(text.strip())
     except resources.QuantityError as exc:
         raise CommandError(f"{flag} {text!r}: {exc}") from None
+
+
+def kept_connections() -> None:
+    """The worker keeps its connections while they work, instead of renewing them every
+    DATABASE_CONN_MAX_AGE (which, when set, still decides). Each new connection prepares and
+    plans every variant of the claim and the cycle again (one per batch size and typing of its
+    parameters, about 30 a worker): renewed every minute, that was most of the cycle's plans
+    (bench/NOTEBOOK.md, "Planned once per connection"). The age limit serves the API's reads
+    from a standby; a worker's connection is to the primary, and one to a server that turned
+    read-only is dropped anyway (scheduler_project/postgresql/base.py). Called before
+    generic_plans, which closes the connections opened so far."""
+    if "DATABASE_CONN_MAX_AGE" in os.environ:
+        return
+    for alias in connections:
+        connections[alias].settings_dict["CONN_MAX_AGE"] = None
+    connections.close_all()  # a connection opened before (the checks) would keep its age
 
 
 def generic_plans() -> None:

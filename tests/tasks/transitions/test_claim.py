@@ -117,3 +117,24 @@ def test_the_workers_cycle_is_planned_once_per_connection() -> None:
         )
         [(generic, custom)] = cursor.fetchall()
     assert generic >= 3, (generic, custom)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_idle_workers_reads_are_planned_once_per_connection() -> None:
+    # An idle worker asks when the next run is due after every claim, and finds its claim floor
+    # every second: prepared on the connection, each keeps its generic plan, where a statement
+    # bound on the client was planned on every call.
+    RunFactory(priority=3)
+    for i in range(8):
+        claim.seconds_until_next_due(later_than=float(i))
+        claim.claim_floor(margin_seconds=10.0 + i)
+
+    for fragment in ("min(first.execute_at) - clock_timestamp()", "least(min(first.execute_at)"):
+        with prepared_cursor() as cursor:
+            cursor.execute(
+                "SELECT generic_plans, custom_plans FROM pg_prepared_statements"
+                " WHERE strpos(statement, %(fragment)s) > 0",
+                {"fragment": fragment},
+            )
+            [(generic, custom)] = cursor.fetchall()
+        assert generic >= 3 and custom <= 5, (fragment, generic, custom)
