@@ -37,11 +37,13 @@ class StrictSerializer(serializers.Serializer):
         return list(self._writable.values())
 
     @functools.cached_property
-    def _plan(self) -> list[tuple[serializers.Field, Any, bool, bool]]:
-        """Per writable field: its `validate_<name>` method, whether DRF's own code decides what
-        an absent key means (`_drf_absent`), and whether it is optional with no default."""
+    def _plan(self) -> list[tuple[str, serializers.Field, Any, bool, bool]]:
+        """Per writable field: its name, itself, its `validate_<name>` method, whether DRF's own
+        code decides what an absent key means (`_drf_absent`), and whether it is optional with
+        no default."""
         return [
             (
+                name,
                 field,
                 getattr(self, "validate_" + name, None),
                 _drf_absent(field),
@@ -60,17 +62,17 @@ class StrictSerializer(serializers.Serializer):
         partial = getattr(self.root, "partial", False)
         value: dict[str, Any] = {}
         errors: dict[str, Any] = {}
-        for field, validate, drf_absent, optional in self._plan:
-            if drf_absent and (optional or partial) and field.field_name not in data:
+        for name, field, validate, drf_absent, optional in self._plan:
+            if drf_absent and (optional or partial) and name not in data:
                 continue
             try:
                 validated = field.run_validation(field.get_value(data))
                 if validate is not None:
                     validated = validate(validated)
             except serializers.ValidationError as exc:
-                errors[field.field_name] = exc.detail
+                errors[name] = exc.detail
             except DjangoValidationError as exc:
-                errors[field.field_name] = get_error_detail(exc)
+                errors[name] = get_error_detail(exc)
             except SkipField:
                 pass
             else:
@@ -95,7 +97,7 @@ class StrictSerializer(serializers.Serializer):
 # The implementations under which a key absent from a body that is not an HTML form reaches
 # `Field.validate_empty_values` as `empty`: skipped for a partial update, required, else the
 # default or skipped (`get_default`). A field with any other is validated as DRF does.
-_DRF_ABSENT = {
+_DRF_ABSENT: dict[str, set[Any]] = {
     "get_value": {
         fields.Field.get_value,
         fields.JSONField.get_value,
