@@ -244,9 +244,17 @@ def record_all(entries: Iterable[Entry]) -> None:
                 "object_names": [one.object_name for one in rows],
                 "owner_ids": [one.owner_id for one in rows],
                 "team_ids": [one.team_id for one in rows],
-                "changes": [json.dumps(one.changes, cls=DjangoJSONEncoder) for one in rows],
+                "changes": [_changes_json(one.changes) for one in rows],
             },
         )
+
+
+def _changes_json(changes: dict[str, Any]) -> str:
+    # A create's entry has none: the encoder's setup per entry was a tenth of the batch route's
+    # audit for 1,000 tasks.
+    if type(changes) is dict and not changes:
+        return "{}"
+    return json.dumps(changes, cls=DjangoJSONEncoder)
 
 
 def _who() -> dict[str, Any]:

@@ -5,6 +5,11 @@ rows it reads: positionally, every field's value given.
 key; for the 1,000 tasks of a batch and their 1,000 runs that cost the API more CPU than
 inserting them (tasks/transitions/inserts.py). A field `values` leaves out takes its default, as
 with keywords.
+
+A field's default that is the same value every time (a constant, NULL, "") is read once per
+model: `Field.get_default` hands out the one object a non-callable default names, so an instance
+gets what `Model(**values)` would give it; a callable default (a new id, a new dict) is called
+for every instance.
 """
 
 from __future__ import annotations
@@ -23,20 +28,36 @@ def build(model: type[M], values: dict[str, Any], *, related: dict[str, Model] |
     `task`), each other field at its default. `related` names instances to keep as the foreign
     keys' related objects (`{"task": task}`), as `Model(task=task)` does; their ids must be in
     `values`."""
-    fields = _fields(model)
-    if unknown := values.keys() - _names(model):
+    template, called, index = _plan(model)
+    if unknown := values.keys() - index.keys():
         raise TypeError(f"{model.__name__} has no fields {sorted(unknown)}")
-    obj = model(*[values[name] if name in values else default() for name, default in fields])
+    args = template.copy()
+    for position, name, default in called:
+        if name not in values:
+            args[position] = default()
+    for name, value in values.items():
+        args[index[name]] = value
+    obj = model(*args)
     for name, other in (related or {}).items():
         model._meta.get_field(name).set_cached_value(obj, other)  # type: ignore[union-attr]
     return obj
 
 
 @functools.cache
-def _fields(model: type[Model]) -> tuple[tuple[str, Callable[[], Any]], ...]:
-    return tuple((field.attname, field.get_default) for field in model._meta.concrete_fields)
-
-
-@functools.cache
-def _names(model: type[Model]) -> frozenset[str]:
-    return frozenset(name for name, _ in _fields(model))
+def _plan(
+    model: type[Model],
+) -> tuple[list[Any], list[tuple[int, str, Callable[[], Any]]], dict[str, int]]:
+    """The arguments of an instance of `model` with every default that is the same each time,
+    the defaults to call per instance (position, attribute, default), and each attribute's
+    position."""
+    template: list[Any] = []
+    called = []
+    for position, field in enumerate(model._meta.concrete_fields):
+        # As Field.get_default reads them: `default` first, then `db_default` (an expression).
+        if callable(field.default) if field.has_default() else field.has_db_default():
+            called.append((position, field.attname, field.get_default))
+            template.append(None)
+        else:
+            template.append(field.get_default())
+    index = {field.attname: i for i, field in enumerate(model._meta.concrete_fields)}
+    return template, called, index

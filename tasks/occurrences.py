@@ -254,8 +254,10 @@ def _new_run(
     now: datetime,
     grace: timedelta | None,
 ) -> Run:
-    key = idempotency_key(task.id, at)
-    execute_at = at + timedelta(seconds=schedules.jitter_offset(task.schedule, key=key))
+    execute_at = at
+    if task.schedule.get("jitter"):  # the key only seeds the jitter: made when there is one
+        key = idempotency_key(task.id, at)
+        execute_at += timedelta(seconds=schedules.jitter_offset(task.schedule, key=key))
     values = {
         "task_id": task.pk,
         "owner_id": task.owner_id,

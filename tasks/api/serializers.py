@@ -56,22 +56,41 @@ class PriorityField(serializers.Field):
         return value
 
 
-def check_storable_json(value: Any) -> None:
+def check_storable_json(value: Any) -> bool:
     """Refuse JSON that PostgreSQL's jsonb cannot store (NUL characters, lone surrogates) or that
-    is nested so deeply that encoding it would exhaust Python's stack; both used to be a 500."""
+    is nested so deeply that encoding it would exhaust Python's stack; both used to be a 500.
+
+    Returns whether `value` is made of JSON's own types alone (dicts with text keys, lists, text,
+    integers of 64 bits at most, finite floats, booleans, null), which the standard library's
+    encoder writes without fail: what a parsed request body is."""
+    plain = True
     stack = [(value, 1)]
     while stack:
         item, depth = stack.pop()
         if depth > MAX_JSON_DEPTH:
             raise serializers.ValidationError(f"Nested too deeply (at most {MAX_JSON_DEPTH}).")
         if isinstance(item, dict):
+            plain = plain and type(item) is dict
             for key, child in item.items():
                 _check_text(key)
+                plain = plain and type(key) is str
                 stack.append((child, depth + 1))
         elif isinstance(item, list):
+            plain = plain and type(item) is list
             stack.extend((child, depth + 1) for child in item)
         else:
             _check_text(item)
+            plain = plain and _plain_scalar(item)
+    return plain
+
+
+def _plain_scalar(value: Any) -> bool:
+    kind = type(value)
+    if kind is str or kind is bool or value is None:
+        return True
+    if kind is int:  # the encoder refuses more than 4,300 digits
+        return -(2**63) <= value < 2**64
+    return kind is float and math.isfinite(value)
 
 
 def _check_text(value: Any) -> None:
@@ -94,7 +113,10 @@ class JSONFormField(serializers.JSONField):
                 data = json.loads(data)
             except (ValueError, RecursionError):
                 raise serializers.ValidationError("Must be valid JSON.") from None
-        check_storable_json(data)
+        if check_storable_json(data) and not self.binary:
+            # What DRF's JSONField returns once `json.dumps` has not failed: for plain JSON it
+            # cannot, and the encoding was a sixth of validating a task body.
+            return data
         return super().to_internal_value(data)
 
 

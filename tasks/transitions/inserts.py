@@ -6,6 +6,16 @@ per column, element by element) cost more CPU than the rest of the batch route; 
 dict of its instance's attributes and the array is encoded in one `json.dumps`. Fields that
 compute their value when saved (`auto_now`, `auto_now_add`, a file to commit) go through their
 own `pre_save`, as the ORM's save does. No signals are sent, as with `bulk_create`.
+
+The array is written by orjson, ten times faster than the standard library's encoder with a
+`default` per datetime and id (which took a quarter of the batch route's `create_tasks`); the
+text PostgreSQL reads is the same: orjson writes ids and datetimes as `str` and `isoformat` do,
+but an offset of seconds (a zone's local mean time before 1900), which it rounds to the minute:
+a datetime column not in UTC is written by `isoformat` beforehand. Anything orjson refuses (an
+integer wider than 64 bits in a payload, text with a lone surrogate) is written by the standard
+library's encoder instead, so the JSON, or its error, is what it was. orjson writes NaN as null
+where `allow_nan=False` refuses it: no float of a validated body is NaN (DRF's FloatField and
+JSONField refuse it).
 """
 
 from __future__ import annotations
@@ -14,12 +24,13 @@ import functools
 import json
 import uuid
 from collections.abc import Sequence
-from datetime import date, datetime
+from datetime import UTC, date, datetime
 from decimal import Decimal
 from typing import Any
 
+import orjson
 from django.db import connection
-from django.db.models import DateField, Field, Model
+from django.db.models import DateField, DateTimeField, Field, Model
 
 from scheduler_project.sql import queries
 from tasks.models import Run, Task
@@ -44,14 +55,22 @@ def insert(objs: Sequence[Model]) -> None:
 def rows_json(objs: Sequence[Model]) -> str:
     """The JSON array of `objs`' rows, each an object of every column of their table."""
     plain, saved = _columns(type(objs[0]))
+    times = _datetime_columns(type(objs[0]))
     rows = []
     for obj in objs:
         values = vars(obj)
         row = {column: values[attname] for column, attname in plain}
         for column, field in saved:
             row[column] = field.get_prep_value(field.pre_save(obj, True))
+        for column in times:
+            at = row[column]
+            if isinstance(at, datetime) and at.tzinfo is not UTC:
+                row[column] = at.isoformat()
         rows.append(row)
-    return json.dumps(rows, default=_json_value, allow_nan=False)
+    try:
+        return orjson.dumps(rows, default=_json_value).decode()
+    except orjson.JSONEncodeError:
+        return json.dumps(rows, default=_json_value, allow_nan=False)
 
 
 @functools.cache
@@ -67,6 +86,15 @@ def _columns(model: type[Model]) -> tuple[list[tuple[str, str]], list[tuple[str,
         else:
             plain.append((column, field.attname))
     return plain, saved
+
+
+@functools.cache
+def _datetime_columns(model: type[Model]) -> tuple[str, ...]:
+    return tuple(
+        str(field.column)
+        for field in model._meta.concrete_fields
+        if isinstance(field, DateTimeField)
+    )
 
 
 def _computed_when_saved(field: Field) -> bool:

@@ -30,3 +30,14 @@ def test_a_built_instance_has_the_values_given_and_every_other_default() -> None
 def test_a_name_that_is_no_field_is_refused() -> None:
     with pytest.raises(TypeError, match="task"):
         instances.build(Run, {"task": None})
+
+
+def test_defaults_are_the_ones_the_model_gives_and_a_callable_one_is_called_each_time() -> None:
+    """Constant defaults are read once per model; `default=dict` must still be a new dict per
+    instance (a shared one would be changed through every task)."""
+    first, second = (instances.build(Task, {"owner_id": 1}) for _ in range(2))
+    made = Task(owner_id=1)
+    assert {**_fields(first), "id": None} == {**_fields(made), "id": None}
+    assert first.payload == {} and first.payload is not second.payload
+    assert first.notify == [] and first.notify is not second.notify
+    assert first.status == Task.Status.ACTIVE and first.executable_name == ""

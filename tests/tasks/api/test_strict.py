@@ -4,12 +4,17 @@ list the choices; list filters and ordering are checked as strictly as bodies.""
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import UTC, datetime
 
 import pytest
+from rest_framework import serializers
+from rest_framework.exceptions import ValidationError
 from rest_framework.test import APIClient
 from rest_framework_simplejwt.tokens import RefreshToken
 
 from notifications.models import Channel
+from tasks.api import strict
+from tasks.api.serializers import HolidaysSerializer, TaskInputSerializer
 from tasks.models import Task
 from tests.factories import TaskFactory
 from tests.notifications.conftest import ChannelFactory
@@ -223,3 +228,52 @@ def test_seed_puts_all_answer_204(api: APIClient, user) -> None:
     assert [by_body.status_code, by_path.status_code, status.status_code] == [204, 204, 204]
     task.refresh_from_db()
     assert (task.name, task.status) == ("two", "paused")
+
+
+BODIES = [
+    {},
+    {"kind": "handler"},
+    {**NOOP, "name": "", "priority": "high", "max_attempts": 0, "colour": "red"},
+    {**NOOP, "retry_backoff": {"base": 1}, "notify": [{"channel": "x"}], "timeout": None},
+    {**NOOP, "expect": {"duration": {"min": 5}}, "concurrency": None, "resources": None},
+    {**NOOP, "rate_limit": {"key": "k", "limit": 1}, "on_zombie": "kill", "team": None},
+    {"name": None, "dedup_key": "k", "expect": None, "retry_backoff": {"base": 2, "cap": 1}},
+    [NOOP],
+]
+
+
+def _outcome(validate: Callable[[], dict]) -> tuple[str, object]:
+    try:
+        return "valid", validate()
+    except ValidationError as exc:
+        return "refused", exc.detail
+
+
+@pytest.mark.parametrize("partial", [False, True])
+@pytest.mark.parametrize("body", BODIES)
+def test_absent_keys_are_passed_over_where_drf_skips_them(body, partial) -> None:
+    """The fields' values and errors are DRF's Serializer.to_internal_value's, fresh serializers
+    each, for bodies with fields absent, null, bad and nested, created and partial."""
+    context = {"now": datetime(2026, 1, 2, tzinfo=UTC), "multipart": False}
+
+    def ours() -> dict:
+        return TaskInputSerializer(context=context, partial=partial)._fields_value(body)
+
+    def drf() -> dict:
+        serializer = TaskInputSerializer(context=context, partial=partial)
+        return serializers.Serializer.to_internal_value(serializer, body)
+
+    assert _outcome(ours) == _outcome(drf)
+
+
+def test_fields_with_their_own_handling_of_an_absent_key_are_validated_as_drf_does() -> None:
+    """The check behind passing over an absent key finds a field class that overrides any of
+    the methods deciding what absent means (ResourcesField: null means {}; HolidaysSerializer:
+    {} means none)."""
+    fields = TaskInputSerializer().fields
+    own = {name for name, field in fields.items() if not strict._drf_absent(field)}
+
+    assert own == {"resources"}
+    assert not strict._drf_absent(HolidaysSerializer())
+    assert not strict._drf_absent(type("Own", (serializers.CharField,), {"get_value": len})())
+    assert strict._drf_absent(serializers.ListField(child=serializers.CharField()))

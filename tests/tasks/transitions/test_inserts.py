@@ -3,7 +3,9 @@ rows the ORM's bulk_create writes, and every column of the tables is a field of 
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
+from zoneinfo import ZoneInfo
 
 import pytest
 from django.db import connection
@@ -122,3 +124,48 @@ def test_a_task_and_its_run_are_written_as_bulk_create_writes_them() -> None:
     assert str(runs[1].pk) in theirs_run.pop("summary")
     assert ours_run == theirs_run
     assert _saved_at(Run, runs[0].pk)[0] > before
+
+
+def _stdlib_rows(objs) -> list:
+    """The rows as the standard library's encoder writes them, read back."""
+    text = json.dumps(
+        [
+            {
+                field.column: field.get_prep_value(field.pre_save(obj, True))
+                if inserts._computed_when_saved(field)
+                else getattr(obj, field.attname)
+                for field in type(obj)._meta.concrete_fields
+            }
+            for obj in objs
+        ],
+        default=inserts._json_value,
+        allow_nan=False,
+    )
+    return json.loads(text)
+
+
+def _without_saved_at(rows: list) -> list:
+    return [{k: v for k, v in row.items() if k not in ("created_at", "updated_at")} for row in rows]
+
+
+def test_rows_are_the_text_the_standard_library_writes() -> None:
+    """orjson writes the rows; a datetime whose offset has seconds (Amsterdam's mean time,
+    +00:19:32) would be rounded to the minute by it, so such a column is written by isoformat."""
+    owner = UserFactory()
+    task = _task(owner, None, None)
+    task.next_unplanned_at = datetime(1850, 1, 1, tzinfo=ZoneInfo("Europe/Amsterdam"))
+    task.paused_at = AT.astimezone(ZoneInfo("Asia/Kolkata"))
+    ours = json.loads(inserts.rows_json([task]))
+    assert ours[0]["next_unplanned_at"] == "1850-01-01T00:00:00+00:19:32"
+    assert _without_saved_at(ours) == _without_saved_at(_stdlib_rows([task]))
+
+
+def test_rows_orjson_refuses_are_written_by_the_standard_library() -> None:
+    """An integer wider than 64 bits (PostgreSQL's jsonb stores it) in a payload."""
+    task = _task(UserFactory(), None, None)
+    task.payload = {"url": "https://example.com/hook", "body": {"n": 2**70}}
+    ours = json.loads(inserts.rows_json([task]))
+    assert ours[0]["payload"]["body"]["n"] == 2**70
+    assert _without_saved_at(ours) == _without_saved_at(_stdlib_rows([task]))
+    inserts.insert([task])
+    assert Task.objects.get(pk=task.pk).payload["body"]["n"] == 2**70
