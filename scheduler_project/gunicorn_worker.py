@@ -5,7 +5,9 @@ The gthread worker's main thread accepts connections and hands each ready one to
 `threads` threads through an unbounded queue; nothing in gunicorn says how long a request sat
 there. This worker stamps a connection when it enters the queue (accepted, or readable again
 when kept alive) and puts the seconds until a thread took it up into the request's environ as
-`QUEUE_WAIT_KEY`, which the admission middleware (scheduler_project/web/admission.py) judges.
+`QUEUE_WAIT_KEY`, which the admission middleware (scheduler_project/web/admission.py) judges,
+and the stamp itself (time.monotonic()) as `QUEUED_AT_KEY`, from which the request's deadline
+counts (scheduler_project/web/deadline.py).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from gunicorn.workers.gthread import ThreadWorker
 # The environ key. Nothing of the project is imported here: gunicorn's master loads this module
 # before its `on_starting` hook sets up the metrics directory that the workers inherit.
 QUEUE_WAIT_KEY = "scheduler.queue_wait_seconds"
+QUEUED_AT_KEY = "scheduler.queued_at"
 
 WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
@@ -36,6 +39,7 @@ class AdmissionThreadWorker(ThreadWorker):
     def handle(self, conn: Any) -> Any:
         # A new connection's thread may then wait for the request's bytes: the client's time,
         # not the queue's, so it is not counted.
+        self._waited.queued_at = conn.queued_at
         self._waited.seconds = time.monotonic() - conn.queued_at
         return super().handle(conn)
 
@@ -47,7 +51,8 @@ class AdmissionThreadWorker(ThreadWorker):
         def stamped(environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
             # Taken once: an HTTP/2 connection serves many streams in one `handle`.
             environ[QUEUE_WAIT_KEY] = getattr(waited, "seconds", None)
-            waited.seconds = None
+            environ[QUEUED_AT_KEY] = getattr(waited, "queued_at", None)
+            waited.seconds = waited.queued_at = None
             return app(environ, start_response)
 
         self.wsgi = stamped
