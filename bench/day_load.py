@@ -114,21 +114,28 @@ def send_balanced(
 
 def run(ctx: dict, results: mp.Queue) -> None:
     """Send the timetable; put every sample (kind, intended wall time, ms, status, task id,
-    failure, retried)."""
+    failure, retried, ms it waited for a thread of this pool: the client's own queue, which an
+    open-loop client with `threads` threads builds once requests take longer on average than
+    threads / rate seconds)."""
     plan = timetable(ctx["reads"], ctx["writes"], ctx["floors"], ctx["seconds"], ctx["seed"])
     rng = random.Random(ctx["seed"] + 1)
     ports: list[int] = ctx["ports"]
-    samples: list[tuple[str, float, float, int, str | None, str, bool]] = []
+    samples: list[tuple[str, float, float, int, str | None, str, bool, float]] = []
     lock = threading.Lock()
     answered: set[int] = set()
+    taken_up: dict[int, float] = {}  # when a thread of the pool took each request up
 
     def one(i: int, kind: str, intended: float, wall: float, request: tuple) -> None:
+        taken = time.perf_counter()
+        with lock:
+            taken_up[i] = taken
         status, created, why, retried = send_balanced(
             ports, i, request[0], lambda port: _send(port, ctx["token"], *request)
         )
         ms = (time.perf_counter() - intended) * 1000
         with lock:
-            samples.append((kind, wall, ms, status, created, why, retried))
+            pool_ms = (taken - intended) * 1000
+            samples.append((kind, wall, ms, status, created, why, retried, pool_ms))
             answered.add(i)
 
     pool = ThreadPoolExecutor(max_workers=ctx["threads"])
@@ -148,5 +155,7 @@ def run(ctx: dict, results: mp.Queue) -> None:
     with lock:
         for i, (_, kind, intended, wall) in enumerate(sent):
             if i not in answered:  # never answered: an error, with its latency so far
-                samples.append((kind, wall, (now - intended) * 1000, 0, None, UNSENT, False))
+                ms = (now - intended) * 1000
+                pool_ms = (taken_up[i] - intended) * 1000 if i in taken_up else ms
+                samples.append((kind, wall, ms, 0, None, UNSENT, False, pool_ms))
         results.put(list(samples))

@@ -69,6 +69,8 @@ def answers(samples: list[tuple], api_kills: list[float]) -> dict:
 
     unanswered = [s for s in samples if s[3] == 0]
     late = [s for s in samples if s[3] != 0 and s[2] > ANSWER_WITHIN_MS]
+    # Late only for the client's own queue: answered within 2 s of leaving it.
+    pool_late = [s for s in late if len(s) > 7 and s[2] - s[7] <= ANSWER_WITHIN_MS]
     retried = [s for s in samples if len(s) > 6 and s[6]]
     return {
         "requests": len(samples),
@@ -84,6 +86,8 @@ def answers(samples: list[tuple], api_kills: list[float]) -> dict:
         "unanswered_creates": sum(1 for s in unanswered if s[0] == "create"),
         "unanswered_near_api_kill": sum(1 for s in unanswered if near_kill(s)),
         "over_2s_near_api_kill": sum(1 for s in late if near_kill(s)),
+        "over_2s_client_pool": len(pool_late),
+        "client_pool_wait": _pcts([s[7] for s in samples if len(s) > 7]),
         "not_within_2s": len(unanswered) + len(late),
         "retried_reads": len(retried),
         "retried_reads_answered": sum(1 for s in retried if s[3] != 0),
@@ -95,7 +99,9 @@ def answers_line(a: dict) -> str:
     why = ", ".join(f"{k} {n}" for k, n in a["unanswered_why"].items()) or "none"
     return (
         f"503 {a['shed_503']}; over 2 s {a['over_2s']} {a['over_2s_statuses']}"
-        f" ({a['over_2s_near_api_kill']} near an API process SIGKILL); unanswered"
+        f" ({a['over_2s_near_api_kill']} near an API process SIGKILL,"
+        f" {a['over_2s_client_pool']} answered within 2 s of leaving the load generator's pool:"
+        f" its wait p99 {a['client_pool_wait']['p99_ms']} ms); unanswered"
         f" {a['unanswered']} ({a['unanswered_creates']} creates; {why};"
         f" {a['unanswered_near_api_kill']} near an API process SIGKILL); reads retried on the"
         f" other server after a reset {a['retried_reads']}"

@@ -109,7 +109,9 @@ def lines(rows: list[dict], answers: dict | None = None) -> list[str]:
         if answers is not None and "within 2 s" in row["level"]:
             why = ", ".join(f"{k} {n}" for k, n in answers["unanswered_why"].items()) or "none"
             out.append(
-                f"            over 2 s {answers['over_2s']}, unanswered {answers['unanswered']}"
+                f"            over 2 s {answers['over_2s']}"
+                f" ({answers.get('over_2s_client_pool', 0)} only for the load generator's pool),"
+                f" unanswered {answers['unanswered']}"
                 f" ({why}; {answers['unanswered_near_api_kill']} near an API process SIGKILL);"
                 f" 503 {answers['shed_503']}"
             )

@@ -9,13 +9,13 @@ from bench.day_report import answers, answers_line
 KILL = 1000.0
 
 
-def sample(kind: str, wall: float, ms: float, status: int, why: str = "", retried: bool = False):
-    return (kind, wall, ms, status, None, why, retried)
+def sample(kind: str, wall: float, ms: float, status: int, why: str = "", retried=False, pool=0.0):
+    return (kind, wall, ms, status, None, why, retried, pool)
 
 
 SAMPLES = [
     sample("task_list", 900.0, 12.0, 200),
-    sample("create", 901.0, 2500.0, 201),  # late, long before the kill
+    sample("create", 901.0, 2500.0, 201, pool=1000.0),  # late for the client's pool alone
     sample("task_detail", 999.5, 800.0, 0, RESET),  # in flight at the kill
     sample("create", 1002.0, 30.0, 0, RESET),  # sent 2 s after it
     sample("run_detail", 1003.0, 2100.0, 200, retried=True),  # retried, answered late
@@ -34,6 +34,8 @@ def test_answers_count_the_late_and_the_unanswered_with_why_and_the_kills_near_t
     assert a["over_2s"] == 2
     assert a["over_2s_statuses"] == {200: 1, 201: 1}
     assert a["over_2s_near_api_kill"] == 1
+    assert a["over_2s_client_pool"] == 1  # the other one took 2.1 s after it was sent
+    assert a["client_pool_wait"]["max_ms"] == 1000.0
     assert a["unanswered"] == 6
     assert a["unanswered_why"] == {REFUSED: 1, RESET: 3, TIMEOUT_: 1, UNSENT: 1}
     assert a["unanswered_creates"] == 2
