@@ -185,3 +185,22 @@ def test_a_request_admitted_under_the_budget_but_past_its_deadline_is_answered_5
         f"{base}/api/v1/tasks", json=sent, headers={"Authorization": token}, timeout=10
     )
     assert response.status_code == 201, response.content
+
+
+def test_a_request_that_waited_in_the_listen_backlog_has_waited(gunicorn):
+    # One connection at a time: the second waits in the kernel's backlog, not in the process.
+    base = gunicorn(
+        workers=1,
+        args=CONFIG,
+        SCHEDULER_QUEUE_BUDGET_SECONDS="0.5",
+        GUNICORN_WORKER_CONNECTIONS="1",
+    )
+    token = bearer(base, UserFactory().username)
+    held = hold_the_thread(base)
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        read = pool.submit(timed_get, f"{base}/api/v1/tasks", {"Authorization": token})
+        time.sleep(1.0)
+        release(held)
+        response = read.result()[0]
+    assert response.status_code == 503, response.content
+    assert response.json()["code"] == "overloaded"
