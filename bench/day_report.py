@@ -10,7 +10,8 @@ every 100 ms.
 Answers (`answers`): every request is to be answered within 2 s, 2xx or 503 with Retry-After.
 What was not: answered later than 2 s, or not at all (status 0), each with why
 (bench/day_load.py's FAILURES) and how many were in flight when an API process was SIGKILLed or
-sent within NEAR_KILL_SECONDS after (gunicorn's master forks its replacement meanwhile).
+sent within NEAR_KILL_SECONDS after (gunicorn's master forks its replacement meanwhile), counted
+from when each left the load generator's pool.
 """
 
 from __future__ import annotations
@@ -64,8 +65,9 @@ def answers(samples: list[tuple], api_kills: list[float]) -> dict:
     the times API processes were SIGKILLed."""
 
     def near_kill(s: tuple) -> bool:
-        wall, seconds = s[1], s[2] / 1000
-        return any(wall <= k + NEAR_KILL_SECONDS and wall + seconds >= k for k in api_kills)
+        # At the server from when it left the load generator's pool to its end.
+        sent, ended = s[1] + (s[7] if len(s) > 7 else 0.0) / 1000, s[1] + s[2] / 1000
+        return any(sent <= k + NEAR_KILL_SECONDS and ended >= k for k in api_kills)
 
     unanswered = [s for s in samples if s[3] == 0]
     late = [s for s in samples if s[3] != 0 and s[2] > ANSWER_WITHIN_MS]
