@@ -5,10 +5,10 @@ The gthread worker's main thread accepts connections and hands each ready one to
 `threads` threads through an unbounded queue; nothing in gunicorn says how long a request sat
 there. This worker stamps a connection when it enters the queue (accepted, or readable again
 when kept alive), back-dated to when the kernel received its last bytes (`received_ago`: the
-listen backlog's wait included) and puts the seconds until a thread took it up into the request's environ as
-`QUEUE_WAIT_KEY`, which the admission middleware (scheduler_project/web/admission.py) judges,
-and the stamp itself (time.monotonic()) as `QUEUED_AT_KEY`, from which the request's deadline
-counts (scheduler_project/web/deadline.py).
+listen backlog's wait included), and puts the seconds until a thread took it up into the
+request's environ as `QUEUE_WAIT_KEY`, which the admission middleware
+(scheduler_project/web/admission.py) judges, and the stamp itself (time.monotonic()) as
+`QUEUED_AT_KEY`, from which the request's deadline counts (scheduler_project/web/deadline.py).
 """
 
 from __future__ import annotations
