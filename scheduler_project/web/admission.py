@@ -9,7 +9,9 @@ all: both would only be work done for nobody while the queue behind them grows (
 collapse that Netflix's concurrency-limits and Envoy's adaptive concurrency guard against, done
 here the simple way: by the age of a request, CoDel's signal). /health and /metrics are never
 shed, so a probe or a scrape still sees an overloaded server. Shed requests are counted in
-/metrics by reason, and not logged one by one (gunicorn's access log has each).
+/metrics by reason, and not logged one by one (gunicorn's access log has each). An admitted
+request whose first database statement would start past its deadline is answered the same 503
+(scheduler_project/web/deadline.py).
 
 Under any other server (runserver, tests, gunicorn's sync worker) no wait is known, and nothing
 is shed for waiting.
@@ -37,7 +39,8 @@ NEVER_SHED = ("/health", "/metrics")
 SHED = Counter(
     "scheduler_api_shed_requests",
     "API requests not served by admission control: waited past the queue budget or reached "
-    "their deadline before a database statement (answered 503), or their client had gone.",
+    "their deadline before their first database statement (answered 503), or their client had "
+    "gone.",
     ["reason"],
     registry=request_metrics.REGISTRY,
 )

@@ -1,5 +1,5 @@
-"""A request's deadline refuses the statements that would start after it, on Django's cursor and
-on the prepared cursor, and leaves a transaction that ran out of time rolled back."""
+"""A request's deadline refuses its first statement when it would start after it, on Django's
+cursor and on the prepared cursor; a request that started its work in time finishes it."""
 
 from __future__ import annotations
 
@@ -34,13 +34,24 @@ def test_a_statement_after_the_deadline_is_refused_on_both_cursors() -> None:
         cursor.execute("SELECT 1")
 
 
-def test_a_transaction_that_runs_out_of_time_is_rolled_back() -> None:
+def test_a_request_that_started_its_work_in_time_finishes_it() -> None:
     task = TaskFactory(name="before")
     deadline = Deadline(time.monotonic() + 60)
-    with enforced(deadline), pytest.raises(DeadlineExceeded), transaction.atomic():
+    with enforced(deadline), transaction.atomic():
         Task.objects.filter(pk=task.pk).update(name="changed")
-        with transaction.atomic():  # a savepoint's statements always run
-            deadline.at = time.monotonic() - 0.1
+        deadline.at = time.monotonic() - 0.1  # a slow request, past its deadline now
+        with transaction.atomic():
             Task.objects.filter(pk=task.pk).update(name="changed again")
+    task.refresh_from_db()
+    assert task.name == "changed again"
+    assert not deadline.exceeded
+
+
+def test_a_transaction_whose_first_statement_is_late_does_nothing() -> None:
+    task = TaskFactory(name="before")
+    deadline = Deadline(time.monotonic() - 0.1)
+    with enforced(deadline), pytest.raises(DeadlineExceeded), transaction.atomic():
+        with transaction.atomic():  # a savepoint's statements always run
+            Task.objects.filter(pk=task.pk).update(name="changed")
     task.refresh_from_db()
     assert task.name == "before"
