@@ -5,8 +5,14 @@ runs, 20 % single runs), `writes` creates per second (one-time `bench` tasks due
 `floors` requests per second to the trivial endpoint (bench/floor.py), for `seconds`. Requests
 leave on a fixed timetable from a thread pool and each latency counts from its intended send
 time, so a stalled server is not hidden by the client sending less. Requests alternate between
-the two servers; a refused connection is sent to the other one, as a load balancer's health
-check would route around a server that is down.
+the two servers and the client is the balancer in front of them (Envoy's `retry_on:
+reset,connect-failure`, its retries capped at one): a refused connection is sent to the other
+server, and so is a read (GET) whose connection was reset or closed before any byte of an
+answer, as happens to the requests a gunicorn worker had accepted when it is SIGKILLed; its
+latency still counts from its intended send time. A create (POST) is not sent twice: the task
+create takes no idempotency key, so a second send could make a second task.
+
+Each sample says why a request had no answer (`FAILURES`), and whether it was retried.
 """
 
 from __future__ import annotations
@@ -17,11 +23,21 @@ import multiprocessing as mp
 import random
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 
 from bench.api import READS, request_for
 
 TIMEOUT = 30.0
+# Why a request has no answer (status 0); "" when it has one.
+REFUSED = "refused"  # every server refused the connection
+RESET = "reset"  # reset or closed before any byte of an answer
+TIMEOUT_ = "timeout"  # the client's TIMEOUT passed without an answer
+UNSENT = "unsent"  # still waiting for a thread of the pool (or in flight) when the run ended
+OTHER = "other"  # anything else (a malformed answer)
+FAILURES = (REFUSED, RESET, TIMEOUT_, UNSENT, OTHER)
+# Closed before any byte of an answer: what a balancer may retry for an idempotent method.
+_RESETS = (ConnectionResetError, BrokenPipeError, http.client.RemoteDisconnected)
 
 
 def timetable(
@@ -60,28 +76,66 @@ def _send(
         conn.close()
 
 
+def failure(error: Exception) -> str:
+    """Why a request that raised `error` has no answer (one of FAILURES)."""
+    if isinstance(error, ConnectionRefusedError):
+        return REFUSED
+    if isinstance(error, _RESETS):
+        return RESET
+    if isinstance(error, TimeoutError):
+        return TIMEOUT_
+    return OTHER
+
+
+def send_balanced(
+    ports: list[int], first: int, method: str, send: Callable[[int], tuple[int, str | None]]
+) -> tuple[int, str | None, str, bool]:
+    """(status, created id, failure, retried): `send` to ports[first], as a balancer would.
+
+    A refused connection goes to the next server; a GET reset before any answer is sent once to
+    the next server (retried); a POST is never sent twice.
+    """
+    retried = False
+    for attempt in range(len(ports)):
+        port = ports[(first + attempt) % len(ports)]
+        try:
+            status, created = send(port)
+            return status, created, "", retried
+        except Exception as error:
+            why = failure(error)
+            if why == REFUSED:
+                continue  # down: the balancer sends it to the other server
+            if why == RESET and method == "GET" and not retried and attempt + 1 < len(ports):
+                retried = True
+                continue
+            return 0, None, why, retried
+    return 0, None, REFUSED, retried
+
+
 def run(ctx: dict, results: mp.Queue) -> None:
-    """Send the timetable; put every sample (kind, intended wall time, ms, status, task id)."""
+    """Send the timetable; put every sample (kind, intended wall time, ms, status, task id,
+    failure, retried, ms it waited for a thread of this pool: the client's own queue, which an
+    open-loop client with `threads` threads builds once requests take longer on average than
+    threads / rate seconds)."""
     plan = timetable(ctx["reads"], ctx["writes"], ctx["floors"], ctx["seconds"], ctx["seed"])
     rng = random.Random(ctx["seed"] + 1)
     ports: list[int] = ctx["ports"]
-    samples: list[tuple[str, float, float, int, str | None]] = []
+    samples: list[tuple[str, float, float, int, str | None, str, bool, float]] = []
     lock = threading.Lock()
     answered: set[int] = set()
+    taken_up: dict[int, float] = {}  # when a thread of the pool took each request up
 
     def one(i: int, kind: str, intended: float, wall: float, request: tuple) -> None:
-        status, created = 0, None
-        for attempt in range(len(ports)):
-            port = ports[(i + attempt) % len(ports)]
-            try:
-                status, created = _send(port, ctx["token"], *request)
-                break
-            except ConnectionRefusedError:
-                continue  # down: the balancer sends it to the other server
-            except Exception:
-                break  # reset, timed out: the request failed
+        taken = time.perf_counter()
         with lock:
-            samples.append((kind, wall, (time.perf_counter() - intended) * 1000, status, created))
+            taken_up[i] = taken
+        status, created, why, retried = send_balanced(
+            ports, i, request[0], lambda port: _send(port, ctx["token"], *request)
+        )
+        ms = (time.perf_counter() - intended) * 1000
+        with lock:
+            pool_ms = (taken - intended) * 1000
+            samples.append((kind, wall, ms, status, created, why, retried, pool_ms))
             answered.add(i)
 
     pool = ThreadPoolExecutor(max_workers=ctx["threads"])
@@ -101,5 +155,7 @@ def run(ctx: dict, results: mp.Queue) -> None:
     with lock:
         for i, (_, kind, intended, wall) in enumerate(sent):
             if i not in answered:  # never answered: an error, with its latency so far
-                samples.append((kind, wall, (now - intended) * 1000, 0, None))
+                ms = (now - intended) * 1000
+                pool_ms = (taken_up[i] - intended) * 1000 if i in taken_up else ms
+                samples.append((kind, wall, ms, 0, None, UNSENT, False, pool_ms))
         results.put(list(samples))

@@ -6,6 +6,12 @@ kills (one every 30 s) fall on both sides. Write unavailability of a fault: the 
 between two acknowledged creates (by send time) from the fault until 30 s after its window,
 to the create interval's precision (1/writes); the floor is the same for plain SQL INSERTs sent
 every 100 ms.
+
+Answers (`answers`): every request is to be answered within 2 s, 2xx or 503 with Retry-After.
+What was not: answered later than 2 s, or not at all (status 0), each with why
+(bench/day_load.py's FAILURES) and how many were in flight when an API process was SIGKILLed or
+sent within NEAR_KILL_SECONDS after (gunicorn's master forks its replacement meanwhile), counted
+from when each left the load generator's pool.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from datetime import timedelta
 import psycopg
 
 from bench.day_faults import Fault, SqlFloor
+from bench.day_load import FAILURES
 from bench.day_seed import RETENTION_DAYS, Seeded
 from bench.day_verdict import TARGET_PCT, verdict
 from bench.day_verdict import lines as verdict_lines
@@ -25,6 +32,9 @@ from bench.proc import percentile
 
 YEAR_SECONDS = 365.25 * 86400
 AFTER_WINDOW = 5.0
+ANSWER_WITHIN_MS = 2000.0
+NEAR_KILL_SECONDS = 5.0
+API_KILL = "SIGKILL API process"
 
 
 def _pcts(values: list[float]) -> dict:
@@ -50,12 +60,63 @@ def _gap(times: list[float], since: float, until: float, end: float) -> float:
     return round(max(b - a for a, b in itertools.pairwise(chain)), 2)
 
 
+def answers(samples: list[tuple], api_kills: list[float]) -> dict:
+    """What was not answered within 2 s among `samples` (bench/day_load.py's), and why; `api_kills`
+    the times API processes were SIGKILLed."""
+
+    def near_kill(s: tuple) -> bool:
+        # At the server from when it left the load generator's pool to its end.
+        sent, ended = s[1] + (s[7] if len(s) > 7 else 0.0) / 1000, s[1] + s[2] / 1000
+        return any(sent <= k + NEAR_KILL_SECONDS and ended >= k for k in api_kills)
+
+    unanswered = [s for s in samples if s[3] == 0]
+    late = [s for s in samples if s[3] != 0 and s[2] > ANSWER_WITHIN_MS]
+    # Late only for the client's own queue: answered within 2 s of leaving it.
+    pool_late = [s for s in late if len(s) > 7 and s[2] - s[7] <= ANSWER_WITHIN_MS]
+    retried = [s for s in samples if len(s) > 6 and s[6]]
+    return {
+        "requests": len(samples),
+        "shed_503": sum(1 for s in samples if s[3] == 503),
+        "over_2s": len(late),
+        "over_2s_statuses": dict(sorted(Counter(s[3] for s in late).items())),
+        "unanswered": len(unanswered),
+        "unanswered_why": {
+            why: n
+            for why in FAILURES
+            if (n := sum(1 for s in unanswered if len(s) > 5 and s[5] == why))
+        },
+        "unanswered_creates": sum(1 for s in unanswered if s[0] == "create"),
+        "unanswered_near_api_kill": sum(1 for s in unanswered if near_kill(s)),
+        "over_2s_near_api_kill": sum(1 for s in late if near_kill(s)),
+        "over_2s_client_pool": len(pool_late),
+        "client_pool_wait": _pcts([s[7] for s in samples if len(s) > 7]),
+        "not_within_2s": len(unanswered) + len(late),
+        "retried_reads": len(retried),
+        "retried_reads_answered": sum(1 for s in retried if s[3] != 0),
+    }
+
+
+def answers_line(a: dict) -> str:
+    """One line: the 503s, the answers past 2 s and the requests with none, and why."""
+    why = ", ".join(f"{k} {n}" for k, n in a["unanswered_why"].items()) or "none"
+    return (
+        f"503 {a['shed_503']}; over 2 s {a['over_2s']} {a['over_2s_statuses']}"
+        f" ({a['over_2s_near_api_kill']} near an API process SIGKILL,"
+        f" {a['over_2s_client_pool']} answered within 2 s of leaving the load generator's pool:"
+        f" its wait p99 {a['client_pool_wait']['p99_ms']} ms); unanswered"
+        f" {a['unanswered']} ({a['unanswered_creates']} creates; {why};"
+        f" {a['unanswered_near_api_kill']} near an API process SIGKILL); reads retried on the"
+        f" other server after a reset {a['retried_reads']}"
+        f" ({a['retried_reads_answered']} answered)"
+    )
+
+
 def figures(
     *,
     url: str,
     start: float,
     end: float,
-    samples: list[tuple[str, float, float, int, str | None]],
+    samples: list[tuple],
     lines: list[tuple[str, float, float]],
     arrivals: dict[str, list[float]],
     unverified: int,
@@ -75,6 +136,8 @@ def figures(
 
     def inside(t: float) -> bool:
         return any(a <= t <= b for a, b in windows)
+
+    api_kills = [k.start for k in kills if k.name.startswith(API_KILL)]
 
     api = [s for s in samples if s[0] != "floor"]
     floor = [s for s in samples if s[0] == "floor"]
@@ -99,6 +162,8 @@ def figures(
             "api": {**availability(mine), **_pcts([s[2] for s in mine])},
             "creates": availability([s for s in mine if s[0] == "create"]),
             "reads": availability([s for s in mine if s[0] != "create"]),
+            "answers": answers(mine, api_kills),
+            "floor_answers": answers(floors, api_kills),
             "floor_endpoint": {**availability(floors), **_pcts([s[2] for s in floors])},
             "select_1": {
                 **_pcts(selects),
@@ -273,6 +338,8 @@ def print_figures(f: dict, write: Callable[[str], None]) -> None:
             f" (2xx {fl['answered_2xx_pct']} %); SELECT 1 p95 {sel['p95_ms']} / p99"
             f" {sel['p99_ms']} ms ({sel['failed']} failed)"
         )
+        write(f"    API answers: {answers_line(s['answers'])}")
+        write(f"    floor answers: {answers_line(s['floor_answers'])}")
     late, t = f["start_lateness"], f["timer_floor"]
     write(
         f"  start lateness ({late['all']['n']:,} bodies due in the window): p50"
@@ -326,5 +393,5 @@ def print_figures(f: dict, write: Callable[[str], None]) -> None:
             f" {y['with_a_switchover_a_month_pct']} %; plain SQL {y['floor_sql_availability_pct']}"
             f" %) against {y['target_pct']} % ({y['budget_s']} s a year)"
         )
-    for line in verdict_lines(f["verdict"]):
+    for line in verdict_lines(f["verdict"], f["outside"].get("answers")):
         write(line)

@@ -49,6 +49,17 @@ def verdict(f: dict) -> list[dict]:
                 "%",
             )
         )
+    answers = outside.get("answers")
+    if answers is not None:
+        rows.append(
+            (
+                "every API request answered within 2 s, 2xx or 503 (requests that were not)",
+                answers["not_within_2s"],
+                outside["floor_answers"]["not_within_2s"],
+                answers["not_within_2s"] == 0,
+                "requests",
+            )
+        )
     creates, reads = outside["creates"], outside["reads"]
     rows += [
         (
@@ -86,11 +97,22 @@ def verdict(f: dict) -> list[dict]:
     ]
 
 
-def lines(rows: list[dict]) -> list[str]:
+def lines(rows: list[dict], answers: dict | None = None) -> list[str]:
+    """The verdict's lines; with `answers` (outside the fault windows, bench/day_report.py's),
+    the level "answered within 2 s" is followed by what was not, and why."""
     met = sum(row["met"] for row in rows)
     out = [f"  verdict: {met} of {len(rows)} service levels met"]
     for row in rows:
         floor = "no floor" if row["floor"] is None else f"floor {row['floor']} {row['unit']}"
         word = "met    " if row["met"] else "NOT met"
         out.append(f"    {word} {row['level']}: {row['figure']} {row['unit']} ({floor})")
+        if answers is not None and "within 2 s" in row["level"]:
+            why = ", ".join(f"{k} {n}" for k, n in answers["unanswered_why"].items()) or "none"
+            out.append(
+                f"            over 2 s {answers['over_2s']}"
+                f" ({answers.get('over_2s_client_pool', 0)} only for the load generator's pool),"
+                f" unanswered {answers['unanswered']}"
+                f" ({why}; {answers['unanswered_near_api_kill']} near an API process SIGKILL);"
+                f" 503 {answers['shed_503']}"
+            )
     return out

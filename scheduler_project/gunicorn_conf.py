@@ -28,7 +28,8 @@ worker_class = "scheduler_project.gunicorn_worker.AdmissionThreadWorker"
 workers = int(os.environ.get("WEB_CONCURRENCY") or len(os.sched_getaffinity(0)) + 1)
 threads = int(os.environ.get("GUNICORN_THREADS") or 2)
 # The bound of each process's queue: connections it holds, kept-alive idle ones included; past
-# it, new connections wait in the kernel's listen backlog, where no wait is measured.
+# it, new connections wait in the kernel's listen backlog (their wait counted all the same:
+# gunicorn_worker.received_ago).
 worker_connections = int(os.environ.get("GUNICORN_WORKER_CONNECTIONS") or 1000)
 timeout = 30
 graceful_timeout = 20

@@ -198,6 +198,9 @@ MIDDLEWARE = [
 # A request that waited longer than this in its gunicorn process's queue is answered 503 with
 # Retry-After instead of being served late (0: never); docs/operations.md, "Admission control".
 SCHEDULER_QUEUE_BUDGET_SECONDS = env_float("SCHEDULER_QUEUE_BUDGET_SECONDS", 1.0)
+# An admitted request whose first database statement would start later than this after its bytes
+# arrived is answered 503 with Retry-After instead (0: no deadline); same section.
+SCHEDULER_REQUEST_DEADLINE_SECONDS = env_float("SCHEDULER_REQUEST_DEADLINE_SECONDS", 1.5)
 # Request bodies (chunked ones too): JSON or form bodies, and executable uploads.
 DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("SCHEDULER_MAX_JSON_BYTES", 2 * 2**20)
 SCHEDULER_MAX_JSON_BYTES = DATA_UPLOAD_MAX_MEMORY_SIZE

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import threading
 import time
@@ -65,6 +66,14 @@ class PreparedCursor:
         self.wrapper = wrapper
 
     def execute(self, sql: str, params: dict[str, Any]) -> None:
+        # Through Django's execute wrappers, as connection.cursor() runs them: the API's request
+        # deadline (scheduler_project/web/deadline.py) is one.
+        execute: Any = self._execute
+        for wrapper in reversed(self.wrapper.execute_wrappers):
+            execute = functools.partial(wrapper, execute)
+        execute(sql, params, False, {"connection": self.wrapper, "cursor": self})
+
+    def _execute(self, sql: str, params: dict[str, Any], many: bool, context: Any) -> None:
         started = time.monotonic()
         try:
             self.cursor.execute(sql, params, prepare=True)

@@ -9,7 +9,9 @@ all: both would only be work done for nobody while the queue behind them grows (
 collapse that Netflix's concurrency-limits and Envoy's adaptive concurrency guard against, done
 here the simple way: by the age of a request, CoDel's signal). /health and /metrics are never
 shed, so a probe or a scrape still sees an overloaded server. Shed requests are counted in
-/metrics by reason, and not logged one by one (gunicorn's access log has each).
+/metrics by reason, and not logged one by one (gunicorn's access log has each). An admitted
+request whose first database statement would start past its deadline is answered the same 503
+(scheduler_project/web/deadline.py).
 
 Under any other server (runserver, tests, gunicorn's sync worker) no wait is known, and nothing
 is shed for waiting.
@@ -26,8 +28,9 @@ from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from prometheus_client import Counter
 
-from scheduler_project.gunicorn_worker import QUEUE_WAIT_KEY
+from scheduler_project.gunicorn_worker import QUEUE_WAIT_KEY, QUEUED_AT_KEY
 from scheduler_project.web import request_metrics
+from scheduler_project.web.deadline import Deadline, DeadlineExceeded, enforced
 from scheduler_project.web.errors import unlogged
 
 # Answered whatever the queue: a liveness or readiness probe and a scrape must see this server.
@@ -35,12 +38,13 @@ NEVER_SHED = ("/health", "/metrics")
 
 SHED = Counter(
     "scheduler_api_shed_requests",
-    "API requests not served by admission control: waited past the queue budget (answered "
-    "503), or their client had gone.",
+    "API requests not served by admission control: waited past the queue budget or reached "
+    "their deadline before their first database statement (answered 503), or their client had "
+    "gone.",
     ["reason"],
     registry=request_metrics.REGISTRY,
 )
-REASONS = ("queue_wait", "client_gone")
+REASONS = ("queue_wait", "deadline", "client_gone")
 for _reason in REASONS:
     SHED.labels(_reason)  # exported at 0 from the start: a rate of a missing series is no rate
 
@@ -66,11 +70,11 @@ def client_gone(sock: socket.socket | None) -> bool:
         return True  # the socket is already closed
 
 
-def overloaded(budget: float) -> JsonResponse:
+def overloaded(budget: float, why: str | None = None) -> JsonResponse:
+    why = why or f"this request waited longer than {budget:g} s to be taken up"
     response = JsonResponse(
         {
-            "detail": "The server is overloaded: this request waited longer than "
-            f"{budget:g} s to be taken up. Retry after the Retry-After seconds.",
+            "detail": f"The server is overloaded: {why}. Retry after the Retry-After seconds.",
             "code": "overloaded",
         },
         status=503,
@@ -97,4 +101,23 @@ class AdmissionMiddleware:
         if waited is not None and budget > 0 and waited > budget:
             SHED.labels("queue_wait").inc()
             return unlogged(overloaded(budget))
-        return self.get_response(request)
+        queued_at = request.META.get(QUEUED_AT_KEY)
+        seconds = settings.SCHEDULER_REQUEST_DEADLINE_SECONDS
+        if queued_at is None or seconds <= 0:
+            return self.get_response(request)
+        with enforced(Deadline(queued_at + seconds)) as deadline:
+            response = self.get_response(request)
+        if deadline.exceeded and response.status_code == 500:
+            # Raised in a middleware, not the view: Django made it a 500 already.
+            return self.process_exception(request, DeadlineExceeded()) or response
+        return response
+
+    def process_exception(self, request: HttpRequest, exc: Exception) -> HttpResponse | None:
+        """A view that reached the request's deadline is answered 503, not 500."""
+        if not isinstance(exc, DeadlineExceeded):
+            return None
+        SHED.labels("deadline").inc()
+        budget = settings.SCHEDULER_QUEUE_BUDGET_SECONDS
+        seconds = settings.SCHEDULER_REQUEST_DEADLINE_SECONDS
+        why = f"this request could not be answered within {seconds:g} s"
+        return unlogged(overloaded(budget, why))

@@ -18,6 +18,15 @@ DAY = {
         "floor_endpoint": stats(20.0, 5.0),
         "creates": {"answered_2xx_pct": 100.0},
         "reads": {"answered_2xx_pct": 99.995},
+        "answers": {
+            "not_within_2s": 0,
+            "over_2s": 0,
+            "unanswered": 0,
+            "unanswered_why": {},
+            "unanswered_near_api_kill": 0,
+            "shed_503": 3,
+        },
+        "floor_answers": {"not_within_2s": 0},
     },
     "start_lateness": {"all": {"n": 500}, "outside": {"p99_ms": 900.0}},
     "timer_floor": {"p99_ms": 2.0},
@@ -47,14 +56,26 @@ def test_each_level_missed_is_named() -> None:
     day["start_lateness"]["outside"]["p99_ms"] = 10_500.0
     day["notifications"]["delivered"] = 39  # one never arrived, however fast the rest
     day["outside"]["reads"]["answered_2xx_pct"] = 99.98
+    day["outside"]["answers"].update(
+        not_within_2s=3, over_2s=1, over_2s_client_pool=1, unanswered=2, unanswered_why={"reset": 2}
+    )
+    day["outside"]["answers"]["unanswered_near_api_kill"] = 2
     missed = {level for level, row in by_level(day).items() if not row["met"]}
     assert missed == {
         "API p95 < 300 ms",
         "start within 10 s (p99 start lateness)",
         "notifications within 10 minutes (p99, every one delivered)",
         "read 99.99 % (2xx outside fault windows)",
+        "every API request answered within 2 s, 2xx or 503 (requests that were not)",
         "notify 99.99 % (delivered)",
     }
+    printed = lines(verdict(day), day["outside"]["answers"])
+    at = next(i for i, line in enumerate(printed) if "within 2 s, 2xx or 503" in line)
+    assert printed[at].startswith("    NOT met every API request answered within 2 s")
+    assert printed[at + 1].strip() == (
+        "over 2 s 1 (1 only for the load generator's pool), unanswered 2"
+        " (reset 2; 2 near an API process SIGKILL); 503 3"
+    )
     assert any(
         line.startswith("    NOT met API p95 < 300 ms: 301.0 ms") for line in lines(verdict(day))
     )

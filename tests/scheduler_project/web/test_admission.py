@@ -4,13 +4,16 @@ request's queue wait against the budget (a real server: test_admission_server.py
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 from django.http import HttpRequest, HttpResponse
 from django.test import RequestFactory
 
-from scheduler_project.gunicorn_worker import QUEUE_WAIT_KEY
+from scheduler_project.gunicorn_worker import QUEUE_WAIT_KEY, QUEUED_AT_KEY
 from scheduler_project.web.admission import SHED, AdmissionMiddleware
+from tests.conftest import client_for
+from tests.factories import UserFactory
 
 SERVED = HttpResponse("served")
 
@@ -60,3 +63,20 @@ def test_a_path_that_only_starts_like_a_probe_is_shed(settings):
 def test_a_budget_of_zero_sheds_nothing(settings):
     settings.SCHEDULER_QUEUE_BUDGET_SECONDS = 0.0
     assert admit("/api/v1/tasks", 30.0) is SERVED
+
+
+@pytest.mark.django_db
+def test_a_request_past_its_deadline_at_a_statement_is_answered_503(settings):
+    # A budget that admits the request: only its deadline can turn it away.
+    settings.SCHEDULER_QUEUE_BUDGET_SECONDS = 5.0
+    settings.SCHEDULER_REQUEST_DEADLINE_SECONDS = 1.5
+    client = client_for(UserFactory())
+    before = shed("deadline")
+    environ = {QUEUE_WAIT_KEY: 1.6, QUEUED_AT_KEY: time.monotonic() - 1.6}
+    response = client.get("/api/v1/tasks", **environ)
+    assert response.status_code == 503, response.content
+    assert response["Retry-After"] == "5"
+    assert response.json()["code"] == "overloaded"
+    assert shed("deadline") == before + 1
+    environ = {QUEUE_WAIT_KEY: 0.5, QUEUED_AT_KEY: time.monotonic() - 0.5}
+    assert client.get("/api/v1/tasks", **environ).status_code == 200

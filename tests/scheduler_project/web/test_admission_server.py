@@ -143,3 +143,64 @@ def test_a_request_whose_client_left_is_not_served(gunicorn):
     )
     assert response.status_code == 201, response.content
     assert Task.objects.filter(owner=owner, name="kept").exists()
+
+
+def test_a_request_admitted_under_the_budget_but_past_its_deadline_is_answered_503(gunicorn):
+    owner = UserFactory()
+    # Admitted (it waits under the 60 s budget) but past the 0.5 s deadline when its view would
+    # start its first statement.
+    base = gunicorn(
+        workers=1,
+        args=CONFIG,
+        SCHEDULER_QUEUE_BUDGET_SECONDS="60",
+        SCHEDULER_REQUEST_DEADLINE_SECONDS="0.5",
+    )
+    token = bearer(base, owner.username)
+    sent = {"name": "late", "kind": "handler", "payload": {"name": "noop"}}
+
+    held = hold_the_thread(base)
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        read = pool.submit(timed_get, f"{base}/api/v1/tasks", {"Authorization": token})
+        create = pool.submit(
+            requests.post,
+            f"{base}/api/v1/tasks",
+            json=sent,
+            headers={"Authorization": token},
+            timeout=10,
+        )
+        time.sleep(1.0)
+        release(held)
+        answers = [read.result()[0], create.result()]
+
+    for response in answers:
+        assert response.status_code == 503, response.content
+        assert response.json()["code"] == "overloaded"
+        assert int(response.headers["Retry-After"]) >= 1
+    assert not Task.objects.filter(owner=owner).exists()
+    text = requests.get(f"{base}/metrics", timeout=10).text
+    assert value(text, "scheduler_api_shed_requests_total", reason="deadline") == 2.0
+    assert value(text, "scheduler_api_shed_requests_total", reason="queue_wait") == 0.0
+    # In time, the same create is made.
+    response = requests.post(
+        f"{base}/api/v1/tasks", json=sent, headers={"Authorization": token}, timeout=10
+    )
+    assert response.status_code == 201, response.content
+
+
+def test_a_request_that_waited_in_the_listen_backlog_has_waited(gunicorn):
+    # One connection at a time: the second waits in the kernel's backlog, not in the process.
+    base = gunicorn(
+        workers=1,
+        args=CONFIG,
+        SCHEDULER_QUEUE_BUDGET_SECONDS="0.5",
+        GUNICORN_WORKER_CONNECTIONS="1",
+    )
+    token = bearer(base, UserFactory().username)
+    held = hold_the_thread(base)
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        read = pool.submit(timed_get, f"{base}/api/v1/tasks", {"Authorization": token})
+        time.sleep(1.0)
+        release(held)
+        response = read.result()[0]
+    assert response.status_code == 503, response.content
+    assert response.json()["code"] == "overloaded"

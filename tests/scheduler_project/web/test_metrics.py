@@ -203,6 +203,7 @@ def test_every_counter_is_exported_at_zero_for_every_label_value_before_any_coun
     shed = counters["scheduler_api_shed_requests"].samples
     assert {s.labels["reason"] for s in shed if s.name.endswith("_total")} == {
         "queue_wait",
+        "deadline",
         "client_gone",
     }
 

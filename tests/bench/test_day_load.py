@@ -1,0 +1,102 @@
+"""bench day's load generator is the balancer: a refused connection goes to the other server, a
+read reset before any answer is sent once more to the other server, a create never twice; and
+each request with no answer says why."""
+
+from __future__ import annotations
+
+import http.client
+import socket
+import threading
+from collections.abc import Iterator
+
+import pytest
+
+from bench import day_load
+from bench.day_load import REFUSED, RESET, TIMEOUT_, failure, send_balanced
+
+
+@pytest.fixture
+def closing_server() -> Iterator[int]:
+    """A port whose server reads each request and closes the connection without a byte."""
+    server = socket.create_server(("127.0.0.1", 0))
+    stop = threading.Event()
+
+    def serve() -> None:
+        server.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                conn, _ = server.accept()
+            except TimeoutError:
+                continue
+            conn.recv(65536)
+            conn.close()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    yield server.getsockname()[1]
+    stop.set()
+    thread.join()
+    server.close()
+
+
+def unused_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_a_connection_closed_before_any_answer_is_a_reset(closing_server) -> None:
+    with pytest.raises(Exception) as raised:
+        day_load._send(closing_server, "token", "GET", "/api/v1/tasks", None)
+    assert failure(raised.value) == RESET
+
+
+def test_a_refused_connection_is_refused() -> None:
+    with pytest.raises(Exception) as raised:
+        day_load._send(unused_port(), "token", "GET", "/api/v1/tasks", None)
+    assert failure(raised.value) == REFUSED
+
+
+def sender(outcomes: dict[int, Exception | int]) -> tuple[list[int], object]:
+    """A `send` that answers or raises per port, and the ports it was called with."""
+    called: list[int] = []
+
+    def send(port: int) -> tuple[int, str | None]:
+        called.append(port)
+        outcome = outcomes[port]
+        if isinstance(outcome, Exception):
+            raise outcome
+        return outcome, None
+
+    return called, send
+
+
+def test_a_read_reset_before_any_answer_is_retried_once_on_the_other_server() -> None:
+    called, send = sender({1: http.client.RemoteDisconnected("closed"), 2: 200})
+    assert send_balanced([1, 2], 0, "GET", send) == (200, None, "", True)
+    assert called == [1, 2]
+
+
+def test_a_read_reset_on_both_servers_is_sent_twice_only() -> None:
+    called, send = sender({1: ConnectionResetError(), 2: ConnectionResetError()})
+    assert send_balanced([1, 2], 0, "GET", send) == (0, None, RESET, True)
+    assert called == [1, 2]
+
+
+def test_a_create_reset_is_not_sent_again() -> None:
+    called, send = sender({1: ConnectionResetError(), 2: 201})
+    assert send_balanced([1, 2], 0, "POST", send) == (0, None, RESET, False)
+    assert called == [1]
+
+
+def test_a_refused_create_goes_to_the_other_server() -> None:
+    called, send = sender({1: ConnectionRefusedError(), 2: 201})
+    assert send_balanced([1, 2], 0, "POST", send) == (201, None, "", False)
+    assert called == [1, 2]
+
+
+def test_refused_everywhere_and_timed_out_say_so() -> None:
+    _, send = sender({1: ConnectionRefusedError(), 2: ConnectionRefusedError()})
+    assert send_balanced([1, 2], 1, "GET", send)[2] == REFUSED
+    _, send = sender({1: TimeoutError(), 2: 200})
+    assert send_balanced([1, 2], 0, "GET", send) == (0, None, TIMEOUT_, False)
