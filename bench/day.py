@@ -3,7 +3,8 @@ lived through with faults (docs/benchmarks.md, "A production day, with faults").
 
 The rig of bench/patroni_cluster.py; every role a real process on the three-host URL: 3
 schedulers, 2 workers (`--concurrency 4`, delivering notifications), 2 reviewers (retention
-every 10 s at 30 days), 2 API servers (gunicorn, one worker each, reads through
+every 10 s at 30 days), 2 API servers (gunicorn, two workers of two threads each, so that one
+accepts while the other is replaced, as docs/operations.md advises; reads through
 `DATABASE_REPLICA_URL` prefer-standby). The tasks of bench/day_seed.py; the API load of
 bench/day_load.py in its own process; the faults of bench/day_faults.py. Afterwards every run
 due in the window must finish, then the figures are computed from the run's own records: the
@@ -236,7 +237,7 @@ def measure(
             for i in range(APIS):
                 folder = run_dir / f"api-{i + 1}"
                 folder.mkdir()
-                server = apiserver.Gunicorn(url, 1, str(folder), threads=4, env=api_env)
+                server = apiserver.Gunicorn(url, 2, str(folder), threads=2, env=api_env)
                 servers.append(server)
                 server.start()
             roles = Roles(env, run_dir)
