@@ -23,7 +23,7 @@ def prune_batch(*, status: str, older_than_days: int, batch: int) -> int:
     """Delete up to `batch` runs in `status` finished more than `older_than_days` ago.
 
     Returns how many runs were deleted (their attempts and notifications too). Runs are locked
-    with FOR UPDATE SKIP LOCKED through run_status_finished_idx (status, finished_at), oldest
+    with FOR UPDATE SKIP LOCKED through run_finished_idx (status, finished_at), oldest
     first: only finished rows are ever locked, so claims (which lock claimable rows) never wait,
     a second reviewer takes the next batch instead of waiting, and a row someone else holds
     (e.g. a retry in progress) is simply left for a later pass.

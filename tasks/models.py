@@ -527,7 +527,16 @@ class Run(models.Model):
             # The reviewer's rescue scan, the heartbeat renewal and per-owner running counts.
             models.Index(fields=["worker"], condition=Q(status="running"), name="run_running_idx"),
             models.Index(fields=["owner", "-scheduled_at"], name="run_owner_scheduled_idx"),
-            models.Index(fields=["status", "finished_at"], name="run_status_finished_idx"),
+            # Finished runs by status, newest or oldest first: the run list filtered by a final
+            # status, the dashboard's finishes, /metrics' lateness, the reviewer's samples and
+            # retention; each asks for a final status, which implies the condition. Finished
+            # runs only, so that no claim can read it (the claim's is run_claimable_idx) and a
+            # run gets its entry when it finishes, not when planned or claimed (migration 0048).
+            models.Index(
+                fields=["status", "finished_at"],
+                condition=Q(status__in=TERMINAL_STATUSES),
+                name="run_finished_idx",
+            ),
             # The tasks whose last run may have failed: the console's last-run filter looks for
             # a task's last run only where this finds a failed run (migration 0045).
             models.Index(fields=["task"], condition=Q(status="failed"), name="run_failed_task_idx"),

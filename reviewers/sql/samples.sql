@@ -4,7 +4,7 @@
 -- guard makes the common call (every few seconds, usually for a minute already sampled) a
 -- single primary-key probe; ON CONFLICT settles two reviewers racing for the same minute.
 -- Depth reads the claimable and running partial indexes; throughput and lateness read the
--- minute's slice of run_status_finished_idx (status, finished_at).
+-- minute's slice of run_finished_idx (status, finished_at).
 WITH m AS (SELECT date_trunc('minute', clock_timestamp()) - interval '1 minute' AS minute),
 finished AS (
     -- A backfilled run is finished work but no lateness: due long ago by design (NULL, which

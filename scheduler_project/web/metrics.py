@@ -86,7 +86,7 @@ _HEALTH_SQL = """
 SELECT h.health, count(*) FROM tasks_taskhealth h JOIN tasks_task t ON t.id = h.task_id
  WHERE t.status IN ('active', 'paused') GROUP BY h.health
 """
-# The newest runs per status through run_status_finished_idx, read backwards and cut off.
+# The newest runs per status through run_finished_idx, read backwards and cut off.
 # now() (the scrape transaction's start), not clock_timestamp(): only a stable value can bound
 # an index scan; a volatile one would be a filter and the scan would walk the whole history.
 # A backfilled run is due long ago by design (replayed history): no start lateness.

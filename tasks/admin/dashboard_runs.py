@@ -71,7 +71,7 @@ def visible_runs(runs: QuerySet, user: Any) -> QuerySet:
 
 def live_or_finished_since(since: datetime) -> Q:
     """Unfinished runs, and runs finished since `since`: each branch one index's (the claimable
-    and running partial indexes, run_status_finished_idx), so the planner can read three short
+    and running partial indexes, run_finished_idx), so the planner can read three short
     ranges instead of every row of the user's (the runs table has no started_at index). A run
     that started since `since` is in it: a finished run finished after it started."""
     return (

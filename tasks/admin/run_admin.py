@@ -97,7 +97,7 @@ class RunAdmin(
 
     def get_ordering(self, request: HttpRequest) -> tuple[str, ...]:
         # An ordering the filter's index can serve, read backwards and cut at the page size:
-        # finished statuses by run_status_finished_idx (status, finished_at); one task's runs by
+        # finished statuses by run_finished_idx (status, finished_at); one task's runs by
         # run_unique_task_scheduled_at (task, scheduled_at); a date range by
         # run_scheduled_at_idx; a range of starts (the dashboard's bars) by run_started_at_idx;
         # otherwise the time-ordered uuid7 primary key, newest first.
