@@ -34,8 +34,9 @@ REFUSED = "refused"  # every server refused the connection
 RESET = "reset"  # reset or closed before any byte of an answer
 TIMEOUT_ = "timeout"  # the client's TIMEOUT passed without an answer
 UNSENT = "unsent"  # still waiting for a thread of the pool (or in flight) when the run ended
+CUT = "cut"  # the answer began, then its connection closed before its end
 OTHER = "other"  # anything else (a malformed answer)
-FAILURES = (REFUSED, RESET, TIMEOUT_, UNSENT, OTHER)
+FAILURES = (REFUSED, RESET, TIMEOUT_, UNSENT, CUT, OTHER)
 # Closed before any byte of an answer: what a balancer may retry for an idempotent method.
 _RESETS = (ConnectionResetError, BrokenPipeError, http.client.RemoteDisconnected)
 
@@ -56,6 +57,11 @@ def _request(kind: str, rng: random.Random, ctx: dict) -> tuple[str, str, bytes 
     return request_for(kind, rng, ctx, name="day create", handler="bench")
 
 
+class AnswerCut(Exception):
+    """The status line came, the rest did not: the serving process died mid-answer. Not what a
+    balancer retries (a proxy has passed the status on by then)."""
+
+
 def _send(
     port: int, token: str, method: str, path: str, body: bytes | None
 ) -> tuple[int, str | None]:
@@ -67,7 +73,10 @@ def _send(
             headers["Content-Type"] = "application/json"
         conn.request(method, path, body=body, headers=headers)
         response = conn.getresponse()
-        data = response.read()
+        try:
+            data = response.read()
+        except (OSError, http.client.HTTPException) as error:
+            raise AnswerCut(response.status) from error
         created = None
         if response.status == 201:
             created = json.loads(data).get("id")
@@ -80,6 +89,8 @@ def failure(error: Exception) -> str:
     """Why a request that raised `error` has no answer (one of FAILURES)."""
     if isinstance(error, ConnectionRefusedError):
         return REFUSED
+    if isinstance(error, AnswerCut):
+        return CUT
     if isinstance(error, _RESETS):
         return RESET
     if isinstance(error, TimeoutError):

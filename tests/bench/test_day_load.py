@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import pytest
 
 from bench import day_load
-from bench.day_load import REFUSED, RESET, TIMEOUT_, failure, send_balanced
+from bench.day_load import CUT, REFUSED, RESET, TIMEOUT_, failure, send_balanced
 
 
 @pytest.fixture
@@ -49,6 +49,37 @@ def test_a_connection_closed_before_any_answer_is_a_reset(closing_server) -> Non
     with pytest.raises(Exception) as raised:
         day_load._send(closing_server, "token", "GET", "/api/v1/tasks", None)
     assert failure(raised.value) == RESET
+
+
+@pytest.fixture
+def cutting_server() -> Iterator[int]:
+    """A port whose server answers a status line and half of the body it announced, then closes:
+    a process killed mid-answer."""
+    server = socket.create_server(("127.0.0.1", 0))
+
+    def serve() -> None:
+        conn, _ = server.accept()
+        conn.recv(65536)
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n" + b"x" * 50)
+        conn.close()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    yield server.getsockname()[1]
+    thread.join()
+    server.close()
+
+
+def test_an_answer_cut_after_its_status_line_is_cut_not_a_reset(cutting_server) -> None:
+    with pytest.raises(Exception) as raised:
+        day_load._send(cutting_server, "token", "GET", "/api/v1/tasks", None)
+    assert failure(raised.value) == CUT
+
+
+def test_a_cut_read_is_not_sent_again() -> None:
+    called, send = sender({1: day_load.AnswerCut(200), 2: 200})
+    assert send_balanced([1, 2], 0, "GET", send) == (0, None, CUT, False)
+    assert called == [1]
 
 
 def test_a_refused_connection_is_refused() -> None:
