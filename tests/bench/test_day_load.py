@@ -8,6 +8,7 @@ import http.client
 import socket
 import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 
@@ -15,9 +16,9 @@ from bench import day_load
 from bench.day_load import CUT, REFUSED, RESET, TIMEOUT_, failure, send_balanced
 
 
-@pytest.fixture
-def closing_server() -> Iterator[int]:
-    """A port whose server reads each request and closes the connection without a byte."""
+@contextmanager
+def answering(answer: bytes) -> Iterator[int]:
+    """A port whose server reads each request, sends `answer` and closes the connection."""
     server = socket.create_server(("127.0.0.1", 0))
     stop = threading.Event()
 
@@ -29,6 +30,7 @@ def closing_server() -> Iterator[int]:
             except TimeoutError:
                 continue
             conn.recv(65536)
+            conn.sendall(answer)
             conn.close()
 
     thread = threading.Thread(target=serve, daemon=True)
@@ -37,6 +39,21 @@ def closing_server() -> Iterator[int]:
     stop.set()
     thread.join()
     server.close()
+
+
+@pytest.fixture
+def closing_server() -> Iterator[int]:
+    """Closes each connection without a byte."""
+    with answering(b"") as port:
+        yield port
+
+
+@pytest.fixture
+def cutting_server() -> Iterator[int]:
+    """Answers a status line and half of the body it announced, then closes: a process killed
+    mid-answer."""
+    with answering(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n" + b"x" * 50) as port:
+        yield port
 
 
 def unused_port() -> int:
@@ -49,25 +66,6 @@ def test_a_connection_closed_before_any_answer_is_a_reset(closing_server) -> Non
     with pytest.raises(Exception) as raised:
         day_load._send(closing_server, "token", "GET", "/api/v1/tasks", None)
     assert failure(raised.value) == RESET
-
-
-@pytest.fixture
-def cutting_server() -> Iterator[int]:
-    """A port whose server answers a status line and half of the body it announced, then closes:
-    a process killed mid-answer."""
-    server = socket.create_server(("127.0.0.1", 0))
-
-    def serve() -> None:
-        conn, _ = server.accept()
-        conn.recv(65536)
-        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n" + b"x" * 50)
-        conn.close()
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    yield server.getsockname()[1]
-    thread.join()
-    server.close()
 
 
 def test_an_answer_cut_after_its_status_line_is_cut_not_a_reset(cutting_server) -> None:
