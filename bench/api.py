@@ -61,10 +61,16 @@ def _timetable(rate: float, writes: float, seconds: float, seed: int) -> list[tu
 
 
 def request_for(
-    kind: str, rng: random.Random, ctx: dict, *, name: str = "load", handler: str = "noop"
+    kind: str,
+    rng: random.Random,
+    ctx: dict,
+    *,
+    name: str = "load",
+    handler: str = "noop",
+    dedup_key: str | None = None,
 ) -> tuple[str, str, bytes | None]:
     """One request of the mix: a read of `kind` among ctx's tasks and runs, or a create of a
-    one-time task `name` running `handler`."""
+    one-time task `name` running `handler` (with `dedup_key`, a create safe to send again)."""
     tasks, runs = ctx["task_ids"], ctx["run_ids"]
     if kind == FLOOR:
         return "GET", FLOOR_PATH, None
@@ -82,6 +88,8 @@ def request_for(
         "payload": {"name": handler},
         "schedule": {"type": "once", "delay": 1},
     }
+    if dedup_key is not None:
+        body["dedup_key"] = dedup_key
     return "POST", "/api/v1/tasks", json.dumps(body).encode()
 
 

@@ -6,11 +6,14 @@ runs, 20 % single runs), `writes` creates per second (one-time `bench` tasks due
 leave on a fixed timetable from a thread pool and each latency counts from its intended send
 time, so a stalled server is not hidden by the client sending less. Requests alternate between
 the two servers and the client is the balancer in front of them (Envoy's `retry_on:
-reset,connect-failure`, its retries capped at one): a refused connection is sent to the other
-server, and so is a read (GET) whose connection was reset or closed before any byte of an
-answer, as happens to the requests a gunicorn worker had accepted when it is SIGKILLed; its
-latency still counts from its intended send time. A create (POST) is not sent twice: the task
-create takes no idempotency key, so a second send could make a second task.
+reset,connect-failure`, its retries capped at one) and the application's HTTP client behind it
+(urllib3's `Retry(read=1)`, which sends an idempotent request again when its answer broke off): a
+refused connection is sent to the other server, and a request that is safe to send twice and
+whose connection closed before the end of its answer (reset before any byte, or cut after the
+status line, as happens to the requests a gunicorn worker had accepted when it is SIGKILLed) is
+sent once more to the other server; its latency still counts from its intended send time. Reads
+are safe to send twice, and so is every create: each carries its own `dedup_key`, so a second
+send answers 200 with the task the first one made, or makes it if the first one did not commit.
 
 Each sample says why a request had no answer (`FAILURES`), and whether it was retried.
 """
@@ -52,20 +55,23 @@ def timetable(
     return sorted(plan)
 
 
-def _request(kind: str, rng: random.Random, ctx: dict) -> tuple[str, str, bytes | None]:
-    # The `bench` handler records its idempotency key, so a body run twice shows.
-    return request_for(kind, rng, ctx, name="day create", handler="bench")
+def _request(kind: str, rng: random.Random, ctx: dict, i: int) -> tuple[str, str, bytes | None]:
+    # The `bench` handler records its idempotency key, so a body run twice shows; the dedup key
+    # makes the create safe to send again.
+    dedup_key = f"day-{ctx['seed']}-{i}"
+    return request_for(kind, rng, ctx, name="day create", handler="bench", dedup_key=dedup_key)
 
 
 class AnswerCut(Exception):
     """The status line came, the rest did not: the serving process died mid-answer. Not what a
-    balancer retries (a proxy has passed the status on by then)."""
+    balancer retries (a proxy has passed the status on by then), but what the client's own retry
+    sends again when the request is safe to send twice."""
 
 
 def _send(
     port: int, token: str, method: str, path: str, body: bytes | None
 ) -> tuple[int, str | None]:
-    """(status, the created task's id for a 201)."""
+    """(status, the created task's id for a create's 201, or its 200 for a repeated dedup key)."""
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=TIMEOUT)
     try:
         headers = {"Authorization": f"Bearer {token}"}
@@ -78,7 +84,7 @@ def _send(
         except (OSError, http.client.HTTPException) as error:
             raise AnswerCut(response.status) from error
         created = None
-        if response.status == 201:
+        if method == "POST" and response.status in (200, 201):
             created = json.loads(data).get("id")
         return response.status, created
     finally:
@@ -99,12 +105,14 @@ def failure(error: Exception) -> str:
 
 
 def send_balanced(
-    ports: list[int], first: int, method: str, send: Callable[[int], tuple[int, str | None]]
+    ports: list[int], first: int, safe_twice: bool, send: Callable[[int], tuple[int, str | None]]
 ) -> tuple[int, str | None, str, bool]:
-    """(status, created id, failure, retried): `send` to ports[first], as a balancer would.
+    """(status, created id, failure, retried): `send` to ports[first], as a balancer and the
+    client's retry would.
 
-    A refused connection goes to the next server; a GET reset before any answer is sent once to
-    the next server (retried); a POST is never sent twice.
+    A refused connection goes to the next server; a request `safe_twice` (a read, or a create
+    with its dedup key) whose answer was reset or cut is sent once to the next server (retried);
+    any other is never sent twice.
     """
     retried = False
     for attempt in range(len(ports)):
@@ -116,7 +124,8 @@ def send_balanced(
             why = failure(error)
             if why == REFUSED:
                 continue  # down: the balancer sends it to the other server
-            if why == RESET and method == "GET" and not retried and attempt + 1 < len(ports):
+            again = why in (RESET, CUT) and safe_twice and not retried
+            if again and attempt + 1 < len(ports):
                 retried = True
                 continue
             return 0, None, why, retried
@@ -140,8 +149,9 @@ def run(ctx: dict, results: mp.Queue) -> None:
         taken = time.perf_counter()
         with lock:
             taken_up[i] = taken
+        # Every request of the day is safe to send twice: reads, and creates with a dedup key.
         status, created, why, retried = send_balanced(
-            ports, i, request[0], lambda port: _send(port, ctx["token"], *request)
+            ports, i, True, lambda port: _send(port, ctx["token"], *request)
         )
         ms = (time.perf_counter() - intended) * 1000
         with lock:
@@ -154,7 +164,7 @@ def run(ctx: dict, results: mp.Queue) -> None:
     t0, wall0 = time.perf_counter() + 0.2, time.time() + 0.2
     for i, (offset, kind) in enumerate(plan):
         intended = t0 + offset
-        request = _request(kind, rng, ctx)
+        request = _request(kind, rng, ctx, i)
         delay = intended - time.perf_counter()
         if delay > 0:
             time.sleep(delay)

@@ -17,7 +17,7 @@ SAMPLES = [
     sample("task_list", 900.0, 12.0, 200),
     sample("create", 901.0, 2500.0, 201, pool=1000.0),  # late for the client's pool alone
     sample("task_detail", 999.5, 800.0, 0, RESET),  # in flight at the kill
-    sample("create", 1002.0, 30.0, 0, RESET),  # sent 2 s after it
+    sample("create", 1002.0, 30.0, 0, RESET, retried=True),  # sent 2 s after it, twice
     sample("run_detail", 1003.0, 2100.0, 200, retried=True),  # retried, answered late
     sample("task_runs", 1004.0, 5.0, 0, RESET, retried=True),  # retried, reset again
     sample("task_list", 1020.0, 30_000.0, 0, TIMEOUT_),  # long after the kill
@@ -43,7 +43,7 @@ def test_answers_count_the_late_and_the_unanswered_with_why_and_the_kills_near_t
     assert a["unanswered_creates"] == 2
     assert a["unanswered_near_api_kill"] == 3
     assert a["not_within_2s"] == 9
-    assert (a["retried_reads"], a["retried_reads_answered"]) == (2, 1)
+    assert (a["retried"], a["retried_creates"], a["retried_answered"]) == (3, 1, 1)
 
 
 def test_without_a_kill_nothing_is_near_one_and_the_line_says_all() -> None:
