@@ -438,17 +438,18 @@ completed AS (
     -- misfire, scheduler_runs_skipped_total). A shard of the worker's own among the 32, from its
     -- name (the claim alone takes no shard parameter).
     INSERT INTO tasks_runcounter (metric, kind, outcome, shard, value)
-    SELECT c.metric, t.kind, c.outcome, hashtext(%(worker)s) & 31, count(*)
-      FROM (SELECT task_id, 'attempt' AS metric, outcome FROM done
+    -- The kind of a batch's ends comes with them (`done`, `alerts`); a miss reads its task.
+    SELECT c.metric, c.kind, c.outcome, hashtext(%(worker)s) & 31, count(*)
+      FROM (SELECT 'attempt' AS metric, kind, outcome FROM done
             UNION ALL
-            SELECT task_id, 'finished', status FROM done WHERE finished_at IS NOT NULL
+            SELECT 'finished', kind, status FROM done WHERE finished_at IS NOT NULL
             UNION ALL
-            SELECT task_id, 'alert', event FROM alerts
+            SELECT 'alert', kind, event FROM alerts
             UNION ALL
-            SELECT task_id, 'skipped', 'misfire' FROM missed) c
-      JOIN tasks_task t ON t.id = c.task_id
-     GROUP BY c.metric, t.kind, c.outcome
-     ORDER BY c.metric, t.kind, c.outcome
+            SELECT 'skipped', t.kind, 'misfire' FROM missed m JOIN tasks_task t ON t.id = m.task_id
+           ) c
+     GROUP BY c.metric, c.kind, c.outcome
+     ORDER BY c.metric, c.kind, c.outcome
     ON CONFLICT (metric, kind, outcome, shard)
     DO UPDATE SET value = tasks_runcounter.value + EXCLUDED.value
 ), notified AS (
@@ -466,10 +467,10 @@ completed AS (
                         WHEN d.status = 'scheduled' AND d.outcome IN ('failed', 'timed_out')
                         THEN 'failed'
                    END AS event
-              FROM done d JOIN tasks_task t ON t.id = d.task_id
-             WHERE (jsonb_typeof(t.notify) = 'array' AND t.notify <> '[]'::jsonb)
+              FROM done d
+             WHERE d.task_notifies
                 OR EXISTS (SELECT 1 FROM notifications_channel c
-                            WHERE c.owner_id = t.owner_id AND c.all_tasks_events <> '{{}}')
+                            WHERE c.owner_id = d.task_owner_id AND c.all_tasks_events <> '{{}}')
             UNION ALL
             SELECT id, task_id, attempt, event FROM alerts) AS e
      WHERE event IS NOT NULL
@@ -480,12 +481,14 @@ completed AS (
 -- name: no_finish
 done AS (
     SELECT NULL::uuid AS id, NULL::uuid AS task_id, NULL::text AS status, NULL::int AS attempt,
-           NULL::text AS outcome, NULL::timestamptz AS finished_at
+           NULL::text AS outcome, NULL::timestamptz AS finished_at, NULL::text AS kind,
+           NULL::integer AS task_owner_id, NULL::boolean AS task_notifies
      WHERE false
 ), recorded AS (
     SELECT NULL::uuid AS run_id, NULL::timestamptz AS finished_at WHERE false
 ), alerts AS (
-    SELECT NULL::uuid AS id, NULL::uuid AS task_id, NULL::int AS attempt, NULL::text AS event
+    SELECT NULL::uuid AS id, NULL::uuid AS task_id, NULL::int AS attempt, NULL::text AS kind,
+           NULL::text AS event
      WHERE false
 )
 
@@ -564,11 +567,17 @@ done AS (
                   %(outputs)s::text[], %(exit_codes)s::int[], %(http_statuses)s::int[],
                   %(outcomes)s::text[])
            AS v(id, attempt, status, retry_in, started_at, error, output, exit_code, http_status,
-                outcome)
+                outcome),
+           tasks_task t
      WHERE r.id = v.id AND r.status = 'running' AND r.attempt = v.attempt AND r.worker = %(worker)s
+       AND t.id = r.task_id
+    -- The task's columns that `counted` and `notified` need, read here once per run: each of
+    -- them joining tasks_task again read the task's row two more times per run.
     RETURNING r.id, r.task_id, r.status, v.attempt, v.outcome, r.scheduled_at, r.started_at,
               r.finished_at, v.started_at AS attempt_started_at, v.error AS attempt_error,
-              v.exit_code, v.http_status, r.concurrency_key_id AS ckey
+              v.exit_code, v.http_status, r.concurrency_key_id AS ckey, t.kind,
+              t.owner_id AS task_owner_id,
+              jsonb_typeof(t.notify) = 'array' AND t.notify <> '[]'::jsonb AS task_notifies
 ), recorded AS (
     -- Each finished attempt's row; its `finished_at` bounds the starts a cycle claims after it.
     INSERT INTO tasks_attempt (run_id, number, worker, started_at, finished_at, outcome, error,
@@ -594,7 +603,7 @@ judged AS (
            CASE WHEN j.status = 'succeeded' THEN 'up'
                 WHEN j.failure_streak IS NOT NULL AND j.failures_after >= j.failure_streak
                 THEN 'failing' ELSE j.health END AS health_after
-      FROM (SELECT DISTINCT ON (d.task_id) d.id, d.task_id, d.attempt, d.status,
+      FROM (SELECT DISTINCT ON (d.task_id) d.id, d.task_id, d.attempt, d.status, d.kind,
                    d.finished_at - d.started_at AS took, l.health, l.failure_streak,
                    l.min_duration, l.repeat_every, l.alerted_at,
                    CASE WHEN d.status = 'succeeded' THEN 0 ELSE l.failures + 1 END
@@ -610,7 +619,7 @@ judged AS (
              ORDER BY d.task_id, d.scheduled_at DESC) AS j
 ), alerts AS (
     -- The alerts the new health raises: a change, a reminder, or a success too fast.
-    SELECT id, task_id, attempt,
+    SELECT id, task_id, attempt, kind,
            CASE WHEN health_after = 'up' THEN 'recovered' ELSE health_after END AS event
       FROM judged
      WHERE health_after <> health
@@ -618,7 +627,7 @@ judged AS (
             AND (alerted_at IS NULL
                  OR alerted_at <= clock_timestamp() - make_interval(secs => repeat_every)))
     UNION ALL
-    SELECT id, task_id, attempt, 'too_fast' FROM judged
+    SELECT id, task_id, attempt, kind, 'too_fast' FROM judged
      WHERE status = 'succeeded' AND took < make_interval(secs => min_duration)
 ), judged_written AS (
     -- The new health, streak and alert times, on the rows `judged` locked.
