@@ -16,7 +16,7 @@ from tasks.api.serializers import TaskInputSerializer
 from tasks.api.strict import StrictSerializer
 from tasks.api.views import ERRORS
 from tasks.db import db_now
-from tasks.transitions.creation import MAX_BATCH, create_tasks
+from tasks.transitions.creation import MAX_BATCH, create_task_rows
 
 
 class BatchInputSerializer(StrictSerializer):
@@ -41,8 +41,8 @@ class TaskBatchCreateView(APIView):
         outer.is_valid(raise_exception=True)
         now = db_now()
         items = validate_bodies(outer.validated_data["tasks"], request=request, now=now)
-        tasks = create_tasks(owner=request.user, items=items, now=now)
-        return Response({"ids": [str(task.id) for task in tasks]}, status=status.HTTP_201_CREATED)
+        created = create_task_rows(owner=request.user, items=items, now=now)
+        return Response({"ids": [str(i) for i in created.ids]}, status=status.HTTP_201_CREATED)
 
 
 def validate_bodies(bodies: list[dict], *, request: Request, now: datetime) -> list[dict]:
