@@ -206,11 +206,13 @@ def create_task_rows(*, owner: Any, items: list[dict], now: datetime) -> Created
                 due, row["runs_planned"], row["next_unplanned_at"] = planned
                 runs.extend(instances.values(Run, run) for run in due)
         inserts.insert_values(Task, rows)
-        # Only tasks that expect anything have a health row to make (none to remove: new).
-        expecting = [instances.build(Task, row) for row in rows if row["expect"]]
-        expectations.sync(expecting, now=now, created=True)
         audit.record_all(_created_entry(row) for row in rows)
         inserts.insert_values(Run, runs)
+        # Only tasks that expect anything have a health row to make (none to remove: new). After
+        # the runs, as a single create: the `late` cursor starts before the first run (a
+        # one-time task created past due is judged late as one created alone).
+        expecting = [instances.build(Task, row) for row in rows if row["expect"]]
+        expectations.sync(expecting, now=now, created=True)
         if runs:
             notify(RUN_DUE_CHANNEL)
         if scheduler_needed((row["next_unplanned_at"] for row in rows), now=now):
