@@ -2,7 +2,7 @@
 /api/v1/tasks/batch, against the CPU it costs the workers that execute it, the same tasks in one
 run, on a scratch database.
 
-The API side is in-process (the view: parsing, validation, `create_tasks`): each round posts one
+The API side is in-process (the view: parsing, validation, `create_task_rows`): each round posts one
 batch of N one-time tasks due now (what a job queue's client sends) and reads this process's CPU
 (`time.process_time`), then calls `create_task_rows` (what the route calls) alone on N bodies
 validated beforehand; the difference is what parsing and validating a body costs. Its PostgreSQL backend's CPU is read from

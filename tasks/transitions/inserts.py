@@ -42,6 +42,7 @@ from django.utils import timezone
 
 from scheduler_project.sql import queries
 from tasks import instances
+from tasks.db import prepared_cursor
 from tasks.models import Run, Task
 
 SQL = queries("tasks", "inserts.sql")
@@ -94,7 +95,9 @@ def _saved_when_none(model: type[Model], field: Field) -> Any:
 
 
 def _execute(model: type[Model], rows: str) -> None:
-    with connection.cursor() as cursor:
+    # Bound on the server: Django's cursor would quote the megabyte of JSON into the statement's
+    # text (libpq's PQescapeLiteral, a twentieth of the batch route's CPU).
+    with prepared_cursor() as cursor:
         cursor.execute(SQL[STATEMENTS[model]], {"rows": rows})
 
 
