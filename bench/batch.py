@@ -5,8 +5,8 @@ run, on a scratch database.
 The API side is in-process (the view: parsing, validation, `create_task_rows`): each round posts one
 batch of N one-time tasks due now (what a job queue's client sends) and reads this process's CPU
 (`time.process_time`), then calls `create_task_rows` (what the route calls) alone on N bodies
-validated beforehand; the difference is what parsing and validating a body costs. Its PostgreSQL backend's CPU is read from
-/proc around the same calls.
+validated beforehand; the difference is what parsing and validating a body costs. Its
+PostgreSQL backend's CPU is read from /proc around the same calls.
 
 The worker side is real `manage.py runworker` processes, started before the first round and idle
 once a warm-up batch is done: each round's window runs from before its POST until its 2 x N runs

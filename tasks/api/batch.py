@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
+from typing import Any
 
 from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
 from rest_framework import serializers, status
@@ -24,7 +26,7 @@ class BodyField(serializers.DictField):
     validation runs a field per key of every body that validates nothing (its child takes any
     value), and has the same result."""
 
-    def run_child_validation(self, data: dict) -> dict:
+    def run_child_validation(self, data: Mapping[str, Any]) -> dict[str, Any]:
         return {str(key): value for key, value in data.items()}
 
 
