@@ -5,6 +5,7 @@ the same body, and create_tasks hands back instances holding the rows inserted."
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 
@@ -88,7 +89,7 @@ def test_a_batch_writes_what_a_single_create_writes(schedule, settings) -> None:
 
 
 def test_an_unnamed_task_is_named_by_its_id_in_the_audit_log() -> None:
-    owner = UserFactory()
+    owner: Any = UserFactory()
     item = {"kind": Task.Kind.HANDLER, "payload": {"name": "noop"}, "schedule": {"type": "once"}}
     item["schedule"] = schedules.normalize(None, now=NOW)
     (task_id,) = creation.create_task_rows(owner=owner, items=[item], now=NOW).ids

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime, timedelta
+from typing import Any
 from zoneinfo import ZoneInfo
 
 import pytest
@@ -175,7 +176,7 @@ def test_rows_orjson_refuses_are_written_by_the_standard_library() -> None:
 def test_rows_of_values_are_written_as_bulk_create_writes_their_instances() -> None:
     """`insert_values` (the batch create's rows) against bulk_create of an instance built from
     the same values; a datetime not in UTC is written by isoformat and left to the caller."""
-    owner = UserFactory()
+    owner: Any = UserFactory()
     given = {
         name: getattr(_task(owner, None, None), name)
         for name in ("owner_id", "name", "kind", "payload", "schedule", "priority", "timeout")
