@@ -2,15 +2,15 @@
 /api/v1/tasks/batch, against the CPU it costs the workers that execute it, the same tasks in one
 run, on a scratch database.
 
-The API side is in-process (the view: parsing, validation, `create_tasks`): each round posts one
+The API side is in-process (the view: parsing, validation, `create_task_rows`): each round posts one
 batch of N one-time tasks due now (what a job queue's client sends) and reads this process's CPU
-(`time.process_time`), then calls `create_tasks` alone on N bodies validated beforehand; the
-difference is what parsing and validating a body costs. Its PostgreSQL backend's CPU is read from
-/proc around the same calls.
+(`time.process_time`), then calls `create_task_rows` (what the route calls) alone on N bodies
+validated beforehand; the difference is what parsing and validating a body costs. Its
+PostgreSQL backend's CPU is read from /proc around the same calls.
 
 The worker side is real `manage.py runworker` processes, started before the first round and idle
 once a warm-up batch is done: each round's window runs from before its POST until its 2 x N runs
-(the route's and `create_tasks`' own) have succeeded, and the workers' CPU (and their PostgreSQL
+(the route's and `create_task_rows`' own) have succeeded, and the workers' CPU (and their PostgreSQL
 backends', from /proc) over the window, less what they burn idle over as long (measured before
 the rounds), is divided by the runs. The medians of the rounds are printed in CPU-ms per task.
 
@@ -37,7 +37,7 @@ from bench import workload
 from bench.proc import cpu_seconds, machine
 from tasks.api.serializers import TaskInputSerializer
 from tasks.db import db_now
-from tasks.transitions.creation import create_tasks
+from tasks.transitions.creation import create_task_rows
 
 URL = "/api/v1/tasks/batch"
 IDLE_SECONDS = 10.0
@@ -55,7 +55,7 @@ def bodies(n: int) -> list[dict[str, Any]]:
 class Round:
     route: float = 0.0  # the API process's CPU seconds for the POST
     route_pg: float = 0.0  # its PostgreSQL backend's
-    create: float = 0.0  # `create_tasks` alone
+    create: float = 0.0  # `create_task_rows` alone
     create_pg: float = 0.0
     workers: float = 0.0  # the workers' CPU seconds over the window
     workers_pg: float = 0.0  # their backends'
@@ -142,7 +142,7 @@ def _measure(n: int, rounds: int, fleet: workload.Fleet, processes: int, concurr
             items.append(serializer.validated_data)
         api_pg = cpu_seconds(own)
         started = time.process_time()
-        create_tasks(owner=user, items=items, now=now)
+        create_task_rows(owner=user, items=items, now=now)
         one.create = time.process_time() - started
         one.create_pg = cpu_seconds(own) - api_pg
         done += 2 * n
@@ -201,7 +201,7 @@ def _print(
         f"(the process / its PostgreSQL backends):"
     )
     print(f"  {'POST /api/v1/tasks/batch':34} {ms(route, n)} / {ms(median('route_pg'), n)}")
-    print(f"  {'  create_tasks':34} {ms(create, n)} / {ms(median('create_pg'), n)}")
+    print(f"  {'  create_task_rows':34} {ms(create, n)} / {ms(median('create_pg'), n)}")
     print(f"  {'  parsing and validation':34} {ms(route - create, n)}")
     runs = 2 * n
     workers, workers_pg = median("workers"), median("workers_pg")

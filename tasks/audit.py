@@ -61,6 +61,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
 from django.contrib.auth.models import AnonymousUser
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import connection
@@ -230,23 +231,32 @@ def record(*entries: Entry) -> None:
 
 def record_all(entries: Iterable[Entry]) -> None:
     """`record` for an iterable of entries."""
-    rows = list(entries)
+    rows = [
+        {
+            "action": one.action,
+            "object_type": one.object_type,
+            "object_id": one.object_id,
+            "object_name": one.object_name,
+            "owner_id": one.owner_id,
+            "team_id": one.team_id,
+            "changes": _changes_json(one.changes),
+        }
+        for one in entries
+    ]
     if not rows:
         return
     with connection.cursor() as cursor:
-        cursor.execute(
-            SQL["insert"],
-            {
-                **_who(),
-                "actions": [one.action for one in rows],
-                "object_types": [one.object_type for one in rows],
-                "object_ids": [one.object_id for one in rows],
-                "object_names": [one.object_name for one in rows],
-                "owner_ids": [one.owner_id for one in rows],
-                "team_ids": [one.team_id for one in rows],
-                "changes": [_changes_json(one.changes) for one in rows],
-            },
-        )
+        cursor.execute(SQL["insert"], {**_who(), "entries": _entries_json(rows)})
+
+
+def _entries_json(rows: list[dict[str, Any]]) -> str:
+    # One JSON parameter: seven text arrays were dumped element by element by the driver, a
+    # twelfth of the batch route's CPU for 1,000 tasks. What orjson refuses (a lone surrogate)
+    # goes to the standard library's encoder, whose text PostgreSQL refuses as the arrays' was.
+    try:
+        return orjson.dumps(rows).decode()
+    except orjson.JSONEncodeError:
+        return json.dumps(rows)
 
 
 def _changes_json(changes: dict[str, Any]) -> str:

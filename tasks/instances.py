@@ -28,7 +28,7 @@ def build(model: type[M], values: dict[str, Any], *, related: dict[str, Model] |
     `task`), each other field at its default. `related` names instances to keep as the foreign
     keys' related objects (`{"task": task}`), as `Model(task=task)` does; their ids must be in
     `values`."""
-    template, called, index = _plan(model)
+    template, called, index, _ = _plan(model)
     if unknown := values.keys() - index.keys():
         raise TypeError(f"{model.__name__} has no fields {sorted(unknown)}")
     args = template.copy()
@@ -43,13 +43,28 @@ def build(model: type[M], values: dict[str, Any], *, related: dict[str, Model] |
     return obj
 
 
+def values(model: type[Model], given: dict[str, Any]) -> dict[str, Any]:
+    """Every field's value by attribute name, in the fields' order, as `build` gives them to a
+    new instance: `given`, and each other field's default. What a row inserted without an
+    instance (tasks/transitions/inserts.py, `insert_values`) is made of."""
+    _, called, index, template = _plan(model)
+    if unknown := given.keys() - index.keys():
+        raise TypeError(f"{model.__name__} has no fields {sorted(unknown)}")
+    row = template.copy()
+    for _, name, default in called:
+        if name not in given:
+            row[name] = default()
+    row.update(given)
+    return row
+
+
 @functools.cache
 def _plan(
     model: type[Model],
-) -> tuple[list[Any], list[tuple[int, str, Callable[[], Any]]], dict[str, int]]:
+) -> tuple[list[Any], list[tuple[int, str, Callable[[], Any]]], dict[str, int], dict[str, Any]]:
     """The arguments of an instance of `model` with every default that is the same each time,
-    the defaults to call per instance (position, attribute, default), and each attribute's
-    position."""
+    the defaults to call per instance (position, attribute, default), each attribute's
+    position, and the arguments by attribute name."""
     template: list[Any] = []
     called = []
     for position, field in enumerate(model._meta.concrete_fields):
@@ -60,4 +75,4 @@ def _plan(
         else:
             template.append(field.get_default())
     index = {field.attname: i for i, field in enumerate(model._meta.concrete_fields)}
-    return template, called, index
+    return template, called, index, dict(zip(index, template, strict=True))

@@ -145,6 +145,19 @@ class RateKey(LimitKey):
         ]
 
 
+# The attributes of a task that a new run of it copies (Task.requests).
+REQUEST_FIELDS = ("cpu_millis", "memory_bytes", "concurrency_key_id", "rate_key_id")
+
+
+def requested(resources: dict | None) -> tuple[int, int]:
+    """A task's `cpu_millis` and `memory_bytes` from its `resources` (validated: no error here)."""
+    cpu, memory = (resources or {}).get("cpu"), (resources or {}).get("memory")
+    return (
+        quantities.cpu_millis(str(cpu)) if cpu is not None else 0,
+        quantities.memory_bytes(str(memory)) if memory is not None else 0,
+    )
+
+
 class Task(models.Model):
     class Kind(models.TextChoices):
         HTTP = "http"
@@ -299,20 +312,12 @@ class Task(models.Model):
 
     def set_requests(self) -> None:
         """`cpu_millis` and `memory_bytes` from `resources` (validated: no error here)."""
-        requested = self.resources or {}
-        cpu, memory = requested.get("cpu"), requested.get("memory")
-        self.cpu_millis = quantities.cpu_millis(str(cpu)) if cpu is not None else 0
-        self.memory_bytes = quantities.memory_bytes(str(memory)) if memory is not None else 0
+        self.cpu_millis, self.memory_bytes = requested(self.resources)
 
     @property
     def requests(self) -> dict[str, int | None]:
         """What a new run of this task requests (Run's fields of the same names)."""
-        return {
-            "cpu_millis": self.cpu_millis,
-            "memory_bytes": self.memory_bytes,
-            "concurrency_key_id": self.concurrency_key_id,
-            "rate_key_id": self.rate_key_id,
-        }
+        return {name: getattr(self, name) for name in REQUEST_FIELDS}
 
 
 HEALTHS = ("up", "late", "failing", "overdue")

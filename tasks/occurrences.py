@@ -3,10 +3,11 @@ them) and reading what is planned: a task's next runs, schedule previews."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from itertools import islice
+from typing import Any
 from uuid import UUID
 
 from django.conf import settings
@@ -15,7 +16,7 @@ from django.db import connection
 from tasks import exclusions, instances, schedules
 from tasks.exclusions import CalendarData, Exclusions
 from tasks.ids import idempotency_key
-from tasks.models import CLAIMABLE_STATUSES, Calendar, Run, Task
+from tasks.models import CLAIMABLE_STATUSES, REQUEST_FIELDS, Calendar, Run, Task
 
 # Occurrences planned for one task in one pass; a longer catch-up continues on the next pass.
 MAX_OCCURRENCES_PER_PASS = 1000
@@ -24,10 +25,10 @@ MISSED_REASON = "missed: the scheduler planned this occurrence too late (misfire
 PAUSED_REASON = "paused: the task was paused at this occurrence's time"
 
 
-def _paused_during(task: Task) -> Callable[[datetime], bool]:
+def _paused_during(task: Mapping[str, Any]) -> Callable[[datetime], bool]:
     """Whether an occurrence's time fell while the task was paused (its last pause, from
     `paused_at` until `resumed_at`): such an occurrence is recorded skipped, never run."""
-    start, end = task.paused_at, task.resumed_at
+    start, end = task["paused_at"], task["resumed_at"]
     if start is None or end is None or end <= start:
         return lambda at: False
     return lambda at: start <= at < end
@@ -67,6 +68,21 @@ def days_off(excluded: Exclusions) -> Callable[[date], bool] | None:
     return excluded.days_off if excluded.calendars else None
 
 
+# What planning reads of a task (`advance_values`).
+PLANNED_FROM = (
+    "id",
+    "owner_id",
+    "schedule",
+    "next_unplanned_at",
+    "runs_planned",
+    "paused_at",
+    "resumed_at",
+    "priority",
+    "max_attempts",
+    *REQUEST_FIELDS,
+)
+
+
 def advance(
     task: Task,
     *,
@@ -79,26 +95,44 @@ def advance(
     advances `task.next_unplanned_at` and `task.runs_planned` in memory. Pure apart from reading
     settings, so bulk creation can plan many new tasks and insert them in bulk.
     """
-    if task.next_unplanned_at is None or task.next_unplanned_at > horizon:
+    values = {name: getattr(task, name) for name in PLANNED_FROM}
+    planned = advance_values(values, now=now, horizon=horizon, calendars=calendars)
+    if planned is None:
         return []
-    recurring = task.schedule.get("type") != "once"
+    runs, task.runs_planned, task.next_unplanned_at = planned
+    return [instances.build(Run, run, related={"task": task}) for run in runs]
+
+
+def advance_values(
+    task: Mapping[str, Any],
+    *,
+    now: datetime,
+    horizon: datetime,
+    calendars: dict[str, CalendarData] | None = None,
+) -> tuple[list[dict[str, Any]], int, datetime | None] | None:
+    """`advance` for a task given as its fields' values by attribute name (a row the batch
+    create inserts without an instance): the values of its runs (`Run`'s attributes, the rest
+    its defaults), its `runs_planned` and `next_unplanned_at` after them; None when nothing is
+    due by `horizon` (both left as they are)."""
+    if task["next_unplanned_at"] is None or task["next_unplanned_at"] > horizon:
+        return None
+    schedule = task["schedule"]
+    recurring = schedule.get("type") != "once"
     due = due_occurrences(
-        task.schedule,
-        next_at=task.next_unplanned_at,
-        planned=task.runs_planned,
+        schedule,
+        next_at=task["next_unplanned_at"],
+        planned=task["runs_planned"],
         now=now,
         horizon=horizon,
         calendars=calendars,
         paused=_paused_during(task),
     )
-    grace = timedelta(seconds=grace_seconds(task.schedule)) if recurring else None
+    grace = timedelta(seconds=grace_seconds(schedule)) if recurring else None
     runs = [
-        _new_run(task, o.at, status=o.status, kind=o.kind, reason=o.reason, now=now, grace=grace)
+        _run_values(task, o.at, status=o.status, kind=o.kind, reason=o.reason, now=now, grace=grace)
         for o in due.occurrences
     ]
-    task.runs_planned = due.planned
-    task.next_unplanned_at = due.next_at
-    return runs
+    return runs, due.planned, due.next_at
 
 
 @dataclass(frozen=True)
@@ -244,8 +278,8 @@ def shown_schedule(schedule: dict) -> dict:
     return {**schedule, "misfire_grace": grace_seconds(schedule)}
 
 
-def _new_run(
-    task: Task,
+def _run_values(
+    task: Mapping[str, Any],
     at: datetime,
     *,
     status: str,
@@ -253,27 +287,27 @@ def _new_run(
     reason: str,
     now: datetime,
     grace: timedelta | None,
-) -> Run:
+) -> dict[str, Any]:
     execute_at = at
-    if task.schedule.get("jitter"):  # the key only seeds the jitter: made when there is one
-        key = idempotency_key(task.id, at)
-        execute_at += timedelta(seconds=schedules.jitter_offset(task.schedule, key=key))
-    values = {
-        "task_id": task.pk,
-        "owner_id": task.owner_id,
+    schedule = task["schedule"]
+    if schedule.get("jitter"):  # the key only seeds the jitter: made when there is one
+        key = idempotency_key(task["id"], at)
+        execute_at += timedelta(seconds=schedules.jitter_offset(schedule, key=key))
+    return {
+        "task_id": task["id"],
+        "owner_id": task["owner_id"],
         "scheduled_at": at,
         "execute_at": execute_at,
         # Counted from execute_at: jitter is a planned delay, not lateness.
         "missed_after": None if grace is None else execute_at + grace,
-        "priority": task.priority,
-        "max_attempts": task.max_attempts,
-        **task.requests,
+        "priority": task["priority"],
+        "max_attempts": task["max_attempts"],
+        **{name: task[name] for name in REQUEST_FIELDS},
         "status": status,
         "finished_at": now if status == Run.Status.SKIPPED else None,
         "skip_kind": kind,
         "error": reason,
     }
-    return instances.build(Run, values, related={"task": task})
 
 
 def occurrences_between(

@@ -29,10 +29,11 @@ CREATE TRIGGER audit_append_only BEFORE UPDATE OR DELETE ON tasks_auditentry
     FOR EACH ROW EXECUTE FUNCTION tasks_audit_append_only();
 ALTER TABLE tasks_auditentry ENABLE ALWAYS TRIGGER audit_append_only;
 
--- The entries of one change, all by one actor: one row per element of the arrays, in their
--- order: a batch of 1,000 tasks is one statement of about 20 ms (the ORM's bulk_create of as
--- many rows took about 250 ms, as long as creating the tasks). `at` is the column's default,
--- the statement's time.
+-- The entries of one change, all by one actor: one row per element of the JSON array
+-- `entries` (tasks/audit.py `record_all`), in its order: a batch of 1,000 tasks is one
+-- statement of about 20 ms (the ORM's bulk_create of as many rows took about 250 ms, as long as
+-- creating the tasks). Each entry's `changes` is JSON text, as DjangoJSONEncoder wrote it. `at`
+-- is the column's default, the statement's time.
 -- name: insert
 INSERT INTO tasks_auditentry (
     actor_id, actor_name, service_account, token_id, client_address, user_agent,
@@ -41,11 +42,12 @@ INSERT INTO tasks_auditentry (
 SELECT %(actor_id)s, %(actor_name)s, %(service_account)s, %(token_id)s, %(client_address)s::inet,
        %(user_agent)s, e.action, e.object_type, e.object_id, e.object_name, e.owner_id,
        e.team_id, e.changes::jsonb
-  FROM unnest(%(actions)s::text[], %(object_types)s::text[], %(object_ids)s::text[],
-              %(object_names)s::text[], %(owner_ids)s::integer[], %(team_ids)s::bigint[],
-              %(changes)s::text[])
-       WITH ORDINALITY AS e(action, object_type, object_id, object_name, owner_id, team_id,
-                            changes, n)
+  FROM ROWS FROM (
+           jsonb_to_recordset(%(entries)s::jsonb)
+               AS (action text, object_type text, object_id text, object_name text,
+                   owner_id integer, team_id bigint, changes text)
+       ) WITH ORDINALITY AS e(action, object_type, object_id, object_name, owner_id, team_id,
+                              changes, n)
  ORDER BY e.n
 
 -- Undoes the two above (a migration's reverse).

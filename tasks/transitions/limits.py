@@ -108,15 +108,24 @@ def resolve_task_keys(task: Task, data: dict, known: dict | None = None) -> None
     (validated) names, creating or changing the owner's or the team's keys on the way: create
     and update call it inside the transaction that saves the task. `known` remembers a batch's
     keys by value and team."""
+    for column, key_id in task_keys(task.owner, task.team_id, data, known).items():
+        setattr(task, column, key_id)
+
+
+def task_keys(owner: Any, team_id: int | None, data: dict, known: dict | None = None) -> dict:
+    """`resolve_task_keys` for a task not built as an instance (the batch create's rows): the
+    key id of each kind `data` names, by the task's column."""
     seen = {} if known is None else known
+    found = {}
     for kind in KINDS:
         if kind.field not in data:
             continue
         value = data[kind.field]
-        remembered = (kind.field, task.team_id, *sorted(value.items()))
+        remembered = (kind.field, team_id, *sorted(value.items()))
         if remembered not in seen:
-            seen[remembered] = resolve(kind, task.owner, value, team_id=task.team_id)
-        setattr(task, kind.run_column, seen[remembered])
+            seen[remembered] = resolve(kind, owner, value, team_id=team_id)
+        found[kind.run_column] = seen[remembered]
+    return found
 
 
 def keys_follow_a_move(task: Task, data: dict) -> None:

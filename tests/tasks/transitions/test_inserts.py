@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime, timedelta
+from typing import Any
 from zoneinfo import ZoneInfo
 
 import pytest
 from django.db import connection
 
 from accounts.models import Team
+from tasks import instances
 from tasks.models import ConcurrencyKey, Run, Task
 from tasks.transitions import inserts
 from tests.factories import UserFactory
@@ -169,3 +171,32 @@ def test_rows_orjson_refuses_are_written_by_the_standard_library() -> None:
     assert _without_saved_at(ours) == _without_saved_at(_stdlib_rows([task]))
     inserts.insert([task])
     assert Task.objects.get(pk=task.pk).payload["body"]["n"] == 2**70
+
+
+def test_rows_of_values_are_written_as_bulk_create_writes_their_instances() -> None:
+    """`insert_values` (the batch create's rows) against bulk_create of an instance built from
+    the same values; a datetime not in UTC is written by isoformat and left to the caller."""
+    owner: Any = UserFactory()
+    given = {
+        name: getattr(_task(owner, None, None), name)
+        for name in ("owner_id", "name", "kind", "payload", "schedule", "priority", "timeout")
+    }
+    given["paused_at"] = AT.astimezone(ZoneInfo("Asia/Kolkata"))
+    row = instances.values(Task, given)
+    theirs = instances.build(Task, given)
+    inserts.insert_values(Task, [row])
+    Task.objects.bulk_create([theirs])
+    assert _columns(Task, row["id"]) == _columns(Task, theirs.pk)
+    assert row["paused_at"] == given["paused_at"] and isinstance(row["paused_at"], datetime)
+    before = datetime.now(UTC) - timedelta(minutes=1)
+    assert all(at > before for at in _saved_at(Task, row["id"]))
+    assert row["created_at"] == _saved_at(Task, row["id"])[0]
+    run_given = {"task_id": row["id"], "owner_id": owner.pk, "scheduled_at": AT, "execute_at": AT}
+    run_row = instances.values(Run, run_given)
+    run = instances.build(Run, {**run_given, "task_id": theirs.pk})
+    inserts.insert_values(Run, [run_row])
+    Run.objects.bulk_create([run])
+    ours, theirs_run = _columns(Run, run_row["id"]), _columns(Run, run.pk)
+    assert (ours.pop("summary") is None) == (theirs_run.pop("summary") is None)
+    assert (ours.pop("task_id"), theirs_run.pop("task_id")) == (row["id"], theirs.pk)
+    assert ours == theirs_run
