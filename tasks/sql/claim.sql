@@ -247,9 +247,9 @@ missed AS (
 -- locked in id order, SKIP LOCKED: a key whose row another claim holds admits none of its runs
 -- in this claim (neither admitted nor held; the worker claims again when a run of its own ends,
 -- or after its 20 ms pause), so claims of one key never wait for each other's commit (with a
--- wait, two workers' keyed cycles ran one after the other: bench/NOTEBOOK.md, "Keyed runs
--- without waiting for the key row"). In read committed the lock yields each row's latest
--- committed version while everything else reads the statement's snapshot. What runs under a
+-- wait, two workers' keyed cycles ran one after the other: bench/NOTEBOOK.md,
+-- "Keyed runs without waiting for the key row"). In read committed the lock yields each row's
+-- latest committed version while everything else reads the statement's snapshot. What runs under a
 -- key is then bounded from above by the snapshot's count plus the admissions committed since
 -- the snapshot (the locked row's `admitted` less the snapshot's): every claim adds its
 -- admissions to `admitted` in the transaction that sets them running, so a claim this snapshot
