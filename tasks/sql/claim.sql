@@ -244,20 +244,24 @@ missed AS (
 
 -- Concurrency keys (docs/architecture.md, "Concurrency keys"): at most a key's `limit` runs
 -- carrying it are running at once, across every worker. The rows of the candidates' keys are
--- locked in id order (two claims never wait on each other in a cycle) and, in read committed,
--- the lock yields each row's latest committed version while everything else reads the
--- statement's snapshot. What runs under a key is then bounded from above by the snapshot's
--- count plus the admissions committed since the snapshot (the locked row's `admitted` less the
--- snapshot's): every claim adds its admissions to `admitted` in the transaction that sets them
--- running, so a claim this snapshot does not see is counted by the difference, and one it does
--- is counted once; a run that finished since is not subtracted (it only errs low). A candidate
--- is admitted while that bound plus the key's claimable runs ahead of it (priority, then
--- execute_at: strict order within a key, other workers' locked candidates ahead of the batch's
--- first run of the key included) stays below the limit. A key's limit is read from the locked row: a change applies at the
--- next claim. Without keyed candidates, `keyed` reads no row.
+-- locked in id order, SKIP LOCKED: a key whose row another claim holds admits none of its runs
+-- in this claim (neither admitted nor held; the worker claims again when a run of its own ends,
+-- or after its 20 ms pause), so claims of one key never wait for each other's commit (with a
+-- wait, two workers' keyed cycles ran one after the other: bench/NOTEBOOK.md,
+-- "Keyed runs without waiting for the key row"). In read committed the lock yields each row's
+-- latest committed version while everything else reads the statement's snapshot. What runs under a
+-- key is then bounded from above by the snapshot's count plus the admissions committed since
+-- the snapshot (the locked row's `admitted` less the snapshot's): every claim adds its
+-- admissions to `admitted` in the transaction that sets them running, so a claim this snapshot
+-- does not see is counted by the difference, and one it does is counted once; a run that
+-- finished since is not subtracted (it only errs low). A candidate is admitted while that
+-- bound plus the key's claimable runs ahead of it (priority, then execute_at: strict order
+-- within a key, other workers' locked candidates ahead of the batch's first run of the key
+-- included) stays below the limit. A key's limit is read from the locked row: a change applies
+-- at the next claim. Without keyed candidates, `keyed` reads no row.
 -- name: key_ctes
 keyed AS (
-    -- The candidates' concurrency keys, locked in id order, with their runs running at the end.
+    -- The candidates' keys no other claim holds, locked in id order, with their runs running.
     -- `running`: the snapshot's running runs of the key less those this statement records
     -- finished (`recorded`: they end in the transaction that admits their successors). Read in
     -- the rows the lock takes, so the outcome write (`done`) runs before any key row is locked:
@@ -270,7 +274,7 @@ keyed AS (
                   GROUP BY o.concurrency_key_id) AS n ON n.key = k.id
      WHERE k.id = ANY (ARRAY(SELECT DISTINCT ckey FROM candidates WHERE ckey IS NOT NULL))
      ORDER BY k.id
-       FOR NO KEY UPDATE OF k
+       FOR NO KEY UPDATE OF k SKIP LOCKED
 ), key_admission AS (
     -- Whether each keyed candidate has a slot of its key, and how many are taken.
     -- A candidate's slot: what runs (the key's room: the snapshot's count plus the admissions

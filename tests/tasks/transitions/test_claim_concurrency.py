@@ -14,7 +14,7 @@ from django.conf import settings
 from django.db import connection
 
 from tasks import outbox
-from tasks.models import ConcurrencyKey, Run, Task
+from tasks.models import TERMINAL_STATUSES, ConcurrencyKey, Run, Task
 from tasks.transitions import claim, limits
 from tests.factories import RunFactory, TaskFactory, UserFactory
 
@@ -116,14 +116,8 @@ def _waiting_for_lock(conninfo: str, pid: int) -> bool:
     return row is not None and row[0] == "Lock"
 
 
-@pytest.mark.django_db(transaction=True)
-def test_a_claim_counts_the_admissions_committed_after_its_snapshot() -> None:
-    """Two claims on real connections: B's snapshot predates A's commit, so B's count of running
-    runs misses A's run; the key row A updated, which B waits for, makes up for it. Without that,
-    B admits its higher-priority run beside A's and two run under a limit of one."""
-    key = ConcurrencyKey.objects.create(owner=UserFactory(), name="db", max_running=1)
-    low = due(keyed_task(key, priority=1))
-    conninfo = " ".join(
+def _conninfo() -> str:
+    return " ".join(
         f"{k}={v}"
         for k, v in {
             "host": connection.settings_dict["HOST"],
@@ -133,25 +127,105 @@ def test_a_claim_counts_the_admissions_committed_after_its_snapshot() -> None:
         }.items()
         if v
     )
-    sql = claim.claim_sql(8)
-    with psycopg.connect(conninfo) as a, psycopg.connect(conninfo, autocommit=True) as b:
-        rows = a.execute(sql, _claim_params("a", 8)).fetchall()  # A's transaction stays open
+
+
+def _waits_for(conninfo: str, pid: int) -> int | None:
+    """The backend whose transaction `pid` waits for, if any."""
+    with psycopg.connect(conninfo, autocommit=True) as watcher:
+        row = watcher.execute(
+            "SELECT held.pid FROM pg_locks waiting JOIN pg_locks held"
+            " ON held.locktype = 'transactionid' AND held.transactionid = waiting.transactionid"
+            " AND held.granted WHERE waiting.pid = %s AND NOT waiting.granted",
+            [pid],
+        ).fetchone()
+    return None if row is None else row[0]
+
+
+def _cycle_params(worker: str, run: claim.ClaimedRun, limit: int) -> dict:
+    return {
+        **_claim_params(worker, limit),
+        "terminal": list(TERMINAL_STATUSES),
+        "ids": [run.id],
+        "attempts": [run.attempt],
+        "statuses": ["succeeded"],
+        "retry_in": [0.0],
+        "started": [None],
+        "errors": [""],
+        "outputs": [""],
+        "exit_codes": [None],
+        "http_statuses": [None],
+        "outcomes": ["succeeded"],
+    }
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_claim_counts_the_admissions_committed_after_its_snapshot() -> None:
+    """Two claims on real connections: B's snapshot predates A's commit, so B's count of running
+    runs misses A's run; the key row's `admitted`, which B reads when it locks the row after A
+    committed, makes up for it. B's cycle is made to wait between its snapshot and the key row by
+    its outcome write (a third transaction holds the run it records; a run of the key running in
+    B's snapshot makes `keyed` read what the cycle records first). Without the difference, B
+    admits its higher-priority run beside A's and three run under a limit of two."""
+    key = ConcurrencyKey.objects.create(owner=UserFactory(), name="db", max_running=2)
+    unkeyed = due(keyed_task(None, priority=9))
+    running = due(keyed_task(key, priority=5))
+    mine, _ = take(limit=2, worker="b")  # B's runs: it records the unkeyed one
+    assert mine.id == unkeyed.pk
+    low = due(keyed_task(key, priority=1))
+    conninfo = _conninfo()
+    with (
+        psycopg.connect(conninfo) as holder,
+        psycopg.connect(conninfo) as a,
+        psycopg.connect(conninfo, autocommit=True) as b,
+    ):
+        rows = a.execute(claim.claim_sql(8), _claim_params("a", 8)).fetchall()  # stays open
         assert [row[1] for row in rows if row[0] == "claimed"] == [low.pk]
         high = due(keyed_task(key, priority=9))  # committed: in B's snapshot, not in A's
+        holder.execute("SELECT 1 FROM tasks_run WHERE id = %s FOR UPDATE", [mine.id])
         with ThreadPoolExecutor(1) as pool:
-            b_claim = pool.submit(lambda: b.execute(sql, _claim_params("b", 8)).fetchall())
-            for _ in range(500):  # until B waits for the key row (or has finished: a failure)
-                if b_claim.done() or _waiting_for_lock(conninfo, b.info.backend_pid):
+            b_cycle = pool.submit(
+                lambda: b.execute(claim.cycle_sql(8), _cycle_params("b", mine, 8)).fetchall()
+            )
+            for _ in range(500):  # until B waits to record its run (or has finished: a failure)
+                if b_cycle.done() or _waiting_for_lock(conninfo, b.info.backend_pid):
                     break
                 threading.Event().wait(0.01)
-            assert not b_claim.done(), "B did not wait for the key row A locked"
+            assert not b_cycle.done(), "B's cycle did not wait for the run the holder locked"
+            assert _waits_for(conninfo, b.info.backend_pid) == holder.info.backend_pid
             a.commit()
-            b_rows = b_claim.result(timeout=30)
+            holder.rollback()
+            b_rows = b_cycle.result(timeout=30)
     assert [row for row in b_rows if row[0] == "claimed"] == []
-    assert Run.objects.filter(concurrency_key_id=key.pk, status="running").count() == 1
+    assert Run.objects.filter(concurrency_key_id=key.pk, status="running").count() == 2
+    assert Run.objects.get(pk=running.pk).status == "running"
     assert Run.objects.get(pk=high.pk).wait_reason == (
-        "waiting for concurrency key db (1 of 1 running)"
+        "waiting for concurrency key db (2 of 2 running)"
     )
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_claim_passes_over_a_key_another_claim_holds_without_waiting() -> None:
+    """A claim that finds its candidates' key row locked by another claim in flight admits none
+    of that key's runs and does not wait for that commit (`keyed`, SKIP LOCKED): it claims its
+    other runs, says nothing held (the worker claims again soon), and the key's runs stay as
+    they were, for the next claim."""
+    key = ConcurrencyKey.objects.create(owner=UserFactory(), name="db", max_running=10)
+    task = keyed_task(key)
+    first, second = due(task, ago=2), due(task, ago=1)
+    unkeyed = due(keyed_task(None, priority=1))
+    conninfo = _conninfo()
+    with psycopg.connect(conninfo) as a, psycopg.connect(conninfo, autocommit=True) as b:
+        rows = a.execute(claim.claim_sql(1), _claim_params("a", 1)).fetchall()  # stays open
+        assert [row[1] for row in rows if row[0] == "claimed"] == [first.pk]
+        b.execute("SET lock_timeout = '2s'")
+        b_rows = b.execute(claim.claim_sql(8), _claim_params("b", 8)).fetchall()
+        assert [row[1] for row in b_rows if row[0] == "claimed"] == [unkeyed.pk]
+        assert [row[0] for row in b_rows if row[0] != "claimed"] == []  # not held
+        a.commit()
+    waiting = Run.objects.get(pk=second.pk)
+    assert (waiting.status, waiting.wait_reason) == ("scheduled", "")
+    assert [run.id for run in take(worker="b")] == [second.pk]
+    assert ConcurrencyKey.objects.get(pk=key.pk).admitted == 2
 
 
 def test_due_runs_of_a_full_key_the_claim_skipped_say_why_they_wait() -> None:

@@ -10,7 +10,7 @@ import psycopg
 import pytest
 from django.db import connection
 
-from tasks.models import Attempt, ConcurrencyKey, Run
+from tasks.models import Attempt, RateKey, Run
 from tasks.worker.worker import Worker
 from tests.factories import RunFactory, TaskFactory
 
@@ -20,9 +20,11 @@ HOLD_SECONDS = 1.0
 @pytest.mark.django_db(transaction=True)
 def test_a_claim_that_waited_for_a_key_row_records_the_start_when_it_began() -> None:
     task = TaskFactory(payload={"name": "noop", "args": {}})
-    key = ConcurrencyKey.objects.create(owner=task.owner, name="db", max_running=2)
+    # A rate key's row: a claim waits for another claim's lock on it (a concurrency key's row
+    # another claim holds is passed over, not waited for).
+    key = RateKey.objects.create(owner=task.owner, name="api", rate_limit=100, per_seconds=1)
     run = RunFactory(
-        task=task, concurrency_key_id=key.pk, scheduled_at=datetime.now(UTC) - timedelta(seconds=1)
+        task=task, rate_key_id=key.pk, scheduled_at=datetime.now(UTC) - timedelta(seconds=1)
     )
     locked, done = threading.Event(), threading.Event()
     params = connection.get_connection_params()
@@ -33,7 +35,7 @@ def test_a_claim_that_waited_for_a_key_row_records_the_start_when_it_began() -> 
         # Another claim's lock on the key's row: this worker's claim waits for it, and its
         # clock_timestamp() is taken after the wait.
         with psycopg.connect(**params) as other:
-            other.execute("SELECT FROM tasks_concurrencykey WHERE id = %s FOR UPDATE", [key.pk])
+            other.execute("SELECT FROM tasks_ratekey WHERE id = %s FOR UPDATE", [key.pk])
             locked.set()
             time.sleep(HOLD_SECONDS)
         done.set()
