@@ -501,8 +501,9 @@ done AS (
 missed AS (SELECT NULL::uuid AS id, NULL::uuid AS task_id WHERE false)
 
 -- `row` says what each row is: a claimed run, (once) that capacity held due runs back (the
--- worker then waits for a finish), or (once) that rate limits did, and `rate_wait` seconds
--- until the first of them may start; the claimed columns of those two rows are NULL.
+-- worker then waits for a finish), (once) that rate limits did, and `rate_wait` seconds until
+-- the first of them may start, or (once) that the claim passed over a key another claim held;
+-- the claimed columns of those three rows are NULL.
 -- name: claim
 WITH {no_finish}, {claim_ctes(ARRAY[]::uuid[])}, {outcome_ctes}
 SELECT 'claimed' AS row, claimed.*, NULL::float8 AS rate_wait FROM claimed
@@ -510,6 +511,8 @@ UNION ALL
 SELECT 'held', claimed.*, NULL FROM {held_row}
 UNION ALL
 SELECT 'rate', claimed.*, rate_wait.seconds FROM {rate_row}
+UNION ALL
+SELECT 'passed', claimed.*, NULL FROM {passed_row}
 
 -- One row when capacity or a full concurrency key held due runs back (LEFT JOIN ... ON false:
 -- claimed's columns, NULL): the worker then waits for a run to end (its own, or a NOTIFY from
@@ -525,6 +528,15 @@ SELECT 'rate', claimed.*, rate_wait.seconds FROM {rate_row}
                                WHERE r.concurrency_key_id = kr.key
                                  AND r.status IN ('scheduled', 'waiting_for_resource')
                                  AND r.execute_at <= statement_timestamp()))
+
+-- One row when the claim had slots free and passed over a candidate's concurrency key whose row
+-- another claim held (`keyed`, SKIP LOCKED): that claim commits within milliseconds, so the
+-- worker claims again after a short pause rather than its usual one.
+-- name: passed_row
+(SELECT) AS one LEFT JOIN claimed ON false
+ WHERE (SELECT count(*) FROM picked) < %(limit)s
+   AND EXISTS (SELECT FROM candidates c
+                WHERE c.ckey IS NOT NULL AND c.ckey NOT IN (SELECT id FROM keyed))
 
 -- One row when rate limits hold runs that come free at a known instant: `rate_wait` says in
 -- how many seconds the worker should claim again (it sleeps no longer than that): the earliest
@@ -686,6 +698,8 @@ UNION ALL
 SELECT 'held', NULL, NULL, NULL, NULL, NULL, claimed.*, NULL FROM {held_row}
 UNION ALL
 SELECT 'rate', NULL, NULL, NULL, NULL, NULL, claimed.*, rate_wait.seconds FROM {rate_row}
+UNION ALL
+SELECT 'passed', NULL, NULL, NULL, NULL, NULL, claimed.*, NULL FROM {passed_row}
 
 -- One statement per worker process, however many runs it holds; a run missing from the answer
 -- was cancelled or taken back by the reviewer. Only the runs the worker names are renewed.

@@ -112,10 +112,12 @@ class ClaimedRuns(list[ClaimedRun]):
     """The runs a claim took; `held_back` when the worker's free capacity held due runs back
     (they are `waiting_for_resource` now, and the worker waits for one of its runs to end);
     `rate_wait` when rate limits held due runs: in how many seconds (database clock) the first
-    of them may start."""
+    of them may start; `passed_over` when it had slots free and passed over a concurrency key
+    another claim held (that claim commits within milliseconds)."""
 
     held_back: bool = False
     rate_wait: float | None = None
+    passed_over: bool = False
 
 
 def claim_runs(
@@ -193,6 +195,7 @@ def _claimed_runs(rows: list[dict[str, Any]]) -> ClaimedRuns:
     )
     claimed.held_back = any(row["row"] == "held" for row in rows)
     claimed.rate_wait = next((row["rate_wait"] for row in rows if row["row"] == "rate"), None)
+    claimed.passed_over = any(row["row"] == "passed" for row in rows)
     for run in claimed:
         if isinstance(run.payload, str):  # Django's psycopg setup leaves jsonb undecoded
             run.payload = json.loads(run.payload)

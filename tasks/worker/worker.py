@@ -44,6 +44,11 @@ from tasks.worker.zombie_tracker import Activity, RunKey
 
 logger = logging.getLogger("tasks.worker")  # as before the package: logs filter on it
 RECLAIM_PAUSE_SECONDS = 0.02  # well inside the claim-ahead window (TASKS_PREFETCH_SECONDS)
+# After a claim that passed over a key another claim held: that claim commits within
+# milliseconds. At most PASSED_RECLAIMS such pauses in a row, then the usual one: a key row held
+# longer (a change of its limit in an open transaction) never makes a worker spin.
+PASSED_PAUSE_SECONDS = 0.002
+PASSED_RECLAIMS = 5
 # The claim floor (claim.claim_floor): found again this often; its margin before the earliest
 # claimable run, or before now, covers runs committed a little after they were due.
 FLOOR_SECONDS = 1.0
@@ -68,6 +73,7 @@ class Worker:
         # Monotonic instant the first run that rate limits held at the last claim may start.
         self.rate_wake: float | None = None
         self.short = False  # the last claim took fewer runs than it had slots for
+        self.passes = 0  # claims in a row that passed over a key another claim held
         self.claim_sent = 0.0  # monotonic time the last claim was sent
         self.execute = executor  # executors.execute, or k8s_executor.execute (runworker --executor)
         self.name = name or process_name("worker")
@@ -191,6 +197,7 @@ class Worker:
         answered = time.monotonic()
         self._note_recorded(batch, recorded)
         self.held_back, self.claim_sent = getattr(claimed, "held_back", False), sent
+        self.passes = self.passes + 1 if getattr(claimed, "passed_over", False) else 0
         rate_wait = getattr(claimed, "rate_wait", None)
         # Counted from the answer, so the worker never wakes before the window frees.
         self.rate_wake = None if rate_wait is None else time.monotonic() + rate_wait
@@ -296,6 +303,8 @@ class Worker:
                 # cap): claim again after a short pause, not at once (that spun: ~1,000
                 # claims a second while a capped owner had a run due).
                 soonest = RECLAIM_PAUSE_SECONDS if self.short else 0.0
+                if self.short and 0 < self.passes <= PASSED_RECLAIMS:
+                    soonest = PASSED_PAUSE_SECONDS
                 wait = min(wait, max(soonest, until - self.prefetch))
             if self.rate_wake is not None:
                 wait = min(wait, max(RECLAIM_PAUSE_SECONDS, self.rate_wake - time.monotonic()))

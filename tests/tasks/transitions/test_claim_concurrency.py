@@ -208,7 +208,8 @@ def test_a_claim_passes_over_a_key_another_claim_holds_without_waiting() -> None
     """A claim that finds its candidates' key row locked by another claim in flight admits none
     of that key's runs and does not wait for that commit (`keyed`, SKIP LOCKED): it claims its
     other runs, says nothing held (the worker claims again soon), and the key's runs stay as
-    they were, for the next claim."""
+    they were, for the next claim; its answer says it passed a key over (the worker claims again
+    after a short pause), and the next claim's, which takes the key's run, does not."""
     key = ConcurrencyKey.objects.create(owner=UserFactory(), name="db", max_running=10)
     task = keyed_task(key)
     first, second = due(task, ago=2), due(task, ago=1)
@@ -220,11 +221,12 @@ def test_a_claim_passes_over_a_key_another_claim_holds_without_waiting() -> None
         b.execute("SET lock_timeout = '2s'")
         b_rows = b.execute(claim.claim_sql(8), _claim_params("b", 8)).fetchall()
         assert [row[1] for row in b_rows if row[0] == "claimed"] == [unkeyed.pk]
-        assert [row[0] for row in b_rows if row[0] != "claimed"] == []  # not held
+        assert [row[0] for row in b_rows if row[0] != "claimed"] == ["passed"]  # not held
         a.commit()
     waiting = Run.objects.get(pk=second.pk)
     assert (waiting.status, waiting.wait_reason) == ("scheduled", "")
-    assert [run.id for run in take(worker="b")] == [second.pk]
+    claimed = claim.claim_runs(worker="b", limit=8, prefetch_seconds=0, owner_cap=0)
+    assert ([run.id for run in claimed], claimed.passed_over) == ([second.pk], False)
     assert ConcurrencyKey.objects.get(pk=key.pk).admitted == 2
 
 
