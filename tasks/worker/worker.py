@@ -50,8 +50,10 @@ FLOOR_SECONDS = 1.0
 FLOOR_MARGIN_SECONDS = 10.0
 # The prepared statements are planned again when a table they read has grown or shrunk this many
 # times over since they were planned (plans_sized); sizes under PLAN_PAGES_MIN pages count as
-# that many (a table of a few pages is read whole by any plan).
-PLAN_PAGES_FACTOR = 2
+# that many (a table of a few pages is read whole by any plan). Not 2: a queue filled in two
+# batches was planned again after the first, on half its size, where a scan of the whole table
+# still looked cheapest, and not again after the second.
+PLAN_PAGES_FACTOR = 1.25
 PLAN_PAGES_MIN = 8
 
 
@@ -249,20 +251,21 @@ class Worker:
         return self.floor
 
     def plans_sized(self) -> None:
-        """Plan the prepared statements again once a table they read has doubled or halved since
-        they were planned (checked with the floor, about once a second). runworker keeps one
-        generic plan per statement (force_generic_plan) on a connection it keeps: a plan made
-        while tasks_run was nearly empty (a worker started on a new or emptied queue) read it
-        whole for every outcome recorded, and was never made again (bench/NOTEBOOK.md, "Start
-        lateness behind the commit before the day's changes"). Doublings are few, so a worker on
-        a table that keeps its size plans each statement once, as before."""
+        """Plan the prepared statements again once a table they read has grown or shrunk by a
+        quarter since they were planned (checked with the floor, about once a second).
+        runworker keeps one generic plan per statement (force_generic_plan) on a connection it
+        keeps: a plan made while tasks_run was nearly empty (a worker started on a new or
+        emptied queue) read it whole for every outcome recorded, and was never made again
+        (bench/NOTEBOOK.md, "Start lateness behind the commit before the day's changes"). A
+        worker on a table that keeps its size plans each statement once, as before; one on a
+        growing table a few times more."""
         pages = claim.table_pages()
         if self.planned_pages is not None and not any(
             _resized(then, now) for then, now in zip(self.planned_pages, pages, strict=True)
         ):
             return
         if self.planned_pages is not None:
-            logger.info("tables resized (pages %s -> %s): planning again", self.planned_pages, pages)
+            logger.info("tables resized (pages %s -> %s): planned again", self.planned_pages, pages)
             forget_prepared()
         self.planned_pages = pages
 
@@ -532,7 +535,7 @@ class Worker:
                 break
 
 
-def _resized(then: int, now: int) -> bool:
+def _resized(then: float, now: float) -> bool:
     """Whether a table of `then` pages is now `now` pages: PLAN_PAGES_FACTOR times over either
     way, sizes under PLAN_PAGES_MIN counted as that."""
     then, now = max(then, PLAN_PAGES_MIN), max(now, PLAN_PAGES_MIN)

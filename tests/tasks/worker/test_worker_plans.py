@@ -88,7 +88,7 @@ def test_a_plan_made_on_a_nearly_empty_queue_is_made_again_once_the_queue_has_gr
     tasks_due(owner, 1, at=now)
     claim_and_record(worker)  # planned on a queue of one run: a sequential scan is cheapest
 
-    # The queue grows (thousands of runs due in half a minute) while the worker keeps its connection.
+    # The queue grows (thousands of runs due within the lookahead) on the worker's connection.
     tasks_due(owner, 3000, at=now + timedelta(seconds=20))
     tasks_due(owner, 1, at=now)
     worker.floor_found = float("-inf")  # a second later: the floor is found again
