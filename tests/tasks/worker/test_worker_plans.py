@@ -4,7 +4,8 @@ a generic plan made on a nearly empty queue is not kept for the connection's lif
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import timedelta
+from datetime import datetime, timedelta
+from typing import Any
 
 import pytest
 from django.db import connection
@@ -30,7 +31,7 @@ def generic_plans() -> Iterator[None]:
         connection.close()  # the next test's connection has neither the mode nor the plans
 
 
-def tasks_due(owner, n: int, *, at) -> None:  # type: ignore[no-untyped-def]
+def tasks_due(owner: Any, n: int, *, at: datetime) -> None:
     item = {
         "kind": "handler",
         "payload": {"name": "noop", "args": {}},
