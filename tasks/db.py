@@ -113,6 +113,22 @@ def prepared_cursor(
         yield PreparedCursor(cursor, wrapper)
 
 
+def forget_prepared(using: str = DEFAULT_DB_ALIAS) -> None:
+    """Drop the statements `prepared_cursor` prepared on this thread's connection (DEALLOCATE
+    ALL, which psycopg also reads as forgetting its own list of them): each is prepared and
+    planned again at its next execution. A generic plan is made once, for the tables' sizes and
+    statistics of that moment, and kept until something invalidates it: one made while a table
+    was nearly empty scans it whole however large it grows. Nothing to do without a connection
+    or with prepared statements off (DATABASE_PREPARED_STATEMENTS=false)."""
+    wrapper = connections[using]
+    raw = wrapper.connection
+    if raw is None or raw.prepare_threshold is None:
+        return
+    cursor_class: Any = psycopg.Cursor  # server-side binding: psycopg's prepared list sees it
+    with wrapper.wrap_database_errors, cursor_class(raw) as cursor:
+        cursor.execute("DEALLOCATE ALL")
+
+
 def notify(channel: str, payload: str = "") -> None:
     """NOTIFY inside the current transaction: delivered on commit, dropped on rollback."""
     with connection.cursor() as cursor:

@@ -763,3 +763,10 @@ SELECT least(min(first.execute_at), statement_timestamp()) - make_interval(secs 
                OR (SELECT t.kind FROM tasks_task t
                     WHERE t.id = tasks_run.task_id) <> 'executable')
         ORDER BY execute_at LIMIT 1) AS first ON true
+
+-- The pages of tasks_run and tasks_task now, the sizes the planner reads (with their statistics)
+-- when it plans: a worker plans its prepared statements again when one has grown or shrunk by a
+-- quarter since they were planned (tasks/worker/worker.py, `plans_sized`).
+-- name: table_pages
+SELECT pg_relation_size('tasks_run'::regclass) / current_setting('block_size')::int8,
+       pg_relation_size('tasks_task'::regclass) / current_setting('block_size')::int8

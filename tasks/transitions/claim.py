@@ -293,6 +293,13 @@ def claim_floor(capacity: Capacity = NO_LIMIT, *, margin_seconds: float) -> Floo
         return Floor(since=cursor.fetchall()[0][0])
 
 
+def table_pages() -> tuple[int, ...]:
+    """The pages of the tables the worker's prepared statements read (claim.sql, `table_pages`)."""
+    with prepared_cursor() as cursor:
+        cursor.execute(SQL["table_pages"], {})
+        return tuple(cursor.fetchall()[0])
+
+
 @functools.cache
 def _idle_sql(name: str, executables: bool) -> str:
     """`seconds_until_next_due` or `claim_floor` for a worker that can (or cannot) run

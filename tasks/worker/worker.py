@@ -30,7 +30,7 @@ from django.db import (
 
 from scheduler_project.postgresql.hung import abandon_if_hung
 from tasks.counters import loop_error_counter
-from tasks.db import is_unavailable
+from tasks.db import forget_prepared, is_unavailable
 from tasks.loop import run_loop
 from tasks.outages import DATABASE
 from tasks.processes import process_name
@@ -53,6 +53,13 @@ PASSED_RECLAIMS = 5
 # claimable run, or before now, covers runs committed a little after they were due.
 FLOOR_SECONDS = 1.0
 FLOOR_MARGIN_SECONDS = 10.0
+# The prepared statements are planned again when a table they read has grown or shrunk this many
+# times over since they were planned (plans_sized); sizes under PLAN_PAGES_MIN pages count as
+# that many (a table of a few pages is read whole by any plan). Not 2: a queue filled in two
+# batches was planned again after the first, on half its size, where a scan of the whole table
+# still looked cheapest, and not again after the second.
+PLAN_PAGES_FACTOR = 1.25
+PLAN_PAGES_MIN = 8
 
 
 class Worker:
@@ -108,6 +115,8 @@ class Worker:
         # Where claims start reading the claimable runs, and (monotonic) when it was found.
         self.floor = claim.NO_FLOOR
         self.floor_found = float("-inf")
+        # The pages of the tables the prepared statements read, when they were planned.
+        self.planned_pages: tuple[int, ...] | None = None
 
     @property
     def capacity(self) -> int:
@@ -243,9 +252,29 @@ class Worker:
         While a transaction holds an old snapshot the claimable index keeps an entry for every
         run claimed since; a claim that reads from the floor skips them."""
         if time.monotonic() - self.floor_found >= FLOOR_SECONDS:
+            self.plans_sized()
             self.floor = claim.claim_floor(self.budget(), margin_seconds=FLOOR_MARGIN_SECONDS)
             self.floor_found = time.monotonic()
         return self.floor
+
+    def plans_sized(self) -> None:
+        """Plan the prepared statements again once a table they read has grown or shrunk by a
+        quarter since they were planned (checked with the floor, about once a second).
+        runworker keeps one generic plan per statement (force_generic_plan) on a connection it
+        keeps: a plan made while tasks_run was nearly empty (a worker started on a new or
+        emptied queue) read it whole for every outcome recorded, and was never made again
+        (bench/NOTEBOOK.md, "Start lateness behind the commit before the day's changes"). A
+        worker on a table that keeps its size plans each statement once, as before; one on a
+        growing table a few times more."""
+        pages = claim.table_pages()
+        if self.planned_pages is not None and not any(
+            _resized(then, now) for then, now in zip(self.planned_pages, pages, strict=True)
+        ):
+            return
+        if self.planned_pages is not None:
+            logger.info("tables resized (pages %s -> %s): planned again", self.planned_pages, pages)
+            forget_prepared()
+        self.planned_pages = pages
 
     def budget(self) -> claim.Capacity:
         """What this worker offers, and what its runs in flight (started or held ahead) leave.
@@ -513,3 +542,10 @@ class Worker:
             self._record()
             if not self.pending:
                 break
+
+
+def _resized(then: float, now: float) -> bool:
+    """Whether a table of `then` pages is now `now` pages: PLAN_PAGES_FACTOR times over either
+    way, sizes under PLAN_PAGES_MIN counted as that."""
+    then, now = max(then, PLAN_PAGES_MIN), max(now, PLAN_PAGES_MIN)
+    return max(then, now) >= PLAN_PAGES_FACTOR * min(then, now)
