@@ -22,8 +22,10 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 @pytest.fixture
 def generic_plans() -> Iterator[None]:
-    # As runworker's connections (generic_plans): one plan per prepared statement, kept.
+    # As runworker's connections (generic_plans): one plan per prepared statement, kept. The
+    # queue is a new one, statistics included (earlier tests leave pages and statistics).
     with connection.cursor() as cursor:
+        cursor.execute("TRUNCATE tasks_run, tasks_task CASCADE")
         cursor.execute("SET plan_cache_mode = force_generic_plan")
     try:
         yield
