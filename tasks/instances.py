@@ -23,21 +23,12 @@ from django.db.models import Model
 M = TypeVar("M", bound=Model)
 
 
-def build(model: type[M], values: dict[str, Any], *, related: dict[str, Model] | None = None) -> M:
-    """An unsaved instance of `model` with `values` (keys are attribute names: `task_id`, not
-    `task`), each other field at its default. `related` names instances to keep as the foreign
-    keys' related objects (`{"task": task}`), as `Model(task=task)` does; their ids must be in
-    `values`."""
-    template, called, index, _ = _plan(model)
-    if unknown := values.keys() - index.keys():
-        raise TypeError(f"{model.__name__} has no fields {sorted(unknown)}")
-    args = template.copy()
-    for position, name, default in called:
-        if name not in values:
-            args[position] = default()
-    for name, value in values.items():
-        args[index[name]] = value
-    obj = model(*args)
+def build(model: type[M], given: dict[str, Any], *, related: dict[str, Model] | None = None) -> M:
+    """An unsaved instance of `model` with `given` (keys are attribute names: `task_id`, not
+    `task`), each other field at its default (`values`, in the fields' order: positional
+    arguments). `related` names instances to keep as the foreign keys' related objects
+    (`{"task": task}`), as `Model(task=task)` does; their ids must be in `given`."""
+    obj = model(*values(model, given).values())
     for name, other in (related or {}).items():
         model._meta.get_field(name).set_cached_value(obj, other)  # type: ignore[union-attr]
     return obj
@@ -47,11 +38,11 @@ def values(model: type[Model], given: dict[str, Any]) -> dict[str, Any]:
     """Every field's value by attribute name, in the fields' order, as `build` gives them to a
     new instance: `given`, and each other field's default. What a row inserted without an
     instance (tasks/transitions/inserts.py, `insert_values`) is made of."""
-    _, called, index, template = _plan(model)
-    if unknown := given.keys() - index.keys():
+    called, template = _plan(model)
+    if unknown := given.keys() - template.keys():
         raise TypeError(f"{model.__name__} has no fields {sorted(unknown)}")
-    row = template.copy()
-    for _, name, default in called:
+    row = template.copy()  # ordered as the fields: `given` only replaces values
+    for name, default in called:
         if name not in given:
             row[name] = default()
     row.update(given)
@@ -59,20 +50,17 @@ def values(model: type[Model], given: dict[str, Any]) -> dict[str, Any]:
 
 
 @functools.cache
-def _plan(
-    model: type[Model],
-) -> tuple[list[Any], list[tuple[int, str, Callable[[], Any]]], dict[str, int], dict[str, Any]]:
-    """The arguments of an instance of `model` with every default that is the same each time,
-    the defaults to call per instance (position, attribute, default), each attribute's
-    position, and the arguments by attribute name."""
-    template: list[Any] = []
+def _plan(model: type[Model]) -> tuple[list[tuple[str, Callable[[], Any]]], dict[str, Any]]:
+    """The defaults of `model` to call per instance (attribute, default), and every field's
+    value by attribute name in the fields' order, with each default that is the same each time
+    (None where it is called)."""
+    template: dict[str, Any] = {}
     called = []
-    for position, field in enumerate(model._meta.concrete_fields):
+    for field in model._meta.concrete_fields:
         # As Field.get_default reads them: `default` first, then `db_default` (an expression).
         if callable(field.default) if field.has_default() else field.has_db_default():
-            called.append((position, field.attname, field.get_default))
-            template.append(None)
+            called.append((field.attname, field.get_default))
+            template[field.attname] = None
         else:
-            template.append(field.get_default())
-    index = {field.attname: i for i, field in enumerate(model._meta.concrete_fields)}
-    return template, called, index, dict(zip(index, template, strict=True))
+            template[field.attname] = field.get_default()
+    return called, template
