@@ -245,8 +245,8 @@ missed AS (
 -- Concurrency keys (docs/architecture.md, "Concurrency keys"): at most a key's `limit` runs
 -- carrying it are running at once, across every worker. The rows of the candidates' keys are
 -- locked in id order, SKIP LOCKED: a key whose row another claim holds admits none of its runs
--- in this claim (neither admitted nor held; the worker claims again when a run of its own ends,
--- or after its 20 ms pause), so claims of one key never wait for each other's commit (with a
+-- in this claim (neither admitted nor held; the claim says so, `passed_row`, and its worker
+-- claims again within milliseconds), so claims of one key never wait for each other's commit (with a
 -- wait, two workers' keyed cycles ran one after the other: bench/NOTEBOOK.md,
 -- "Keyed runs without waiting for the key row"). In read committed the lock yields each row's
 -- latest committed version while everything else reads the statement's snapshot. What runs under a
