@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 import psycopg
 import pytest
 from django.db import connection
+from psycopg.conninfo import make_conninfo
 
 from tasks.models import ConcurrencyKey, Run
 from tasks.worker.worker import (
@@ -22,7 +23,8 @@ from tests.factories import RunFactory, TaskFactory, UserFactory
 
 def _conninfo() -> str:
     keys = {"host": "HOST", "port": "PORT", "user": "USER", "dbname": "NAME"}
-    return " ".join(f"{k}={connection.settings_dict[v]}" for k, v in keys.items() if v)
+    given = {k: connection.settings_dict[v] for k, v in keys.items()}
+    return make_conninfo(**{k: v for k, v in given.items() if v})
 
 
 @pytest.mark.django_db(transaction=True)
