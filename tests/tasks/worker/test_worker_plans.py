@@ -106,10 +106,10 @@ def test_a_plan_made_on_a_nearly_empty_queue_is_made_again_once_the_queue_has_gr
     tasks_due(owner, 3000, at=now + timedelta(seconds=20))
     worker.floor_found = float("-inf")
     worker.plans_sized()
-    # Its statements are dropped, so each is planned again, for the queue's size now. (Which
+    # Its statements are dropped, so each is planned again, for the queue's size now. Which
     # plan PostgreSQL then makes depends on the statistics earlier tests left, so the rows it
-    # reads are not asserted here: bench/NOTEBOOK.md, "Start lateness behind the commit before
-    # the day's changes", has them.)
+    # reads are not asserted here (bench/NOTEBOOK.md has them, in the section named
+    # "Start lateness behind the commit before the day's changes").
     assert prepared() == 0
     tasks_due(owner, 1, at=now)
     claim_and_record(worker)
