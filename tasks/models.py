@@ -48,14 +48,8 @@ def default_backoff_cap() -> float:
 
 
 class LimitKey(models.Model):
-    """A key the tasks naming it share a limit under (its kinds: tasks/transitions/limits.py).
-
-    Per owner (two users' "db" are two keys), or per team when `team` is set (the team's tasks
-    share it, whichever member's they are; `owner` is who made it), unless `owner` is NULL: a
-    global key an operator declared, which any task may name with scope "global". `declared`
-    once its limit is set on the key itself (the API's key routes, the admin): then it wins over
-    the tasks' limits; until then the latest task naming the key sets it.
-    """
+    """A key the tasks naming it share a limit under (tasks/transitions/limits.py): an owner's, a
+    team's (`owner` made it) or, with no owner, a global one an operator declared."""
 
     id = models.BigAutoField(primary_key=True)
     owner = models.ForeignKey(
@@ -76,65 +70,49 @@ class LimitKey(models.Model):
         return self.name if self.owner_id is None else f"{self.owner_id}:{self.name}"
 
 
-def unique_key_names(prefix: str) -> list[models.UniqueConstraint]:
-    """A key's name is unique among its owner's own keys, among its team's (whoever made them)
-    and among the global ones."""
+def key_constraints(prefix: str, **minimums: str) -> list[models.BaseConstraint]:
+    """A key's name is unique among its owner's own keys, its team's and the global ones; each
+    limit is at least 1 (`minimums`: column -> the constraint's suffix)."""
+    unique = {
+        "owner_name": (["owner", "name"], Q(owner__isnull=False, team__isnull=True)),
+        "team_name": (["team", "name"], Q(team__isnull=False)),
+        "global": (["name"], Q(owner__isnull=True)),
+    }
     return [
-        models.UniqueConstraint(
-            fields=["owner", "name"],
-            condition=Q(owner__isnull=False, team__isnull=True),
-            name=f"{prefix}_unique_owner_name",
-        ),
-        models.UniqueConstraint(
-            fields=["team", "name"],
-            condition=Q(team__isnull=False),
-            name=f"{prefix}_unique_team_name",
-        ),
-        models.UniqueConstraint(
-            fields=["name"], condition=Q(owner__isnull=True), name=f"{prefix}_unique_global"
-        ),
+        *[
+            models.UniqueConstraint(fields=f, condition=c, name=f"{prefix}_unique_{n}")
+            for n, (f, c) in unique.items()
+        ],
+        *[
+            models.CheckConstraint(condition=Q(**{f"{column}__gte": 1}), name=f"{prefix}_{suffix}")
+            for column, suffix in minimums.items()
+        ],
     ]
 
 
 class ConcurrencyKey(LimitKey):
-    """At most `max_running` (the API's `limit`) runs of the tasks naming it are `running` at
-    once. The claim locks the rows of the keys among its candidates and counts its admissions in
-    `admitted` (tasks/sql/claim.sql)."""
+    """At most `max_running` runs of the tasks naming it are `running` at once."""
 
     max_running = models.PositiveIntegerField()
     # Runs ever admitted under this key: only claims change it, under the row's lock.
     admitted = models.BigIntegerField(default=0)
 
     class Meta:
-        constraints = [
-            *unique_key_names("concurrency_key"),
-            models.CheckConstraint(
-                condition=Q(max_running__gte=1), name="concurrency_key_max_running_min"
-            ),
-        ]
+        constraints = key_constraints("concurrency_key", max_running="max_running_min")
 
 
 class RateKey(LimitKey):
-    """At most `rate_limit` runs of the tasks naming it start in any `per_seconds`.
-
-    The claim locks the rows of the rate keys among its candidates and keeps on each a sliding
-    log: `starts`, the last `rate_limit` start times (ascending), and `held_until`, the earliest
-    instant another run may start while the log is full (tasks/sql/claim.sql, `rate_ctes`).
-    """
+    """At most `rate_limit` runs of the tasks naming it start in any `per_seconds`: the claim
+    keeps `starts`, the last `rate_limit` start times (ascending), and `held_until`, when the
+    next may start while the log is full (tasks/sql/claim.sql, `rate_ctes`)."""
 
     rate_limit = models.PositiveIntegerField()
     per_seconds = models.PositiveIntegerField()
-    # Only claims write these two, under the row's lock (and a change of limit or window,
-    # which recomputes held_until from the log).
     starts = ArrayField(models.DateTimeField(), default=list, blank=True)
     held_until = models.DateTimeField(null=True, blank=True)
 
     class Meta:
-        constraints = [
-            *unique_key_names("rate_key"),
-            models.CheckConstraint(condition=Q(rate_limit__gte=1), name="rate_key_limit_min"),
-            models.CheckConstraint(condition=Q(per_seconds__gte=1), name="rate_key_per_min"),
-        ]
+        constraints = key_constraints("rate_key", rate_limit="limit_min", per_seconds="per_min")
         indexes = [
             # The claim's keys whose window is full now: one probe of an empty range when none is.
             models.Index(
@@ -563,16 +541,14 @@ class Run(models.Model):
                 & (Q(cpu_millis__gt=0) | Q(memory_bytes__gt=0)),
                 name="run_requests_idx",
             ),
-            # Keyed runs only: the claim's running count per key, and the rank of a keyed
-            # candidate among its key's claimable runs (strict priority within a key).
+            # Keyed runs only: the claim's running count per key; each kind's claimable runs (a
+            # candidate's rank within its key; whether a full rate key has due runs: the wake-up).
             models.Index(
                 fields=["concurrency_key_id"],
                 condition=Q(status="running", concurrency_key_id__isnull=False),
                 name="run_key_running_idx",
             ),
             claimable_by_key("concurrency_key_id", "run_key_claimable_idx"),
-            # Rate-keyed runs only: a candidate's rank among its rate key's claimable runs, and
-            # whether a full key has due runs waiting (the worker's wake-up).
             claimable_by_key("rate_key_id", "run_rate_claimable_idx"),
         ]
 

@@ -1,7 +1,5 @@
 """The admin's limit keys, both kinds on one admin (`LimitKeyAdmin`): each key with what it
-counts, as the API lists them. Limits set here are declared (they win over the tasks') and go
-through the API's service, which writes the limits only (never what claims keep on the key) and
-recomputes when a rate key's window frees; the next claim applies them."""
+counts, as the API lists them; limits set here are declared, through the API's service."""
 
 from __future__ import annotations
 
@@ -20,7 +18,7 @@ from tasks.transitions import limits
 
 
 def counted(count: str, description: str, *, sortable: bool = True) -> Any:
-    """A column of one of the counts `limits.with_counts` puts on each key ("-" for none)."""
+    """A column of a count `limits.with_counts` puts on each key ("-" for none)."""
 
     @admin.display(description=description, ordering=count if sortable else None)
     def column(self: Any, key: Any) -> Any:
@@ -31,9 +29,8 @@ def counted(count: str, description: str, *, sortable: bool = True) -> Any:
 
 
 class LimitKeyAdmin(AuditedDeletes):
-    """One admin for both kinds; a kind's admin gives only its data: `kind` (its limits and
-    counts become columns), `claimed` (the columns claims keep on the key: shown, never saved
-    from a form) and `timeline_param` (the timeline's parameter for its keys)."""
+    """A kind's admin gives `kind` (its limits and counts are columns), `claimed` (what claims
+    keep on the key: shown, never saved) and `timeline_param` (the timeline's, for its keys)."""
 
     kind: limits.Kind
     claimed: list[str]
@@ -68,16 +65,13 @@ class LimitKeyAdmin(AuditedDeletes):
         return ["owner", "name", *fixed, "timeline"] if obj else fixed
 
     @admin.display(description="runs")
-    def timeline(self, key: Any) -> SafeString:
-        """The key's runs as bars over time, across the tasks that use it."""
-        url = timeline_url(self.timeline_param, key.pk)
-        return format_html('<a href="{}">Timeline</a>', url)
+    def timeline(self, key: Any) -> SafeString:  # the key's runs across the tasks that use it
+        return format_html('<a href="{}">Timeline</a>', timeline_url(self.timeline_param, key.pk))
 
     def save_model(self, request: HttpRequest, obj: Any, form: Any, change: bool) -> None:
-        if change:
+        if change:  # the limits only, never what claims keep on the key
             given = {name: getattr(obj, column) for name, column in self.kind.limits.items()}
-            limits.set_limits(self.kind, obj, given)
-            return
+            return limits.set_limits(self.kind, obj, given)
         obj.declared = True
         super().save_model(request, obj, form, change)
         limits.record_created(self.kind, obj)  # in the admin's transaction

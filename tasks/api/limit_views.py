@@ -1,7 +1,6 @@
 """Limit keys, both kinds through one view (`KeyViewSet`): list a user's keys (and the global
-ones) with what each counts, declare one, change its limits (the next claim applies them).
-`/concurrency-keys` and `/rate-limits` differ only in their `KeyRoutes`: the kind and the
-bodies it reads and answers."""
+ones) with what each counts, declare one, change its limits (the next claim applies them). A
+kind's routes (`KeyRoutes`) differ only in the bodies, built from its `limits.Kind`."""
 
 from __future__ import annotations
 
@@ -22,7 +21,6 @@ from scheduler_project.auth import request_owner
 from scheduler_project.schema import AutoSchema
 from tasks.api.serializers import KEY_NAME, key_limit, key_scope, rate_per
 from tasks.api.strict import StrictSerializer
-from tasks.models import ConcurrencyKey, RateKey
 from tasks.transitions import limits
 
 ERRORS = {
@@ -31,97 +29,71 @@ ERRORS = {
     403: OpenApiResponse(description="A global key: operators (staff users) only."),
     404: OpenApiResponse(description="No such key among the caller's own and the global ones."),
 }
-
-
-class KeyInputSerializer(StrictSerializer):
-    key = serializers.RegexField(KEY_NAME, max_length=200)
-    limit = key_limit()
-    scope = key_scope()
-    team = serializers.SlugField(max_length=100, required=False, allow_null=True)
-
-
-class RateKeyInputSerializer(StrictSerializer):
-    key = serializers.RegexField(KEY_NAME, max_length=200)
-    limit = key_limit()
-    per = rate_per()
-    scope = key_scope()
-    team = serializers.SlugField(max_length=100, required=False, allow_null=True)
-
-
-class KeyLimitSerializer(StrictSerializer):
-    limit = key_limit()
-
-
-class RateKeyChangeSerializer(StrictSerializer):
-    limit = key_limit(required=False)
-    per = rate_per(required=False)
-
-
-# A concurrency key as listed; the base of a rate key's.
-class KeyOutputSerializer(serializers.ModelSerializer):
-    key = serializers.CharField(source="name", read_only=True)
-    team: serializers.Field = serializers.SlugRelatedField(
-        slug_field="slug", read_only=True, allow_null=True
-    )
-    scope = serializers.SerializerMethodField()
-    limit = serializers.IntegerField(source="max_running", read_only=True)
-    declared = serializers.BooleanField(
-        read_only=True,
-        help_text="Set on the key itself: its limit wins over the tasks'. Until then the "
-        "latest task naming the key set it.",
-    )
-    running = serializers.IntegerField(read_only=True, help_text="Its runs running now.")
-    waiting = serializers.IntegerField(
-        read_only=True, help_text="Its runs due and not yet claimed (held by the key or queued)."
-    )
-
-    class Meta:
-        model = ConcurrencyKey
-        fields = ["id", "key", "scope", "limit", "declared", "running", "waiting", "updated_at"]
-        fields += ["team"]
-
-    def get_scope(self, key: Any) -> str:
-        return "global" if key.owner_id is None else "owner"
-
-
-class RateKeyOutputSerializer(KeyOutputSerializer):
-    limit = serializers.IntegerField(source="rate_limit", read_only=True)
-    per = serializers.IntegerField(source="per_seconds", read_only=True, help_text="Seconds.")
-    declared = serializers.BooleanField(
-        read_only=True,
-        help_text="Set on the key itself: its limit and window win over the tasks'. Until "
-        "then the latest task naming the key set them.",
-    )
-    used = serializers.IntegerField(
-        read_only=True, help_text="Runs started in the last `per` seconds (at most `limit`)."
-    )
-    next_start_at = serializers.DateTimeField(
-        read_only=True,
-        allow_null=True,
-        help_text="While the window is full: when the next run may start; else null.",
-    )
-
-    class Meta:
-        model = RateKey
-        fields = ["id", "key", "scope", "limit", "per", "declared", "used", "next_start_at"]
-        fields += ["waiting", "updated_at", "team"]
+LIMIT_FIELDS = {"limit": key_limit, "per": rate_per}  # a limit's input field, by its API name
+HELP = {  # the output's help texts ("declared": each kind's, in key_routes' arguments)
+    "per": "Seconds.",
+    "running": "Its runs running now.",
+    "used": "Runs started in the last `per` seconds (at most `limit`).",
+    "next_start_at": "While the window is full: when the next run may start; else null.",
+    "waiting": "Its runs due and not yet claimed (held by the key or queued).",
+}
 
 
 @dataclass(frozen=True)
 class KeyRoutes:
-    """What a kind's routes read and answer."""
+    """What a kind's routes read (POST; PATCH: limits not given keep their value) and answer."""
 
     kind: limits.Kind
-    declare: type[serializers.Serializer]  # POST
-    change: type[serializers.Serializer]  # PATCH: limits not given keep their value
+    declare: type[serializers.Serializer]
+    change: type[serializers.Serializer]
     output: type[serializers.Serializer]
 
 
-CONCURRENCY_KEYS = KeyRoutes(
-    limits.CONCURRENCY, KeyInputSerializer, KeyLimitSerializer, KeyOutputSerializer
+def key_routes(kind: limits.Kind, name: str, change: str, declared: str) -> KeyRoutes:
+    """`kind`'s bodies, named `{name}InputSerializer`, `{change}Serializer` and
+    `{name}OutputSerializer`; an input's fields are in the order they are made."""
+    declare: dict[str, Any] = {"key": serializers.RegexField(KEY_NAME, max_length=200)}
+    declare |= {limit: LIMIT_FIELDS[limit]() for limit in kind.limits} | {"scope": key_scope()}
+    declare["team"] = serializers.SlugField(max_length=100, required=False, allow_null=True)
+    changed = {limit: LIMIT_FIELDS[limit](required=False) for limit in kind.limits}
+    shown: dict[str, Any] = {"key": serializers.CharField(source="name", read_only=True)}
+    shown["team"] = serializers.SlugRelatedField(slug_field="slug", read_only=True, allow_null=True)
+    shown["scope"] = serializers.SerializerMethodField()
+    shown["declared"] = serializers.BooleanField(read_only=True, help_text=declared)
+    for limit, column in kind.limits.items():
+        shown[limit] = serializers.IntegerField(
+            source=column, read_only=True, help_text=HELP.get(limit)
+        )
+    for count in [*kind.counts(), "waiting"]:
+        field = serializers.DateTimeField if count.endswith("_at") else serializers.IntegerField
+        nullable: dict[str, Any] = {"allow_null": True} if count.endswith("_at") else {}
+        shown[count] = field(read_only=True, help_text=HELP[count], **nullable)
+    fields = ["id", "key", "scope", *kind.limits, "declared", *kind.counts(), "waiting"]
+    shown["Meta"] = type(
+        "Meta", (), {"model": kind.model, "fields": [*fields, "updated_at", "team"]}
+    )
+    shown["get_scope"] = lambda _, key: "global" if key.owner_id is None else "owner"
+    return KeyRoutes(
+        kind,
+        type(f"{name}InputSerializer", (StrictSerializer,), declare),
+        type(f"{change}Serializer", (StrictSerializer,), changed),
+        type(f"{name}OutputSerializer", (serializers.ModelSerializer,), shown),
+    )
+
+
+CONCURRENCY_KEYS = key_routes(
+    limits.CONCURRENCY,
+    "Key",
+    "KeyLimit",
+    "Set on the key itself: its limit wins over the tasks'. Until then the latest task naming "
+    "the key set it.",
 )
-RATE_LIMITS = KeyRoutes(
-    limits.RATE, RateKeyInputSerializer, RateKeyChangeSerializer, RateKeyOutputSerializer
+RATE_LIMITS = key_routes(
+    limits.RATE,
+    "RateKey",
+    "RateKeyChange",
+    "Set on the key itself: its limit and window win over the tasks'. Until then the latest "
+    "task naming the key set them.",
 )
 
 
@@ -162,12 +134,11 @@ class KeyViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
         serializer = self.routes.declare(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
-        scope = data.get("scope", "owner")
-        owner = request_owner(request)
+        kind, scope, owner = self.routes.kind, data.get("scope", "owner"), request_owner(request)
         self._may_change(None if scope == limits.GLOBAL else owner)
         team = access.place(owner, None, {"team": data["team"]} if "team" in data else {})
         key, created = limits.declare(
-            kind=self.routes.kind,
+            kind=kind,
             owner=owner,
             name=data["key"],
             limits=data,

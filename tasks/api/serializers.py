@@ -229,37 +229,31 @@ def key_scope() -> ChoiceField:
 
 
 def rate_per(*, required: bool = True) -> serializers.IntegerField:
+    window: dict[str, Any] = {"min_value": 1, "max_value": MAX_RATE_PER_SECONDS}
     return serializers.IntegerField(
-        min_value=1,
-        max_value=MAX_RATE_PER_SECONDS,
-        required=required,
-        help_text="The window, in seconds.",
+        **window, required=required, help_text="The window, in seconds."
     )
 
 
 class TaskKeySerializer(StrictSerializer):
-    """A task's key of one kind (`kind`, tasks/transitions/limits.py): an owner's key needs
-    every limit of its kind; scope "global" names a key an operator declared (its limits
-    apply)."""
+    """A task's key of one kind (`kind`): its subclasses say which."""
 
     kind: limits.Kind
     key = serializers.RegexField(KEY_NAME, max_length=200)
     limit = key_limit(required=False)
 
     def validate(self, attrs: dict) -> dict:
-        # A PATCH validates nested fields partially; the key is still given whole.
+        # A PATCH validates nested fields partially; the key is still given whole. An owner's key
+        # needs every limit of its kind; a global one, that an operator declared it.
+        required = ["This field is required."]
         if "key" not in attrs:
-            raise serializers.ValidationError({"key": ["This field is required."]})
-        attrs.setdefault("scope", "owner")
-        if attrs["scope"] == "global":
+            raise serializers.ValidationError({"key": required})
+        if attrs.setdefault("scope", "owner") == "global":
             if limits.global_key(self.kind, attrs["key"]) is None:
                 message = f"No global {self.kind.noun} {attrs['key']!r} is declared."
                 raise serializers.ValidationError({"key": [message]})
-        else:
-            required = ["This field is required."]
-            missing = {name: required for name in self.kind.limits if name not in attrs}
-            if missing:
-                raise serializers.ValidationError(missing)
+        elif missing := {name: required for name in self.kind.limits if name not in attrs}:
+            raise serializers.ValidationError(missing)
         return attrs
 
 

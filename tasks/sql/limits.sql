@@ -1,31 +1,28 @@
--- Limit keys outside the claim (tasks/transitions/limits.py): their new limits, and the due runs
--- a full key holds back marked waiting (the reviewer).
+-- Limit keys outside the claim (tasks/transitions/limits.py): new limits, the due runs a full
+-- key holds back marked waiting (the reviewer), the busiest keys (/metrics).
 
--- Limits for the next claim (`set_limits`): set on the key (declared), or a task's, which
--- changes a key no one declared limits on, also when the two race.
+-- What every change of limits sets and when (`set_limits`): declared, or a task's, which changes
+-- a key no one declared, also when the two race. The next claim applies the new limits.
+-- name: limits_set
+declared = declared OR %(declared)s, updated_at = now()
+ WHERE k.id = %(id)s AND (%(declared)s OR NOT k.declared)
 
 -- A concurrency key's new limit; runs already running go on.
--- name: set_concurrency_limits
-UPDATE tasks_concurrencykey k
-   SET max_running = %(limit)s, declared = declared OR %(declared)s, updated_at = now()
- WHERE k.id = %(id)s AND (%(declared)s OR NOT k.declared)
+-- name: set_concurrency_key_limits
+UPDATE tasks_concurrencykey k SET max_running = %(limit)s, {limits_set}
 
--- A rate key's new limit and window: the log is kept as it is (a lower limit trims it at the
--- next start), and the instant the window frees is computed again from it.
--- name: set_rate_limits
+-- A rate key's new limit and window: its log of starts is kept (a lower limit trims it at the
+-- next start) and when its window frees computed again from it.
+-- name: set_rate_key_limits
 UPDATE tasks_ratekey k
-   SET rate_limit = %(limit)s, per_seconds = %(per)s, declared = declared OR %(declared)s,
-       updated_at = now(),
-       held_until = CASE WHEN cardinality(k.starts) >= %(limit)s
+   SET held_until = CASE WHEN cardinality(k.starts) >= %(limit)s
                          THEN k.starts[cardinality(k.starts) - %(limit)s + 1]
-                              + make_interval(secs => %(per)s) END
- WHERE k.id = %(id)s AND (%(declared)s OR NOT k.declared)
+                              + make_interval(secs => %(per)s) END,
+       rate_limit = %(limit)s, per_seconds = %(per)s, {limits_set}
 
--- Due runs of a full key that no claim has looked at (the claim's candidates skip a full key's
--- runs, so that they never take another run's place) wait with the reason the claim writes for
--- the runs it holds back. A batch per key and pass, oldest first; runs a claim has locked are
--- left to it. The claim clears the reason when it starts them. `column` is the run's key,
--- `kind` its wait_kind (tasks/admission/).
+-- Due runs of a full key (`full_keys`: id, reason) that no claim has looked at (the claim skips
+-- a full key's runs) wait with the reason the claim writes; a batch per key and pass, oldest
+-- first; runs a claim has locked are left to it. `column` is the run's key, `kind` its wait_kind.
 -- name: held_by_full_key(column, kind)
 judged AS (
     SELECT w.id, f.reason
@@ -46,7 +43,7 @@ UPDATE tasks_run r
  WHERE r.id = judged.id AND (r.status <> 'waiting_for_resource' OR r.wait_reason <> judged.reason)
 RETURNING r.id
 
--- Concurrency keys at their limit, with the words of their wait.
+-- Concurrency keys at their limit.
 -- name: hold_keyed
 WITH full_keys AS (
     SELECT k.id, 'waiting for concurrency key ' || k.name || ' ('
@@ -58,7 +55,7 @@ WITH full_keys AS (
     HAVING count(*) >= k.max_running
 ), {held_by_full_key(r.concurrency_key_id, 'concurrency_key')}
 
--- Rate keys whose window is full, with the words of their wait (which name the next start).
+-- Rate keys whose window is full.
 -- name: hold_rate_limited
 WITH full_keys AS (
     SELECT k.id, 'rate limit ' || k.name || ': ' || k.rate_limit || ' per ' || k.per_seconds
@@ -80,8 +77,7 @@ WITH full_keys AS (
 
 -- Concurrency keys by runs running plus due, with their limit.
 -- name: busiest_concurrency_keys
-SELECT k.name, CASE WHEN k.owner_id IS NULL THEN 'global' ELSE k.owner_id::text END,
-       k.max_running, r.running, w.waiting
+SELECT k.name, coalesce(k.owner_id::text, 'global'), k.max_running, r.running, w.waiting
   FROM tasks_concurrencykey k
  CROSS JOIN LATERAL (SELECT count(*) AS running FROM tasks_run
                       WHERE concurrency_key_id = k.id AND status = 'running') r
@@ -91,8 +87,7 @@ SELECT k.name, CASE WHEN k.owner_id IS NULL THEN 'global' ELSE k.owner_id::text 
 
 -- Rate keys by starts in the window plus due, with their limit and window.
 -- name: busiest_rate_keys
-SELECT k.name, CASE WHEN k.owner_id IS NULL THEN 'global' ELSE k.owner_id::text END,
-       k.rate_limit, k.per_seconds, u.used, w.waiting
+SELECT k.name, coalesce(k.owner_id::text, 'global'), k.rate_limit, k.per_seconds, u.used, w.waiting
   FROM tasks_ratekey k
  CROSS JOIN LATERAL (SELECT least(k.rate_limit, count(*)) AS used FROM unnest(k.starts) AS s(at)
                       WHERE s.at > now() - make_interval(secs => k.per_seconds)) u
