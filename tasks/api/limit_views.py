@@ -19,7 +19,7 @@ from rest_framework.response import Response
 from accounts import access
 from scheduler_project.auth import request_owner
 from scheduler_project.schema import AutoSchema
-from tasks.api.serializers import KEY_NAME, key_limit, key_scope, rate_per
+from tasks.api.serializers import key_fields
 from tasks.api.strict import StrictSerializer
 from tasks.transitions import limits
 
@@ -29,7 +29,6 @@ ERRORS = {
     403: OpenApiResponse(description="A global key: operators (staff users) only."),
     404: OpenApiResponse(description="No such key among the caller's own and the global ones."),
 }
-LIMIT_FIELDS = {"limit": key_limit, "per": rate_per}  # a limit's input field, by its API name
 HELP = {  # the output's help texts ("declared": each kind's, in key_routes' arguments)
     "per": "Seconds.",
     "running": "Its runs running now.",
@@ -51,11 +50,12 @@ class KeyRoutes:
 
 def key_routes(kind: limits.Kind, name: str, change: str, declared: str) -> KeyRoutes:
     """`kind`'s bodies, named `{name}InputSerializer`, `{change}Serializer` and
-    `{name}OutputSerializer`; an input's fields are in the order they are made."""
-    declare: dict[str, Any] = {"key": serializers.RegexField(KEY_NAME, max_length=200)}
-    declare |= {limit: LIMIT_FIELDS[limit]() for limit in kind.limits} | {"scope": key_scope()}
+    `{name}OutputSerializer`."""
+    declare = key_fields(kind)
     declare["team"] = serializers.SlugField(max_length=100, required=False, allow_null=True)
-    changed = {limit: LIMIT_FIELDS[limit](required=False) for limit in kind.limits}
+    changed = {
+        n: field for n, field in key_fields(kind, required=False).items() if n in kind.limits
+    }
     shown: dict[str, Any] = {"key": serializers.CharField(source="name", read_only=True)}
     shown["team"] = serializers.SlugRelatedField(slug_field="slug", read_only=True, allow_null=True)
     shown["scope"] = serializers.SerializerMethodField()

@@ -220,27 +220,28 @@ MAX_KEY_LIMIT = 10_000
 MAX_RATE_PER_SECONDS = 7 * 24 * 3600
 
 
-def key_limit(*, required: bool = True) -> serializers.IntegerField:
-    return serializers.IntegerField(min_value=1, max_value=MAX_KEY_LIMIT, required=required)
-
-
-def key_scope() -> ChoiceField:
-    return ChoiceField(choices=["owner", "global"], required=False)
-
-
-def rate_per(*, required: bool = True) -> serializers.IntegerField:
-    window: dict[str, Any] = {"min_value": 1, "max_value": MAX_RATE_PER_SECONDS}
-    return serializers.IntegerField(
-        **window, required=required, help_text="The window, in seconds."
-    )
+def key_fields(kind: limits.Kind, *, required: bool = True) -> dict[str, serializers.Field]:
+    """A key's fields as a task and the key routes take them, in the schema's order: its name, its
+    kind's limits (`per`: a rate key's window) and its scope."""
+    fields: dict[str, serializers.Field] = {"key": serializers.RegexField(KEY_NAME, max_length=200)}
+    for name in kind.limits:
+        fields[name] = serializers.IntegerField(
+            min_value=1,
+            max_value=MAX_RATE_PER_SECONDS if name == "per" else MAX_KEY_LIMIT,
+            required=required,
+            help_text="The window, in seconds." if name == "per" else None,
+        )
+    fields["scope"] = ChoiceField(choices=["owner", "global"], required=False)
+    return fields
 
 
 class TaskKeySerializer(StrictSerializer):
     """A task's key of one kind (`kind`): its subclasses say which."""
 
     kind: limits.Kind
-    key = serializers.RegexField(KEY_NAME, max_length=200)
-    limit = key_limit(required=False)
+
+    def get_fields(self) -> dict[str, serializers.Field]:
+        return key_fields(self.kind, required=False)
 
     def validate(self, attrs: dict) -> dict:
         # A PATCH validates nested fields partially; the key is still given whole. An owner's key
@@ -262,7 +263,6 @@ class ConcurrencySerializer(TaskKeySerializer):
     the key run at once. Scope "global" names a key an operator declared (its limit applies)."""
 
     kind = limits.CONCURRENCY
-    scope = key_scope()
 
 
 class RateLimitSerializer(TaskKeySerializer):
@@ -271,8 +271,6 @@ class RateLimitSerializer(TaskKeySerializer):
     declared (its limit and window apply)."""
 
     kind = limits.RATE
-    per = rate_per(required=False)
-    scope = key_scope()
 
 
 class TaskInputSerializer(StrictSerializer):
