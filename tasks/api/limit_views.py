@@ -53,9 +53,7 @@ def key_routes(kind: limits.Kind, name: str, change: str, declared: str) -> KeyR
     `{name}OutputSerializer`."""
     declare = key_fields(kind)
     declare["team"] = serializers.SlugField(max_length=100, required=False, allow_null=True)
-    changed = {
-        n: field for n, field in key_fields(kind, required=False).items() if n in kind.limits
-    }
+    changed = {n: f for n, f in key_fields(kind, required=False).items() if n in kind.limits}
     shown: dict[str, Any] = {"key": serializers.CharField(source="name", read_only=True)}
     shown["team"] = serializers.SlugRelatedField(slug_field="slug", read_only=True, allow_null=True)
     shown["scope"] = serializers.SerializerMethodField()
@@ -69,9 +67,8 @@ def key_routes(kind: limits.Kind, name: str, change: str, declared: str) -> KeyR
         nullable: dict[str, Any] = {"allow_null": True} if count.endswith("_at") else {}
         shown[count] = field(read_only=True, help_text=HELP[count], **nullable)
     fields = ["id", "key", "scope", *kind.limits, "declared", *kind.counts(), "waiting"]
-    shown["Meta"] = type(
-        "Meta", (), {"model": kind.model, "fields": [*fields, "updated_at", "team"]}
-    )
+    meta = {"model": kind.model, "fields": [*fields, "updated_at", "team"]}
+    shown["Meta"] = type("Meta", (), meta)
     shown["get_scope"] = lambda _, key: "global" if key.owner_id is None else "owner"
     return KeyRoutes(
         kind,
