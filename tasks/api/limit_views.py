@@ -29,12 +29,21 @@ ERRORS = {
     403: OpenApiResponse(description="A global key: operators (staff users) only."),
     404: OpenApiResponse(description="No such key among the caller's own and the global ones."),
 }
-HELP = {  # the output's help texts ("declared": each kind's, in key_routes' arguments)
-    "per": "Seconds.",
-    "running": "Its runs running now.",
-    "used": "Runs started in the last `per` seconds (at most `limit`).",
-    "next_start_at": "While the window is full: when the next run may start; else null.",
-    "waiting": "Its runs due and not yet claimed (held by the key or queued).",
+# What the listed keys count (limits.with_counts), as the output shows them; "per" is a limit.
+PER_HELP = "Seconds."
+COUNTS: dict[str, serializers.Field] = {
+    "running": serializers.IntegerField(read_only=True, help_text="Its runs running now."),
+    "used": serializers.IntegerField(
+        read_only=True, help_text="Runs started in the last `per` seconds (at most `limit`)."
+    ),
+    "next_start_at": serializers.DateTimeField(
+        read_only=True,
+        allow_null=True,
+        help_text="While the window is full: when the next run may start; else null.",
+    ),
+    "waiting": serializers.IntegerField(
+        read_only=True, help_text="Its runs due and not yet claimed (held by the key or queued)."
+    ),
 }
 
 
@@ -59,13 +68,9 @@ def key_routes(kind: limits.Kind, name: str, change: str, declared: str) -> KeyR
     shown["scope"] = serializers.SerializerMethodField()
     shown["declared"] = serializers.BooleanField(read_only=True, help_text=declared)
     for limit, column in kind.limits.items():
-        shown[limit] = serializers.IntegerField(
-            source=column, read_only=True, help_text=HELP.get(limit)
-        )
-    for count in [*kind.counts(), "waiting"]:
-        field = serializers.DateTimeField if count.endswith("_at") else serializers.IntegerField
-        nullable: dict[str, Any] = {"allow_null": True} if count.endswith("_at") else {}
-        shown[count] = field(read_only=True, help_text=HELP[count], **nullable)
+        help_text = PER_HELP if limit == "per" else None
+        shown[limit] = serializers.IntegerField(source=column, read_only=True, help_text=help_text)
+    shown.update({count: COUNTS[count] for count in [*kind.counts(), "waiting"]})
     fields = ["id", "key", "scope", *kind.limits, "declared", *kind.counts(), "waiting"]
     meta = {"model": kind.model, "fields": [*fields, "updated_at", "team"]}
     shown["Meta"] = type("Meta", (), meta)
