@@ -155,7 +155,11 @@ class Task(models.Model):
         CANCEL = "cancel"
 
     id = models.UUIDField(primary_key=True, default=uuid7, editable=False)
-    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    # Not indexed alone: task_owner_created_id_idx leads with it, and every index of a task is
+    # written at each of its planning steps and at its end (migration 0049).
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+", db_index=False
+    )
     team = models.ForeignKey(
         "accounts.Team",
         on_delete=models.PROTECT,
@@ -198,13 +202,23 @@ class Task(models.Model):
     # the key row it names, copied onto each run (as the requests are) for the claim.
     concurrency = models.JSONField(default=dict, db_default={}, blank=True)
     concurrency_key = models.ForeignKey(
-        ConcurrencyKey, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+        ConcurrencyKey,
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="+",
+        db_index=False,  # task_concurrency_key_idx: tasks with a key only
     )
     # {"key": "crm-api", "limit": 10, "per": 60, "scope": "owner"} as written, {} for none;
     # `rate_key` is the key row it names, copied onto each run as `concurrency_key` is.
     rate_limit = models.JSONField(default=dict, db_default={}, blank=True)
     rate_key = models.ForeignKey(
-        RateKey, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+        RateKey,
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="+",
+        db_index=False,  # task_rate_key_idx: tasks with a key only
     )
     # What a worker does with a run flagged zombie (no CPU, no output): always notify; cancel too?
     on_zombie = models.CharField(
@@ -222,7 +236,12 @@ class Task(models.Model):
     # at most one set. `taskset_entry` holds what the last apply declared and what it left
     # (`{"entry", "applied", "ignore_changes"}`): drift is the task's fields against `applied`.
     taskset = models.ForeignKey(
-        "TaskSet", null=True, blank=True, on_delete=models.SET_NULL, related_name="tasks"
+        "TaskSet",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="tasks",
+        db_index=False,  # task_taskset_idx: tasks in a set only
     )
     taskset_key = models.CharField(max_length=200, null=True, blank=True)  # noqa: DJ001
     taskset_entry = models.JSONField(null=True, blank=True)
@@ -276,7 +295,25 @@ class Task(models.Model):
                 name="task_owner_created_id_idx",
             ),
             # A team's tasks newest first: one part of a member's list (access.visible_page).
-            models.Index(fields=["team", "-created_at", "id"], name="task_team_created_id_idx"),
+            # Partial, as the three below: a task written (every planning step and its end
+            # write a new version of its row, never a HOT update) adds an entry to each index
+            # whose condition it meets, and most tasks have no team, key or set (migration 0049).
+            models.Index(
+                fields=["team", "-created_at", "id"],
+                condition=Q(team__isnull=False),
+                name="task_team_created_id_idx",
+            ),
+            models.Index(
+                fields=["concurrency_key"],
+                condition=Q(concurrency_key__isnull=False),
+                name="task_concurrency_key_idx",
+            ),
+            models.Index(
+                fields=["rate_key"], condition=Q(rate_key__isnull=False), name="task_rate_key_idx"
+            ),
+            models.Index(
+                fields=["taskset"], condition=Q(taskset__isnull=False), name="task_taskset_idx"
+            ),
             # The task list's status filter for the few tasks not active (paused, completed,
             # failed, cancelled): active tasks, which the scheduler updates, have no entry
             # (migration 0041).
