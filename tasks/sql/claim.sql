@@ -20,7 +20,8 @@
 -- The claim's CTEs, shared by `claim` and `cycle`: the admission rules (tasks/admission/) in
 -- the order docs/architecture.md states, then the claimed runs and what they count. `finishing`
 -- is the array of the runs the statement records finished (the cycle's %(ids)s; none for the
--- claim).
+-- claim). What the outcomes add up to (`outcome_ctes`) sits between the misses and the key
+-- rows: `keyed` reads it before it locks a row (see there).
 -- name: claim_ctes(finishing)
 capped AS (
     -- Running runs per owner (from run_running_idx, a small set), once per claim.
@@ -93,7 +94,7 @@ capped AS (
             LIMIT {candidates}
               FOR UPDATE OF r SKIP LOCKED) AS r
      LIMIT {candidates}
-), {misfire_ctes}, {key_ctes}, {rate_ctes}, fitting AS (
+), {misfire_ctes}, {outcome_ctes}, {key_ctes}, {rate_ctes}, fitting AS (
     -- The admitted candidates, capped per owner, with whether each fits the free capacity.
     -- The per-owner cap also holds within this batch: an owner's n-th candidate is taken only
     -- while its running runs plus n stay within the cap. Then capacity, in claim order: a run
@@ -259,13 +260,26 @@ missed AS (
 -- within a key, other workers' locked candidates ahead of the batch's first run of the key
 -- included) stays below the limit. A key's limit is read from the locked row: a change applies
 -- at the next claim. Without keyed candidates, `keyed` reads no row.
+-- A key row is held from `keyed` to the commit, and while it is held the other claims of the
+-- key admit nothing: so `keyed` first reads what the statement's outcomes add up to
+-- (`completed`, `counted`, `notified`, `judged_written`: a one-time filter, evaluated before
+-- any row is locked), which would otherwise run at the statement's end, under the row
+-- (bench/NOTEBOOK.md, "Keyed runs: the outcome writes before the key row"). Lock order stays
+-- free of deadlocks between claims: everything the statement waits for (the runs it records,
+-- health rows, tasks it completes, counter rows) is taken before the first key row; key rows
+-- are never waited for (SKIP LOCKED); rate key rows are waited for after them, in id order,
+-- and a claim holding one waits for nothing else but another rate key row (later in the
+-- order) or, in its ended runs' AFTER triggers, their tasks' rows: another claim's
+-- `completed` locks a task's row only when its snapshot shows every other run of the task
+-- ended, so never while this claim's ended run is uncommitted.
 -- name: key_ctes
 keyed AS (
     -- The candidates' keys no other claim holds, locked in id order, with their runs running.
     -- `running`: the snapshot's running runs of the key less those this statement records
     -- finished (`recorded`: they end in the transaction that admits their successors). Read in
-    -- the rows the lock takes, so the outcome write (`done`) runs before any key row is locked:
-    -- a cycle never holds a key row while its outcome write waits for a run's lock.
+    -- the rows the lock takes, and the outcome CTEs in the one-time filter, so the outcome write
+    -- (`done`) and its side effects run before any key row is locked: a cycle never holds a key
+    -- row while its outcome write waits for a run's lock, or for a task, health or counter row.
     SELECT k.id, k.name, k.max_running, k.admitted, coalesce(n.running, 0) AS running
       FROM tasks_concurrencykey k
       LEFT JOIN (SELECT o.concurrency_key_id AS key, count(*) AS running FROM tasks_run o
@@ -273,6 +287,8 @@ keyed AS (
                     AND o.id NOT IN (SELECT run_id FROM recorded)
                   GROUP BY o.concurrency_key_id) AS n ON n.key = k.id
      WHERE k.id = ANY (ARRAY(SELECT DISTINCT ckey FROM candidates WHERE ckey IS NOT NULL))
+       AND (SELECT count(*) FROM completed) + (SELECT count(*) FROM counted)
+           + (SELECT count(*) FROM notified) + (SELECT count(*) FROM judged_written) >= 0
      ORDER BY k.id
        FOR NO KEY UPDATE OF k SKIP LOCKED
 ), key_admission AS (
@@ -408,7 +424,9 @@ rate_log AS (
 
 -- What a batch's ends (`done`, `alerts`) and a claim's misses (`missed`) add up to, one CTE each
 -- whichever statement made them: the statement without one has an empty stand-in (`no_finish`,
--- `no_claim`). A finished run is one with a `finished_at` (set iff terminal).
+-- `no_claim`). A finished run is one with a `finished_at` (set iff terminal). In `claim_ctes`
+-- (after the misses, before the key rows, which read their RETURNING: `key_ctes`) or after
+-- `no_claim` in `record`.
 -- name: outcome_ctes
 completed AS (
     -- The tasks whose last occurrence just ended (finished or missed), completed (or failed).
@@ -436,6 +454,7 @@ completed AS (
             WHERE o.task_id = t.id AND o.status IN ('scheduled', 'running', 'waiting_for_resource')
               AND o.id NOT IN (SELECT id FROM done WHERE finished_at IS NOT NULL)
               AND o.id NOT IN (SELECT id FROM missed))
+    RETURNING t.id
 ), counted AS (
     -- /metrics counters (tasks/counters.py): attempts, finishes, alerts and misses, one upsert.
     -- Metrics `attempt`, `finished`, `alert` (scheduler_alerts_total) and `skipped` (reason
@@ -456,6 +475,7 @@ completed AS (
      ORDER BY c.metric, c.kind, c.outcome
     ON CONFLICT (metric, kind, outcome, shard)
     DO UPDATE SET value = tasks_runcounter.value + EXCLUDED.value
+    RETURNING metric
 ), notified AS (
     -- The outbox's events of the batch's ends (tasks/outbox.py), queued in one call.
     -- succeeded; a failed attempt that will be retried -> failed; the last attempt failed ->
@@ -481,7 +501,8 @@ completed AS (
     HAVING count(*) > 0
 )
 
--- The claim's stand-ins for the outcome write's CTEs: it records nothing.
+-- The claim's stand-ins for the outcome write's CTEs: it records nothing (`judged_written`:
+-- `keyed` reads it).
 -- name: no_finish
 done AS (
     SELECT NULL::uuid AS id, NULL::uuid AS task_id, NULL::text AS status, NULL::int AS attempt,
@@ -494,6 +515,8 @@ done AS (
     SELECT NULL::uuid AS id, NULL::uuid AS task_id, NULL::int AS attempt, NULL::text AS kind,
            NULL::text AS event
      WHERE false
+), judged_written AS (
+    SELECT NULL::uuid AS task_id WHERE false
 )
 
 -- The outcome write's stand-in for the claim's misses: it claims nothing.
@@ -505,7 +528,7 @@ missed AS (SELECT NULL::uuid AS id, NULL::uuid AS task_id WHERE false)
 -- the first of them may start, or (once) that the claim passed over a key another claim held;
 -- the claimed columns of those three rows are NULL.
 -- name: claim
-WITH {no_finish}, {claim_ctes(ARRAY[]::uuid[])}, {outcome_ctes}
+WITH {no_finish}, {claim_ctes(ARRAY[]::uuid[])}
 SELECT 'claimed' AS row, claimed.*, NULL::float8 AS rate_wait FROM claimed
 UNION ALL
 SELECT 'held', claimed.*, NULL FROM {held_row}
@@ -657,6 +680,7 @@ judged AS (
                              THEN clock_timestamp() ELSE h.alerted_at END
       FROM judged j
      WHERE h.task_id = j.task_id
+    RETURNING h.task_id
 )
 
 -- Referencing the SELECT-only CTEs makes PostgreSQL evaluate them (it skips unreferenced ones).
@@ -685,9 +709,10 @@ done.id AS recorded_id, done.task_id AS recorded_task_id, done.status AS recorde
 -- UPDATEs touch disjoint rows (the finished runs are `running`, the claim takes `scheduled`
 -- ones), and in autocommit the statement is its own transaction: one commit per cycle. The
 -- claimed rows come first: the candidates' scan runs before the outcome write (`candidates`),
--- which runs before any key row is locked (`keyed`, `rate_keyed`).
+-- which runs, with what its outcomes add up to, before any key row is locked (`keyed`,
+-- `rate_keyed`).
 -- name: cycle
-WITH {finish_ctes}, {claim_ctes(%(ids)s::uuid[])}, {outcome_ctes}
+WITH {finish_ctes}, {claim_ctes(%(ids)s::uuid[])}
 SELECT 'claimed' AS row, NULL::uuid AS recorded_id, NULL::uuid AS recorded_task_id,
        NULL::text AS recorded_status, NULL::bigint AS woke, NULL::int AS notified, claimed.*,
        NULL::float8 AS rate_wait

@@ -230,6 +230,51 @@ def test_a_claim_passes_over_a_key_another_claim_holds_without_waiting() -> None
     assert ConcurrencyKey.objects.get(pk=key.pk).admitted == 2
 
 
+@pytest.mark.django_db(transaction=True)
+def test_a_cycle_writes_what_its_outcomes_add_up_to_before_it_locks_a_key_row() -> None:
+    """A cycle completes the tasks whose last run it records (`completed`, with the counters,
+    the notifications and the health writes) before `keyed` locks its candidates' key rows: a
+    cycle whose completion waits for a task's row holds no key row, so another claim of the key
+    admits its run instead of passing the key over. When the outcome CTEs ran at the end of the
+    statement, the cycle held the key row through that wait and the other claim passed."""
+    key = ConcurrencyKey.objects.create(owner=UserFactory(), name="db", max_running=10)
+    once = due(keyed_task(None, priority=9))
+    [mine] = take(limit=1, worker="a")  # A records it: its task's last run
+    assert mine.id == once.pk
+    task = keyed_task(key)
+    first, second = due(task, ago=2), due(task, ago=1)
+    conninfo = _conninfo()
+    with (
+        psycopg.connect(conninfo) as holder,
+        psycopg.connect(conninfo, autocommit=True) as a,
+        psycopg.connect(conninfo, autocommit=True) as b,
+    ):
+        holder.execute("SELECT 1 FROM tasks_task WHERE id = %s FOR UPDATE", [once.task_id])
+        with ThreadPoolExecutor(1) as pool:
+            # One candidate: A's scan locks `first`, the run it admits once it goes on.
+            a_cycle = pool.submit(
+                lambda: a.execute(claim.cycle_sql(1), _cycle_params("a", mine, 1)).fetchall()
+            )
+            try:
+                for _ in range(500):  # until A waits to complete the task (or has finished)
+                    if a_cycle.done() or _waiting_for_lock(conninfo, a.info.backend_pid):
+                        break
+                    threading.Event().wait(0.01)
+                assert not a_cycle.done(), "A's cycle did not wait for the task the holder locked"
+                assert _waits_for(conninfo, a.info.backend_pid) == holder.info.backend_pid
+                b.execute("SET lock_timeout = '2s'")
+                b_rows = b.execute(claim.claim_sql(8), _claim_params("b", 8)).fetchall()
+            finally:
+                holder.rollback()  # A goes on (the pool waits for it, even after a failure)
+            a_rows = a_cycle.result(timeout=30)
+    assert [row[1] for row in b_rows if row[0] == "claimed"] == [second.pk]
+    assert [row[0] for row in b_rows if row[0] != "claimed"] == []  # not passed
+    assert [row[1] for row in a_rows if row[0] == "recorded"] == [mine.id]
+    assert [row[6] for row in a_rows if row[0] == "claimed"] == [first.pk]
+    assert Task.objects.get(pk=once.task_id).status == "completed"
+    assert ConcurrencyKey.objects.get(pk=key.pk).admitted == 2
+
+
 def test_due_runs_of_a_full_key_the_claim_skipped_say_why_they_wait() -> None:
     key = ConcurrencyKey.objects.create(owner=UserFactory(), name="db", max_running=1)
     task = keyed_task(key)
