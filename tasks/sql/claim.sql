@@ -33,6 +33,9 @@ key_running AS (
      WHERE status = 'running' AND concurrency_key_id IS NOT NULL
        AND id <> ALL ({finishing})
      GROUP BY concurrency_key_id
+), rate_held AS (
+    -- The rate keys full now (rate_key_held_idx: empty while none is), the scan's shortcut.
+    SELECT id FROM tasks_ratekey WHERE held_until > statement_timestamp()
 ), {scan_ctes(candidates)}, {misfire_ctes}, {key_ctes}, {rate_ctes}, {pick_ctes},
   {rate_log_ctes}, {start_ctes}, key_counted AS (
     -- The keys' admissions, on the rows `keyed` locked: committed with the runs they admit.
@@ -68,7 +71,7 @@ capped AS (
     -- this worker (the reviewer says when no live worker can hold it). The runs of keys the
     -- snapshot shows full are skipped, so a run held by its key never takes the place of another
     -- key's run or an unkeyed one (keys skip over; capacity does not): full concurrency keys
-    -- from `key_running`, full rate keys from rate_key_held_idx (empty while no key is full).
+    -- from `key_running`, full rate keys from `rate_held`.
     -- Only a shortcut: the admission below decides, under the keys' row locks.
     -- %(since)s is the worker's claim floor (claim_floor below; NULL: none): the range starts
     -- there, not at the first entry of the priority, so the entries of runs claimed since an
@@ -103,9 +106,7 @@ capped AS (
                             JOIN tasks_concurrencykey k ON k.id = kr.key
                            WHERE kr.running >= k.max_running))
               AND (r.rate_key_id IS NULL
-                   OR r.rate_key_id NOT IN (
-                          SELECT k.id FROM tasks_ratekey k
-                           WHERE k.held_until > statement_timestamp()))
+                   OR r.rate_key_id NOT IN (SELECT id FROM rate_held))
             ORDER BY r.execute_at
             LIMIT {candidates}
               FOR UPDATE OF r SKIP LOCKED) AS r
@@ -792,8 +793,10 @@ SELECT pg_relation_size('tasks_run'::regclass) / current_setting('block_size')::
 -- execution, whether it reads a row or not. The candidates' scan is the full claim's
 -- (`scan_ctes`), as `seen`; only the candidates before the first keyed or rate-keyed one in
 -- claim order (priority DESC, execute_at, id) are candidates here, so it never starts a keyed
--- run, nor one ranked after a keyed run it saw. The runs of concurrency keys the snapshot
--- shows full are not skipped by its scan (`key_running` is empty): it stops at them too.
+-- run, nor one ranked after a keyed run it saw. The runs of keys the snapshot shows full are
+-- not skipped by its scan (`key_running` and `rate_held` are empty): it stops at them too, so
+-- a worker with a full key's runs due keeps to the full claim, which says why they wait and
+-- (`rate_row`) when to come back.
 -- name: lean_claim_ctes
 {no_key_ctes}, {scan_ctes(seen)}, candidates AS (
     -- The candidates seen before the first keyed or rate-keyed one, in claim order.
@@ -807,9 +810,11 @@ SELECT pg_relation_size('tasks_run'::regclass) / current_setting('block_size')::
 ), {misfire_ctes}, {pick_ctes}, {start_ctes}
 
 -- The lean claim's empty stand-ins for what the key and rate fragments define (`key_running`,
--- `key_admission`, `rate_admission`, `rate_log`), with the columns the shared fragments read.
+-- `rate_held`, `key_admission`, `rate_admission`, `rate_log`), with the columns the shared
+-- fragments read.
 -- name: no_key_ctes
 key_running AS (SELECT NULL::bigint AS key, NULL::bigint AS running WHERE false),
+rate_held AS (SELECT NULL::bigint AS id WHERE false),
 key_admission AS (
     SELECT NULL::uuid AS id, NULL::timestamptz AS execute_at, NULL::text AS name,
            NULL::int AS max_running, NULL::bigint AS taken, NULL::boolean AS admitted

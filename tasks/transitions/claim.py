@@ -201,6 +201,7 @@ def _then_full(
         owner_cap=owner_cap,
         capacity=capacity.less(lean),
         floor=floor,
+        lean=False,
     )
     claimed = ClaimedRuns(sorted([*lean, *full], key=_start_order))
     claimed.held_back = lean.held_back or full.held_back

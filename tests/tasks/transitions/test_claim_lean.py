@@ -99,6 +99,24 @@ def test_a_keyed_run_first_in_claim_order_stops_the_lean_claim_before_any_run() 
     assert untouched(stop, later)
 
 
+def test_a_full_rate_keys_due_run_stops_the_lean_claim_and_the_full_one_says_when() -> None:
+    key = RateKey.objects.create(owner=UserFactory(), name="crm", rate_limit=1, per_seconds=60)
+    limited = task(9, rate=key)
+    first = due(limited, ago=5)
+    [taken] = claim.claim_runs(worker="x", limit=1, prefetch_seconds=0, owner_cap=0)
+    assert taken.id == first.pk
+    # The key is full: the full claim's scan skips its runs, the lean one stops at them.
+    held = due(limited, ago=2)
+    later = due(task(3), ago=8)
+
+    assert [r["row"] for r in lean_claim()] == ["keyed"]
+    assert untouched(held, later)
+
+    claimed = claim.claim_runs(worker="w", limit=8, prefetch_seconds=0, owner_cap=0, lean=True)
+    assert claimed.keyed and [r.id for r in claimed] == [later.pk]
+    assert claimed.rate_wait is not None and 50 < claimed.rate_wait <= 60
+
+
 def test_without_keyed_candidates_the_lean_claim_claims_and_holds_as_the_full_one() -> None:
     small = due(task(9), ago=3)
     held = due(task(5, resources={"cpu": "2"}), ago=2)
