@@ -22,7 +22,12 @@
 -- is the array of the runs the statement records finished (the cycle's %(ids)s; none for the
 -- claim).
 -- name: claim_ctes(finishing)
-key_running AS (
+capped AS (
+    -- Running runs per owner (from run_running_idx, a small set), once per claim.
+    SELECT owner_id, count(*) AS running FROM tasks_run
+     WHERE status = 'running' AND %(owner_cap)s > 0
+     GROUP BY owner_id
+), key_running AS (
     -- Running runs per concurrency key, less those the cycle's batch names (the scan's shortcut).
     -- As of this statement's snapshot (run_key_running_idx: keyed running runs only; without
     -- keys, one probe of an empty index range), less the runs the statement records finished,
@@ -33,32 +38,7 @@ key_running AS (
      WHERE status = 'running' AND concurrency_key_id IS NOT NULL
        AND id <> ALL ({finishing})
      GROUP BY concurrency_key_id
-), rate_held AS (
-    -- The rate keys full now (rate_key_held_idx: empty while none is), the scan's shortcut.
-    SELECT id FROM tasks_ratekey WHERE held_until > statement_timestamp()
-), {scan_ctes(candidates)}, {misfire_ctes}, {key_ctes}, {rate_ctes}, {pick_ctes},
-  {rate_log_ctes}, {start_ctes}, key_counted AS (
-    -- The keys' admissions, on the rows `keyed` locked: committed with the runs they admit.
-    UPDATE tasks_concurrencykey k SET admitted = k.admitted + n.admitted
-      FROM (SELECT f.ckey, count(*) AS admitted FROM fitting f JOIN picked p ON p.id = f.id
-             WHERE f.ckey IS NOT NULL GROUP BY f.ckey) AS n
-     WHERE k.id = n.ckey
-), rate_counted AS (
-    -- The rate keys' logs with this claim's starts, on the rows `rate_keyed` locked.
-    UPDATE tasks_ratekey k SET starts = l.starts, held_until = l.held_until
-      FROM rate_log l
-     WHERE k.id = l.id AND l.started > 0
-)
-
--- The owners' running counts and the candidates' scan, the scan as CTE `cte`: `candidates` in
--- `claim_ctes`; `seen` in `lean_claim_ctes`, which keeps only those before the first keyed one.
--- name: scan_ctes(cte)
-capped AS (
-    -- Running runs per owner (from run_running_idx, a small set), once per claim.
-    SELECT owner_id, count(*) AS running FROM tasks_run
-     WHERE status = 'running' AND %(owner_cap)s > 0
-     GROUP BY owner_id
-), {cte} AS (
+), candidates AS (
     -- Due claimable runs this worker could hold, in claim order, locked (SKIP LOCKED).
     -- One index range scan of run_claimable_idx (priority DESC, execute_at) per priority, 9
     -- down to 0 (run_priority_range): each reads due runs only, in execute_at order, and the
@@ -71,7 +51,7 @@ capped AS (
     -- this worker (the reviewer says when no live worker can hold it). The runs of keys the
     -- snapshot shows full are skipped, so a run held by its key never takes the place of another
     -- key's run or an unkeyed one (keys skip over; capacity does not): full concurrency keys
-    -- from `key_running`, full rate keys from `rate_held`.
+    -- from `key_running`, full rate keys from rate_key_held_idx (empty while no key is full).
     -- Only a shortcut: the admission below decides, under the keys' row locks.
     -- %(since)s is the worker's claim floor (claim_floor below; NULL: none): the range starts
     -- there, not at the first entry of the priority, so the entries of runs claimed since an
@@ -106,16 +86,14 @@ capped AS (
                             JOIN tasks_concurrencykey k ON k.id = kr.key
                            WHERE kr.running >= k.max_running))
               AND (r.rate_key_id IS NULL
-                   OR r.rate_key_id NOT IN (SELECT id FROM rate_held))
+                   OR r.rate_key_id NOT IN (
+                          SELECT k.id FROM tasks_ratekey k
+                           WHERE k.held_until > statement_timestamp()))
             ORDER BY r.execute_at
             LIMIT {candidates}
               FOR UPDATE OF r SKIP LOCKED) AS r
      LIMIT {candidates}
-)
-
--- The admitted candidates, capped per owner and fitted to the free capacity, and those picked.
--- name: pick_ctes
-fitting AS (
+), {misfire_ctes}, {key_ctes}, {rate_ctes}, fitting AS (
     -- The admitted candidates, capped per owner, with whether each fits the free capacity.
     -- The per-owner cap also holds within this batch: an owner's n-th candidate is taken only
     -- while its running runs plus n stay within the cap. Then capacity, in claim order: a run
@@ -142,11 +120,7 @@ fitting AS (
     SELECT f.id, a.now AS rate_start
       FROM fitting f LEFT JOIN rate_admission a ON a.id = f.id
      WHERE f.fits AND f.n <= %(limit)s
-)
-
--- The due candidates held back, with their words, and the picked runs set running.
--- name: start_ctes
-held AS (
+), {rate_log_ctes}, held AS (
     -- Due candidates held back (tasks/admission/): the kind, and the words built from it.
     -- Written only when it changes: a worker held back claims again after each finished run.
     -- Capacity's words name the requests as the task wrote them; they depend on the run alone,
@@ -200,6 +174,17 @@ held AS (
        -- A one-time filter (evaluated once, before any row) that makes missed_notified run.
        AND (SELECT count(*) FROM missed_notified) >= 0
     RETURNING {claimed_columns}
+), key_counted AS (
+    -- The keys' admissions, on the rows `keyed` locked: committed with the runs they admit.
+    UPDATE tasks_concurrencykey k SET admitted = k.admitted + n.admitted
+      FROM (SELECT f.ckey, count(*) AS admitted FROM fitting f JOIN picked p ON p.id = f.id
+             WHERE f.ckey IS NOT NULL GROUP BY f.ckey) AS n
+     WHERE k.id = n.ckey
+), rate_counted AS (
+    -- The rate keys' logs with this claim's starts, on the rows `rate_keyed` locked.
+    UPDATE tasks_ratekey k SET starts = l.starts, held_until = l.held_until
+      FROM rate_log l
+     WHERE k.id = l.id AND l.started > 0
 )
 
 -- What a claimed run carries to the worker: ClaimedRun's fields, by name (a test holds the two
@@ -785,77 +770,3 @@ SELECT least(min(first.execute_at), statement_timestamp()) - make_interval(secs 
 -- name: table_pages
 SELECT pg_relation_size('tasks_run'::regclass) / current_setting('block_size')::int8,
        pg_relation_size('tasks_task'::regclass) / current_setting('block_size')::int8
-
--- The lean claim (bench/NOTEBOOK.md, "A lean cycle while no keyed candidate is seen"): the claim
--- without the concurrency and rate keys' fragments, for a worker that has seen no keyed or
--- rate-keyed candidate lately (tasks/worker/worker.py, `lean`). Its plan has about half the
--- CTEs of the full claim's, and PostgreSQL starts and ends every node of a plan on each
--- execution, whether it reads a row or not. The candidates' scan is the full claim's
--- (`scan_ctes`), as `seen`; only the candidates before the first keyed or rate-keyed one in
--- claim order (priority DESC, execute_at, id) are candidates here, so it never starts a keyed
--- run, nor one ranked after a keyed run it saw. The runs of keys the snapshot shows full are
--- not skipped by its scan (`key_running` and `rate_held` are empty): it stops at them too, so
--- a worker with a full key's runs due keeps to the full claim, which says why they wait and
--- (`rate_row`) when to come back.
--- name: lean_claim_ctes
-{no_key_ctes}, {scan_ctes(seen)}, candidates AS (
-    -- The candidates seen before the first keyed or rate-keyed one, in claim order.
-    SELECT s.* FROM seen s
-     WHERE NOT EXISTS (
-           SELECT FROM seen k
-            WHERE (k.ckey IS NOT NULL OR k.rkey IS NOT NULL)
-              AND (k.priority > s.priority
-                   OR (k.priority = s.priority
-                       AND (k.execute_at, k.id) <= (s.execute_at, s.id))))
-), {misfire_ctes}, {pick_ctes}, {start_ctes}
-
--- The lean claim's empty stand-ins for what the key and rate fragments define (`key_running`,
--- `rate_held`, `key_admission`, `rate_admission`, `rate_log`), with the columns the shared
--- fragments read.
--- name: no_key_ctes
-key_running AS (SELECT NULL::bigint AS key, NULL::bigint AS running WHERE false),
-rate_held AS (SELECT NULL::bigint AS id WHERE false),
-key_admission AS (
-    SELECT NULL::uuid AS id, NULL::timestamptz AS execute_at, NULL::text AS name,
-           NULL::int AS max_running, NULL::bigint AS taken, NULL::boolean AS admitted
-     WHERE false
-), rate_admission AS (
-    SELECT NULL::uuid AS id, NULL::bigint AS rkey, NULL::timestamptz AS execute_at,
-           NULL::timestamptz AS now, NULL::boolean AS admitted
-     WHERE false
-), rate_log AS (
-    SELECT NULL::bigint AS id, NULL::text AS name, NULL::int AS rate_limit,
-           NULL::int AS per_seconds, NULL::timestamptz AS held_until
-     WHERE false
-)
-
--- One row when the lean claim saw a keyed or rate-keyed candidate (it claimed none from there
--- on): the worker claims again at once with the full statement (claim.py, `record_and_claim`).
--- name: keyed_row
-(SELECT) AS one LEFT JOIN claimed ON false
- WHERE EXISTS (SELECT FROM seen WHERE ckey IS NOT NULL OR rkey IS NOT NULL)
-
--- `claim` without the key and rate fragments (`lean_claim_ctes`); its `keyed` row says that it
--- stopped at a keyed or rate-keyed candidate.
--- name: lean_claim
-WITH {no_finish}, {lean_claim_ctes}, {outcome_ctes}
-SELECT 'claimed' AS row, claimed.*, NULL::float8 AS rate_wait FROM claimed
-UNION ALL
-SELECT 'held', claimed.*, NULL FROM {held_row}
-UNION ALL
-SELECT 'keyed', claimed.*, NULL FROM {keyed_row}
-
--- `cycle` without the key and rate fragments (`lean_claim_ctes`); its `keyed` row says that it
--- stopped at a keyed or rate-keyed candidate.
--- name: lean_cycle
-WITH {finish_ctes}, {lean_claim_ctes}, {outcome_ctes}
-SELECT 'claimed' AS row, NULL::uuid AS recorded_id, NULL::uuid AS recorded_task_id,
-       NULL::text AS recorded_status, NULL::bigint AS woke, NULL::int AS notified, claimed.*,
-       NULL::float8 AS rate_wait
-  FROM claimed
-UNION ALL
-SELECT 'recorded', {recorded_columns}, claimed.*, NULL FROM done LEFT JOIN claimed ON false
-UNION ALL
-SELECT 'held', NULL, NULL, NULL, NULL, NULL, claimed.*, NULL FROM {held_row}
-UNION ALL
-SELECT 'keyed', NULL, NULL, NULL, NULL, NULL, claimed.*, NULL FROM {keyed_row}

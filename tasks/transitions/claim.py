@@ -42,15 +42,6 @@ class Capacity:
     memory_free: int = UNLIMITED
     executables: bool = True  # False: it has no sandbox now, and claims no executable run
 
-    def less(self, runs: Iterable[ClaimedRun]) -> Capacity:
-        """What is left free once `runs` are held too (their requests)."""
-        held = list(runs)
-        return dataclasses.replace(
-            self,
-            cpu_free=self.cpu_free - sum(r.cpu_millis for r in held),
-            memory_free=self.memory_free - sum(r.memory_bytes for r in held),
-        )
-
     def params(self) -> dict[str, int]:
         """The claim's parameters (`executables` is written into the statement: claim_sql)."""
         return {
@@ -122,13 +113,11 @@ class ClaimedRuns(list[ClaimedRun]):
     (they are `waiting_for_resource` now, and the worker waits for one of its runs to end);
     `rate_wait` when rate limits held due runs: in how many seconds (database clock) the first
     of them may start; `passed_over` when it had slots free and passed over a concurrency key
-    another claim held (that claim commits within milliseconds); `keyed` when a lean claim
-    (claim.sql, `lean_claim_ctes`) stopped at a keyed or rate-keyed candidate."""
+    another claim held (that claim commits within milliseconds)."""
 
     held_back: bool = False
     rate_wait: float | None = None
     passed_over: bool = False
-    keyed: bool = False
 
 
 def claim_runs(
@@ -139,13 +128,10 @@ def claim_runs(
     owner_cap: int,
     capacity: Capacity = NO_LIMIT,
     floor: Floor = NO_FLOOR,
-    lean: bool = False,
 ) -> ClaimedRuns:
     """Claim up to `limit` claimable runs due within `prefetch_seconds`, highest priority first,
     while their requests fit the worker's free `capacity` (strict priority: see claim.sql);
-    with a `floor` (the worker's `claim_floor`), only runs due at or after its `since`. `lean`:
-    first with the lean claim, then, if it stopped at a keyed candidate, at once with the full
-    one for the slots left (`keyed` is then set on the answer: see `_then_full`).
+    with a `floor` (the worker's `claim_floor`), only runs due at or after its `since`.
 
     One short transaction; SKIP LOCKED lets any number of workers claim concurrently without
     waiting on each other and without ever claiming the same run twice.
@@ -163,51 +149,9 @@ def claim_runs(
         **capacity.params(),
     }
     with prepared_cursor(row_factory=dict_row) as cursor:  # one statement: its own transaction
-        sql = claim_sql(_candidates(limit, owner_cap), capacity.executables, lean=lean)
-        cursor.execute(sql, params)
+        cursor.execute(claim_sql(_candidates(limit, owner_cap), capacity.executables), params)
         rows = cursor.fetchall()
-    claimed = _claimed_runs(rows)
-    if not claimed.keyed:
-        return claimed
-    return _then_full(
-        claimed,
-        worker=worker,
-        limit=limit,
-        prefetch_seconds=prefetch_seconds,
-        owner_cap=owner_cap,
-        capacity=capacity,
-        floor=floor,
-    )
-
-
-def _then_full(
-    lean: ClaimedRuns,
-    *,
-    worker: str,
-    limit: int,
-    prefetch_seconds: float,
-    owner_cap: int,
-    capacity: Capacity,
-    floor: Floor,
-) -> ClaimedRuns:
-    """A lean claim's runs, plus those the full claim then takes for the slots and capacity
-    left: the lean claim took only the candidates before the first keyed or rate-keyed one,
-    committed, and the full claim goes on from there (its own transaction, its own snapshot).
-    The answer's words (held back, rate wait, passed over) are the full claim's."""
-    full = claim_runs(
-        worker=worker,
-        limit=limit - len(lean),
-        prefetch_seconds=prefetch_seconds,
-        owner_cap=owner_cap,
-        capacity=capacity.less(lean),
-        floor=floor,
-        lean=False,
-    )
-    claimed = ClaimedRuns(sorted([*lean, *full], key=_start_order))
-    claimed.held_back = lean.held_back or full.held_back
-    claimed.rate_wait, claimed.passed_over = full.rate_wait, full.passed_over
-    claimed.keyed = True
-    return claimed
+    return _claimed_runs(rows)
 
 
 def _candidates(limit: int, cap: int) -> int:
@@ -219,26 +163,23 @@ def _candidates(limit: int, cap: int) -> int:
 
 
 @functools.cache
-def claim_sql(candidates: int, executables: bool = True, *, lean: bool = False) -> str:
+def claim_sql(candidates: int, executables: bool = True) -> str:
     """The claim statement for batches of up to `candidates` candidates, for a worker that can
     (or, with `executables` false, cannot) run executables: claim.sql says why that is written
-    into the statement too. `lean`: the claim without the key and rate fragments
-    (`lean_claim`), which stops at the first keyed or rate-keyed candidate.
+    into the statement too.
 
     The candidates' LIMIT is a literal, not a parameter. With `LIMIT $n` PostgreSQL costs the
     statement's generic plan (prepared once per connection, see db.prepared_cursor) as if a
     tenth of the due runs were wanted, finds it dearer than a plan for the actual values, and
     plans the statement again on every execution: a third of the database's time for the
     worker's cycle with 10 million finished runs in the table (docs/benchmarks.md)."""
-    name = "lean_claim" if lean else "claim"
-    return SQL.render(name, candidates=candidates, executables=int(executables))
+    return SQL.render("claim", candidates=candidates, executables=int(executables))
 
 
 @functools.cache
-def cycle_sql(candidates: int, executables: bool = True, *, lean: bool = False) -> str:
-    """The record-and-claim statement (see claim_sql for the literals and `lean`)."""
-    name = "lean_cycle" if lean else "cycle"
-    return SQL.render(name, candidates=candidates, executables=int(executables))
+def cycle_sql(candidates: int, executables: bool = True) -> str:
+    """The record-and-claim statement (see claim_sql for the literals)."""
+    return SQL.render("cycle", candidates=candidates, executables=int(executables))
 
 
 CLAIMED_FIELDS = tuple(f.name for f in dataclasses.fields(ClaimedRun))
@@ -255,7 +196,6 @@ def _claimed_runs(rows: list[dict[str, Any]]) -> ClaimedRuns:
     claimed.held_back = any(row["row"] == "held" for row in rows)
     claimed.rate_wait = next((row["rate_wait"] for row in rows if row["row"] == "rate"), None)
     claimed.passed_over = any(row["row"] == "passed" for row in rows)
-    claimed.keyed = any(row["row"] == "keyed" for row in rows)
     for run in claimed:
         if isinstance(run.payload, str):  # Django's psycopg setup leaves jsonb undecoded
             run.payload = json.loads(run.payload)
@@ -266,14 +206,10 @@ def _claimed_runs(rows: list[dict[str, Any]]) -> ClaimedRuns:
     at = min(run.claimed_at for run in claimed)
     for run in claimed:
         run.claimed_at = at
-    claimed.sort(key=_start_order)
+    # Start order: runs already due first, highest priority first; runs claimed ahead of their
+    # time by when they are due.
+    claimed.sort(key=lambda r: (max(r.execute_at, at), -r.priority, r.execute_at))
     return claimed
-
-
-def _start_order(run: ClaimedRun) -> tuple[datetime, int, datetime]:
-    """Start order: runs already due first, highest priority first; runs claimed ahead of their
-    time by when they are due."""
-    return (max(run.execute_at, run.claimed_at), -run.priority, run.execute_at)
 
 
 def record_and_claim(
@@ -285,11 +221,8 @@ def record_and_claim(
     owner_cap: int,
     capacity: Capacity = NO_LIMIT,
     floor: Floor = NO_FLOOR,
-    lean: bool = False,
 ) -> tuple[list[tuple[UUID, UUID, str]], ClaimedRuns]:
     """Record finished runs and claim runs for the freed slots: one statement, one commit.
-    `lean`: the lean cycle, and the full claim after it if it stopped at a keyed candidate
-    (`claim_runs`).
 
     The worker's steady state is "some runs finished, as many slots free". One statement in
     autocommit is one round trip and one WAL flush per cycle, however large the batch. Atomic:
@@ -303,7 +236,6 @@ def record_and_claim(
             owner_cap=owner_cap,
             capacity=capacity,
             floor=floor,
-            lean=lean,
         )
     if limit <= 0:
         return record_outcomes(worker=worker, outcomes=outcomes), ClaimedRuns()
@@ -317,22 +249,10 @@ def record_and_claim(
     )
     # No transaction block: in autocommit the single statement is its own transaction.
     with prepared_cursor(row_factory=dict_row) as cursor:
-        sql = cycle_sql(_candidates(limit, owner_cap), capacity.executables, lean=lean)
-        cursor.execute(sql, params)
+        cursor.execute(cycle_sql(_candidates(limit, owner_cap), capacity.executables), params)
         rows = cursor.fetchall()
     recorded = [_recorded(row) for row in rows if row["row"] == "recorded"]
-    claimed = _claimed_runs(rows)
-    if not claimed.keyed:
-        return recorded, claimed
-    return recorded, _then_full(
-        claimed,
-        worker=worker,
-        limit=limit,
-        prefetch_seconds=prefetch_seconds,
-        owner_cap=owner_cap,
-        capacity=capacity,
-        floor=floor,
-    )
+    return recorded, _claimed_runs(rows)
 
 
 def seconds_until_next_due(

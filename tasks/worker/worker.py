@@ -49,9 +49,6 @@ RECLAIM_PAUSE_SECONDS = 0.02  # well inside the claim-ahead window (TASKS_PREFET
 # longer (a change of its limit in an open transaction) never makes a worker spin.
 PASSED_PAUSE_SECONDS = 0.002
 PASSED_RECLAIMS = 5
-# The lean claim (claim.sql, `lean_claim_ctes`) while the worker has seen no keyed or rate-keyed
-# candidate for this long; after a lean claim that met one, the full claim.
-FULL_CLAIM_SECONDS = 10.0
 # The claim floor (claim.claim_floor): found again this often; its margin before the earliest
 # claimable run, or before now, covers runs committed a little after they were due.
 FLOOR_SECONDS = 1.0
@@ -85,7 +82,6 @@ class Worker:
         self.short = False  # the last claim took fewer runs than it had slots for
         self.passes = 0  # claims in a row that passed over a key another claim held
         self.claim_sent = 0.0  # monotonic time the last claim was sent
-        self.full_until = float("-inf")  # monotonic: the full claim until then (FULL_CLAIM_SECONDS)
         self.execute = executor  # executors.execute, or k8s_executor.execute (runworker --executor)
         self.name = name or process_name("worker")
         self.prefetch = settings.TASKS_PREFETCH_SECONDS
@@ -240,11 +236,8 @@ class Worker:
     def _record_and_claim(
         self, batch: list[claim.Outcome], free: int
     ) -> tuple[list[tuple], list[claim.ClaimedRun]]:
-        """One statement: record `batch`, claim up to `free` runs (k8s_worker admits instead).
-        The lean statement while no keyed or rate-keyed candidate has been seen for
-        FULL_CLAIM_SECONDS; one that meets such a candidate is followed at once by the full
-        claim (claim.record_and_claim), and the full statement is used for that long."""
-        recorded, claimed = claim.record_and_claim(
+        """One statement: record `batch`, claim up to `free` runs (k8s_worker admits instead)."""
+        return claim.record_and_claim(
             worker=self.name,
             outcomes=batch,
             limit=free,
@@ -252,11 +245,7 @@ class Worker:
             owner_cap=self.owner_cap,
             capacity=self.budget(),
             floor=self.claim_floor() if free > 0 else claim.NO_FLOOR,
-            lean=time.monotonic() >= self.full_until,
         )
-        if claimed.keyed:
-            self.full_until = time.monotonic() + FULL_CLAIM_SECONDS
-        return recorded, claimed
 
     def claim_floor(self) -> claim.Floor:
         """The claims' floor (claim.claim_floor), found again once FLOOR_SECONDS have passed.
