@@ -11,6 +11,7 @@ from tasks.db import prepared_cursor
 from tasks.transitions import claim
 from tasks.transitions.creation import create_tasks
 from tests.factories import RunFactory, UserFactory
+from tests.generic_plans import generic_plan, nodes
 
 PARAMS = {
     "worker": "columns-test",
@@ -138,3 +139,35 @@ def test_an_idle_workers_reads_are_planned_once_per_connection() -> None:
             )
             [(generic, custom)] = cursor.fetchall()
         assert generic >= 3 and custom <= 5, (fragment, generic, custom)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_outcome_write_reads_the_outcomes_once() -> None:
+    """The outcome write's generic plan (the worker's: force_generic_plan) is driven by the
+    outcomes, not by the worker's running runs: its arrays are unnested once, not again for each
+    running run (n x n rows a cycle when the running runs drove it)."""
+    now = timezone.now()
+    runs = [RunFactory(scheduled_at=now) for _ in range(4)]
+    outcomes = [claim.Outcome(run.pk, 1, "succeeded", "succeeded", started_at=now) for run in runs]
+    # A history, planned on while no run runs (as a worker started on a queue plans): the runs
+    # are read by index, not whole, and the statistics count no running run.
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """INSERT INTO tasks_run
+               SELECT (jsonb_populate_record(NULL::tasks_run, to_jsonb(r) || jsonb_build_object(
+                   'id', gen_random_uuid(), 'scheduled_at', r.scheduled_at - g * interval '1 s',
+                   'status', 'succeeded', 'finished_at', r.scheduled_at))).*
+                 FROM tasks_run r CROSS JOIN generate_series(1, 5000) AS g WHERE r.id = %s""",
+            [runs[0].pk],
+        )
+        cursor.execute("ANALYZE tasks_run")
+        cursor.execute(
+            """UPDATE tasks_run SET status = 'running', worker = 'w', attempt = 1,
+                      started_at = now(), heartbeat_at = now() WHERE id = ANY(%s)""",
+            [[run.pk for run in runs]],
+        )
+    params = claim._finish_params("w", outcomes)
+    plan = generic_plan(claim.SQL["record"], params, options="ANALYZE, FORMAT JSON")["Plan"]
+    [outcomes_read] = [node for node in nodes(plan) if node.get("Alias") == "v"]
+    assert outcomes_read["Node Type"] == "Function Scan"
+    assert (outcomes_read["Actual Loops"], outcomes_read["Actual Rows"]) == (1, 4)

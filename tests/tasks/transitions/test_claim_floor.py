@@ -5,7 +5,6 @@ again on every claim."""
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from uuid import UUID
@@ -14,13 +13,13 @@ import psycopg
 import pytest
 from django.conf import settings
 from django.db import connection, transaction
-from psycopg import sql
 
 from tasks import outbox
 from tasks.models import Run
 from tasks.transitions import claim
 from tests.conftest import database_url
 from tests.factories import RunFactory, TaskFactory
+from tests.generic_plans import generic_plan
 
 pytestmark = pytest.mark.django_db(transaction=True)
 MARGIN = timedelta(seconds=10)
@@ -128,30 +127,9 @@ def _claim_params(floor: claim.Floor) -> dict:
 
 
 def _generic_plan(floor: claim.Floor, *, analyze: bool) -> dict:
-    """The claim's generic plan, as the worker's connections keep it (runworker sets
-    force_generic_plan): PREPAREd with $n for its parameters, EXPLAINed at execution with the
-    worker's values; rolled back (the claim is undone, the statement deallocated)."""
-    params = _claim_params(floor)
-    names: list[str] = []
-
-    def number(match: re.Match) -> str:
-        names.append(match[1]) if match[1] not in names else None
-        return f"${names.index(match[1]) + 1}"
-
-    statement = re.sub(r"%\((\w+)\)s", number, claim.claim_sql(2)).replace("%%", "%")
+    """The claim's generic plan, as the worker's (tests/generic_plans.py)."""
     options = "ANALYZE, BUFFERS, FORMAT JSON" if analyze else "FORMAT JSON"
-    with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute("SET LOCAL plan_cache_mode = force_generic_plan")
-        cursor.execute("PREPARE held_claim AS " + statement)
-        values = sql.SQL(", ").join(sql.Literal(params[name]) for name in names)
-        explain = sql.SQL("EXPLAIN ({}) EXECUTE held_claim({})").format(sql.SQL(options), values)
-        cursor.execute(explain.as_string(connection.connection))
-        [[explained]] = cursor.fetchall()
-        cursor.execute("DEALLOCATE held_claim")
-        transaction.set_rollback(True)
-    if isinstance(explained, str):
-        explained = json.loads(explained)
-    return explained[0]
+    return generic_plan(claim.claim_sql(2), _claim_params(floor), options=options)
 
 
 def _candidates_scans(plan: dict) -> list[dict]:
