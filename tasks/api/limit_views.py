@@ -57,6 +57,11 @@ class KeyRoutes:
     output: type[serializers.Serializer]
 
 
+def _scope(serializer: Any, key: Any) -> str:
+    """A listed key's `scope` (typed: the schema reads its type from here)."""
+    return "global" if key.owner_id is None else "owner"
+
+
 def key_routes(kind: limits.Kind, name: str, change: str, declared: str) -> KeyRoutes:
     """`kind`'s bodies, named `{name}InputSerializer`, `{change}Serializer` and
     `{name}OutputSerializer`."""
@@ -74,7 +79,7 @@ def key_routes(kind: limits.Kind, name: str, change: str, declared: str) -> KeyR
     fields = ["id", "key", "scope", *kind.limits, "declared", *kind.counts(), "waiting"]
     meta = {"model": kind.model, "fields": [*fields, "updated_at", "team"]}
     shown["Meta"] = type("Meta", (), meta)
-    shown["get_scope"] = lambda _, key: "global" if key.owner_id is None else "owner"
+    shown["get_scope"] = _scope
     return KeyRoutes(
         kind,
         type(f"{name}InputSerializer", (StrictSerializer,), declare),
