@@ -57,8 +57,9 @@ class KeyRoutes:
     output: type[serializers.Serializer]
 
 
+# A listed key's `scope`; typed, and with no docstring: the schema reads its type (and would
+# read a docstring as the field's description) from here.
 def _scope(serializer: Any, key: Any) -> str:
-    """A listed key's `scope` (typed: the schema reads its type from here)."""
     return "global" if key.owner_id is None else "owner"
 
 
