@@ -612,8 +612,8 @@ done AS (
        -- The fence's status as no index's condition (`IS TRUE`): read through run_running_idx,
        -- the worker's running runs (estimated one) drove the generic plan, and the outcomes'
        -- arrays were unnested again for each of them (n x n rows a cycle); so the outcomes
-       -- drive it, each a probe of the primary key (bench/NOTEBOOK.md, "The outcome write
-       -- driven by the outcomes").
+       -- drive it, each a probe of the primary key (bench/NOTEBOOK.md,
+       -- "The outcome write driven by the outcomes").
        AND (r.status = 'running') IS TRUE
     -- The task's columns that `counted` and `notified` need, read here once per run: each of
     -- them joining tasks_task again read the task's row two more times per run.
