@@ -269,7 +269,7 @@ missed AS (
 -- health rows, tasks it completes, counter rows) is taken before the first key row; key rows
 -- are never waited for (SKIP LOCKED); rate key rows are waited for after them, in id order,
 -- and a claim holding one waits for nothing else but another rate key row (later in the
--- order) or, in its ended runs' AFTER triggers, their tasks' rows: another claim's
+-- order) or, in the AFTER trigger on its ended runs, their tasks' rows: another claim's
 -- `completed` locks a task's row only when its snapshot shows every other run of the task
 -- ended, so never while this claim's ended run is uncommitted.
 -- name: key_ctes

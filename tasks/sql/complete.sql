@@ -18,14 +18,27 @@ UPDATE tasks_task t
 -- another run of the task as missed saw the other run unfinished in both parts, and the task
 -- stayed active with nothing left to run. A trigger function's statements see them. Two
 -- transactions ending the task's last two runs at once each see the other's run unfinished
--- too: the task's row is locked first and the runs read after it (a statement of its own, so a
--- snapshot taken once the other transaction has committed). Only tasks that can complete are
--- locked; a recurring task still planning (next_unplanned_at set) costs one index probe.
+-- too: the tasks' rows are locked first (in id order) and the runs read after them (a statement
+-- of its own, so a snapshot taken once the other transaction has committed). Only tasks that
+-- can complete are locked; a recurring task still planning (next_unplanned_at set) costs one
+-- index probe. Once per statement, over the runs it ended (`runs_before`, `runs_after`: the
+-- statement's transition tables): a trigger per ended run cost a call and a query each, about
+-- a tenth of the worker's cycle (bench/NOTEBOOK.md, "The run-end triggers once per statement").
 -- name: complete_task_function
-CREATE OR REPLACE FUNCTION tasks_run_complete_task() RETURNS trigger LANGUAGE plpgsql AS $$
+CREATE OR REPLACE FUNCTION tasks_runs_complete_tasks() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+    v_tasks uuid[];
 BEGIN
+    SELECT array_agg(DISTINCT n.task_id ORDER BY n.task_id) INTO v_tasks
+      FROM runs_after n JOIN runs_before o ON o.id = n.id
+     WHERE n.status IN ('succeeded', 'failed', 'cancelled', 'skipped')
+       AND o.status NOT IN ('succeeded', 'failed', 'cancelled', 'skipped');
+    IF v_tasks IS NULL THEN
+        RETURN NULL;
+    END IF;
     PERFORM 1 FROM tasks_task
-      WHERE id = NEW.task_id AND status = 'active' AND next_unplanned_at IS NULL FOR UPDATE;
+      WHERE id = ANY(v_tasks) AND status = 'active' AND next_unplanned_at IS NULL
+      ORDER BY id FOR UPDATE;
     IF FOUND THEN
         UPDATE tasks_task t
            SET status = CASE WHEN (SELECT r.status FROM tasks_run r
@@ -34,7 +47,7 @@ BEGIN
                                     ORDER BY r.scheduled_at DESC LIMIT 1) = 'failed'
                              THEN 'failed' ELSE 'completed' END,
                updated_at = clock_timestamp()
-         WHERE t.id = NEW.task_id AND t.status = 'active' AND t.next_unplanned_at IS NULL
+         WHERE t.id = ANY(v_tasks) AND t.status = 'active' AND t.next_unplanned_at IS NULL
            AND NOT EXISTS (SELECT 1 FROM tasks_run r WHERE r.task_id = t.id
                               AND r.status IN ('scheduled', 'running', 'waiting_for_resource'));
     END IF;
@@ -42,16 +55,16 @@ BEGIN
 END
 $$
 
--- AFTER ... FOR EACH ROW: queued per ended run, fired once the statement has run. The WHEN is
--- evaluated without calling the function: a claim or a heartbeat queues nothing.
+-- AFTER UPDATE ... FOR EACH STATEMENT, with the statement's old and new rows (a trigger with
+-- transition tables takes no column list: it fires for every UPDATE of tasks_run, and the
+-- function finds the runs that ended, none for a claim or a heartbeat).
 -- name: complete_task_trigger
-DROP TRIGGER IF EXISTS run_ended_completes_task ON tasks_run;
-CREATE TRIGGER run_ended_completes_task AFTER UPDATE OF status ON tasks_run FOR EACH ROW
-    WHEN (NEW.status IN ('succeeded', 'failed', 'cancelled', 'skipped')
-          AND OLD.status NOT IN ('succeeded', 'failed', 'cancelled', 'skipped'))
-    EXECUTE FUNCTION tasks_run_complete_task();
+DROP TRIGGER IF EXISTS runs_ended_complete_tasks ON tasks_run;
+CREATE TRIGGER runs_ended_complete_tasks AFTER UPDATE ON tasks_run
+    REFERENCING OLD TABLE AS runs_before NEW TABLE AS runs_after
+    FOR EACH STATEMENT EXECUTE FUNCTION tasks_runs_complete_tasks();
 
 -- Remove the trigger and its function (a migration's reverse).
 -- name: drop_complete_task
-DROP TRIGGER IF EXISTS run_ended_completes_task ON tasks_run;
-DROP FUNCTION IF EXISTS tasks_run_complete_task();
+DROP TRIGGER IF EXISTS runs_ended_complete_tasks ON tasks_run;
+DROP FUNCTION IF EXISTS tasks_runs_complete_tasks();

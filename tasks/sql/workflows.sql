@@ -188,36 +188,40 @@ BEGIN
 END
 $$
 
--- The trigger's function: a step run that ended resolves its workflow run (one probe of the
--- unique index on tasks_workflowstep.run_id for a run of no workflow).
+-- The trigger's function: the step runs a statement ended resolve their workflow runs, in
+-- (workflow run, step) order (one probe of the unique index on tasks_workflowstep.run_id per
+-- statement when none of its runs is a step; once per statement, as complete.sql's trigger).
 -- name: step_ended_function
-CREATE OR REPLACE FUNCTION tasks_run_step_ended() RETURNS trigger LANGUAGE plpgsql AS $$
+CREATE OR REPLACE FUNCTION tasks_runs_resolve_steps() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
-    v_workflow_run uuid;
-    v_step text;
+    v_step record;
 BEGIN
-    SELECT workflow_run_id, step_id INTO v_workflow_run, v_step
-      FROM tasks_workflowstep WHERE run_id = NEW.id;
-    IF FOUND THEN
-        PERFORM tasks_workflow_resolve(v_workflow_run, v_step);
-    END IF;
+    FOR v_step IN
+        SELECT s.workflow_run_id, s.step_id FROM tasks_workflowstep s
+         WHERE s.run_id = ANY(ARRAY(
+                   SELECT n.id FROM runs_after n JOIN runs_before o ON o.id = n.id
+                    WHERE n.status IN ('succeeded', 'failed', 'cancelled', 'skipped')
+                      AND o.status NOT IN ('succeeded', 'failed', 'cancelled', 'skipped')))
+         ORDER BY s.workflow_run_id, s.step_id
+    LOOP
+        PERFORM tasks_workflow_resolve(v_step.workflow_run_id, v_step.step_id);
+    END LOOP;
     RETURN NULL;
 END
 $$
 
--- AFTER ... FOR EACH ROW, on a run's final outcome only (a retry goes back to `scheduled`, not
--- here); the WHEN is evaluated without calling the function.
+-- AFTER UPDATE ... FOR EACH STATEMENT with the statement's old and new rows, on a run's final
+-- outcome only (a retry goes back to `scheduled`, not here).
 -- name: step_ended_trigger
-DROP TRIGGER IF EXISTS run_ended_resolves_workflow ON tasks_run;
-CREATE TRIGGER run_ended_resolves_workflow AFTER UPDATE OF status ON tasks_run FOR EACH ROW
-    WHEN (NEW.status IN ('succeeded', 'failed', 'cancelled', 'skipped')
-          AND OLD.status NOT IN ('succeeded', 'failed', 'cancelled', 'skipped'))
-    EXECUTE FUNCTION tasks_run_step_ended();
+DROP TRIGGER IF EXISTS runs_ended_resolve_steps ON tasks_run;
+CREATE TRIGGER runs_ended_resolve_steps AFTER UPDATE ON tasks_run
+    REFERENCING OLD TABLE AS runs_before NEW TABLE AS runs_after
+    FOR EACH STATEMENT EXECUTE FUNCTION tasks_runs_resolve_steps();
 
 -- Remove the trigger and the functions (a migration's reverse).
 -- name: drop_workflow_functions
-DROP TRIGGER IF EXISTS run_ended_resolves_workflow ON tasks_run;
-DROP FUNCTION IF EXISTS tasks_run_step_ended();
+DROP TRIGGER IF EXISTS runs_ended_resolve_steps ON tasks_run;
+DROP FUNCTION IF EXISTS tasks_runs_resolve_steps();
 DROP FUNCTION IF EXISTS tasks_workflow_resolve(uuid, text);
 DROP FUNCTION IF EXISTS tasks_workflow_output(text);
 

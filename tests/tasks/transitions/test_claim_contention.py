@@ -71,7 +71,7 @@ def test_a_cycle_does_not_lock_the_runs_another_worker_claimed_after_its_snapsho
     the statement, A locked them (the newest version, found running, dropped) and kept the locks
     to its commit, so B could not record them until A committed (here: lock_timeout)."""
     at = datetime.now(UTC) - timedelta(seconds=60)
-    # A task each: recording a run locks its task's row (tasks_run_complete_task).
+    # A task each: recording a run locks its task's row (tasks_runs_complete_tasks).
     runs = [
         RunFactory(task=TaskFactory(priority=5), scheduled_at=at + timedelta(seconds=i))
         for i in range(6)
