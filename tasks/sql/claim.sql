@@ -432,17 +432,17 @@ completed AS (
     -- The tasks whose last occurrence just ended (finished or missed), completed (or failed).
     -- Nothing is left to plan or to run; `failed` when its last run failed (complete.sql). The
     -- snapshot still shows this batch's runs as running (begun: attempt > 0) and the missed
-    -- ones as scheduled, hence their status from `done` and `missed`, and the exclusions.
+    -- ones as scheduled (never failed), hence the status from `done` and the exclusions. `done`
+    -- is read as sets, each hashed once (IN), not joined again for every task's run.
     UPDATE tasks_task t
-       SET status = CASE WHEN (SELECT coalesce(d.status,
-                                               CASE WHEN o.id IN (SELECT id FROM missed)
-                                                    THEN 'skipped' END,
-                                               o.status)
-                                 FROM tasks_run o LEFT JOIN done d ON d.id = o.id
+       SET status = CASE WHEN (SELECT o.id IN (SELECT id FROM done WHERE status = 'failed')
+                                      OR (o.status = 'failed'
+                                          AND o.id NOT IN (SELECT id FROM done))
+                                 FROM tasks_run o
                                 WHERE o.task_id = t.id
                                   AND (o.attempt > 0 OR o.finished_at IS NOT NULL
                                        OR o.id IN (SELECT id FROM missed))
-                                ORDER BY o.scheduled_at DESC LIMIT 1) = 'failed'
+                                ORDER BY o.scheduled_at DESC LIMIT 1)
                          THEN 'failed' ELSE 'completed' END,
            updated_at = clock_timestamp()
      WHERE t.id IN (SELECT task_id FROM done WHERE finished_at IS NOT NULL

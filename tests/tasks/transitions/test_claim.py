@@ -171,3 +171,42 @@ def test_the_outcome_write_reads_the_outcomes_once() -> None:
     [outcomes_read] = [node for node in nodes(plan) if node.get("Alias") == "v"]
     assert outcomes_read["Node Type"] == "Function Scan"
     assert (outcomes_read["Actual Loops"], outcomes_read["Actual Rows"]) == (1, 4)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_cycle_ends_each_one_time_task_as_its_run_ended() -> None:
+    # `completed` reads the batch's outcomes from `done`: a task whose last run failed is failed,
+    # one whose run succeeded is completed, in the statement that records them.
+    from tasks.models import Task
+
+    now = timezone.now()
+    item = {
+        "kind": "handler",
+        "payload": {"name": "noop", "args": {}},
+        "schedule": schedules.normalize({"type": "once", "run_at": now.isoformat()}, now=now),
+    }
+    create_tasks(owner=UserFactory(), items=[dict(item) for _ in range(4)], now=now)
+    runs = claim.claim_runs(worker="end-test", limit=4, prefetch_seconds=0.5, owner_cap=0)
+    assert len(runs) == 4
+    ends = ["failed", "succeeded", "failed", "succeeded"]
+    outcomes = [
+        claim.Outcome(
+            run_id=run.id,
+            attempt=run.attempt,
+            status=status,
+            attempt_outcome=status,
+            started_at=now,
+        )
+        for run, status in zip(runs, ends, strict=True)
+    ]
+
+    recorded, _ = claim.record_and_claim(
+        worker="end-test", outcomes=outcomes, limit=4, prefetch_seconds=0.5, owner_cap=0
+    )
+
+    assert len(recorded) == 4
+    tasks = {run.task_id: status for run, status in zip(runs, ends, strict=True)}
+    expected = {"failed": "failed", "succeeded": "completed"}
+    assert {task.id: task.status for task in Task.objects.filter(id__in=tasks)} == {
+        task_id: expected[status] for task_id, status in tasks.items()
+    }
