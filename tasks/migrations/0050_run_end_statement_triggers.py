@@ -15,9 +15,10 @@ DECLARE
     v_tasks uuid[];
 BEGIN
     SELECT array_agg(DISTINCT n.task_id ORDER BY n.task_id) INTO v_tasks
-      FROM runs_after n JOIN runs_before o ON o.id = n.id
+      FROM runs_after n
      WHERE n.status IN ('succeeded', 'failed', 'cancelled', 'skipped')
-       AND o.status NOT IN ('succeeded', 'failed', 'cancelled', 'skipped');
+       AND n.id NOT IN (SELECT o.id FROM runs_before o
+                         WHERE o.status IN ('succeeded', 'failed', 'cancelled', 'skipped'));
     IF v_tasks IS NULL THEN
         RETURN NULL;
     END IF;
@@ -56,9 +57,10 @@ BEGIN
     FOR v_step IN
         SELECT s.workflow_run_id, s.step_id FROM tasks_workflowstep s
          WHERE s.run_id = ANY(ARRAY(
-                   SELECT n.id FROM runs_after n JOIN runs_before o ON o.id = n.id
+                   SELECT n.id FROM runs_after n
                     WHERE n.status IN ('succeeded', 'failed', 'cancelled', 'skipped')
-                      AND o.status NOT IN ('succeeded', 'failed', 'cancelled', 'skipped')))
+                      AND n.id NOT IN (SELECT o.id FROM runs_before o
+                                        WHERE o.status IN ('succeeded', 'failed', 'cancelled', 'skipped'))))
          ORDER BY s.workflow_run_id, s.step_id
     LOOP
         PERFORM tasks_workflow_resolve(v_step.workflow_run_id, v_step.step_id);

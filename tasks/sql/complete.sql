@@ -30,9 +30,10 @@ DECLARE
     v_tasks uuid[];
 BEGIN
     SELECT array_agg(DISTINCT n.task_id ORDER BY n.task_id) INTO v_tasks
-      FROM runs_after n JOIN runs_before o ON o.id = n.id
+      FROM runs_after n
      WHERE n.status IN ('succeeded', 'failed', 'cancelled', 'skipped')
-       AND o.status NOT IN ('succeeded', 'failed', 'cancelled', 'skipped');
+       AND n.id NOT IN (SELECT o.id FROM runs_before o
+                         WHERE o.status IN ('succeeded', 'failed', 'cancelled', 'skipped'));
     IF v_tasks IS NULL THEN
         RETURN NULL;
     END IF;
