@@ -189,8 +189,9 @@ END
 $$
 
 -- The trigger's function: the step runs a statement ended resolve their workflow runs, in
--- (workflow run, step) order (one probe of the unique index on tasks_workflowstep.run_id per
--- statement when none of its runs is a step; once per statement, as complete.sql's trigger).
+-- (workflow run, step) order; once per statement, as complete.sql's trigger. A statement that
+-- ended no step run reads tasks_workflowstep once: one scan of the unique index on its run_id,
+-- keyed by the ended runs' ids (none for a claim or a heartbeat).
 -- name: step_ended_function
 CREATE OR REPLACE FUNCTION tasks_runs_resolve_steps() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
