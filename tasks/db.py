@@ -7,6 +7,7 @@ import functools
 import logging
 import threading
 import time
+from collections import deque
 from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
@@ -55,6 +56,43 @@ def db_now() -> datetime:
     with connection.cursor() as cursor:
         cursor.execute("SELECT clock_timestamp()")
         return cursor.fetchone()[0]
+
+
+class DatabaseClock:
+    """Where this process's monotonic clock stands against the database clock, learnt from
+    statements' answers, so that a run claimed ahead of its time starts when the database clock
+    says it is due and never before.
+
+    A statement answered at monotonic instant `a` read the database clock as `t` at some
+    instant before `a`: so database time minus monotonic time is at least `t - a`. Each answer
+    is such a lower bound, and the largest bound of the last `keep` seconds, less `drift` per
+    second of its age, is the tightest one still safe. A claim's own answer is a loose one (its
+    clock reading comes before the rest of the statement and the commit); a read-only statement
+    that reads the clock last, as the idle worker's `seconds_until_next_due`, is answered within
+    a round trip of its reading."""
+
+    def __init__(self, *, keep: float = 2.0, drift: float = 100e-6) -> None:
+        self.keep = keep
+        self.drift = drift  # seconds per second: two hosts' clocks apart, far above NTP's
+        self.bounds: deque[tuple[float, float]] = deque()  # (t - a, a), oldest first
+
+    def observe(self, read: datetime, answered: float) -> None:
+        """A statement answered at monotonic `answered` read the database clock as `read`."""
+        self.bounds.append((read.timestamp() - answered, answered))
+        while self.bounds and self.bounds[0][1] < answered - self.keep:
+            self.bounds.popleft()
+
+    def forget(self) -> None:
+        """After a lost connection: the next server (a failover's) may keep another clock."""
+        self.bounds.clear()
+
+    def instant(self, read: datetime, answered: float) -> float:
+        """The monotonic instant to take as the one at which the database clock read `read`
+        (a statement answered at `answered`): the latest the bounds allow, never earlier than
+        the true one, and never later than `answered`."""
+        self.observe(read, answered)
+        offset = max(bound - self.drift * (answered - at) for bound, at in self.bounds)
+        return read.timestamp() - offset
 
 
 class PreparedCursor:

@@ -8,6 +8,8 @@ from typing import Any
 
 from tasks.handlers import HandlerContext, register
 
+BODY_STARTS: dict[str, float] = {}  # run id -> when `body_start` began, on this host's clock
+
 
 @register("record")
 def record(context: HandlerContext, **args: Any) -> None:
@@ -28,3 +30,9 @@ def step(context: HandlerContext, **args: Any) -> Any:
     if context.attempt == 1:
         time.sleep(float(args.get("first_sleep", 0)))
     return {"name": args.get("name"), "received": context.steps}
+
+
+@register("body_start")
+def body_start(context: HandlerContext, **args: Any) -> None:
+    """When the body began (time.time()), in BODY_STARTS: for an in-process worker's test."""
+    BODY_STARTS[context.run_id] = time.time()

@@ -758,9 +758,10 @@ SELECT least(
 -- How long a worker may sleep: the earliest claimable run it could hold at all (within its
 -- totals, executables only with a sandbox: {executables} written in, as in the claim, so the
 -- generic plan is kept), due later than %(later_than)s seconds from now (-1e9: any) and not
--- before the worker's claim floor %(since)s (NULL: none).
+-- before the worker's claim floor %(since)s (NULL: none). Then the database clock, read last: a
+-- worker learns from it where its own clock stands (tasks/db.py, `DatabaseClock`).
 -- name: seconds_until_next_due
-SELECT extract(epoch FROM min(first.execute_at) - clock_timestamp())::float8
+SELECT extract(epoch FROM min(first.execute_at) - clock_timestamp())::float8, clock_timestamp()
   FROM generate_series(0, 9) AS p(priority)
  CROSS JOIN LATERAL (
        SELECT execute_at FROM tasks_run

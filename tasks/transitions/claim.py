@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
@@ -21,7 +22,7 @@ from psycopg.rows import dict_row
 
 from scheduler_project.sql import queries
 from tasks import outbox
-from tasks.db import prepared_cursor
+from tasks.db import DatabaseClock, prepared_cursor
 from tasks.ids import idempotency_key
 from tasks.models import TERMINAL_STATUSES
 from tasks.schedules import RUN_ALL_CAP
@@ -260,11 +261,13 @@ def seconds_until_next_due(
     *,
     later_than: float | None = None,
     since: datetime | None = None,
+    clock: DatabaseClock | None = None,
 ) -> float | None:
     """Seconds (database clock) until the earliest claimable run that fits `capacity`'s totals
     is due; None when none is. With `later_than`, only runs due more than that many seconds
     from now count: a worker whose capacity held due runs back waits for what comes next. With
-    `since` (the worker's `claim_floor`), only runs due at or after it count."""
+    `since` (the worker's `claim_floor`), only runs due at or after it count. `clock` learns
+    from the answer where the database clock stands."""
     params = {
         "cpu_total": capacity.cpu_total,
         "memory_total": capacity.memory_total,
@@ -275,7 +278,10 @@ def seconds_until_next_due(
     # statement cost more than running it (bench/NOTEBOOK.md, "Planned once per connection").
     with prepared_cursor() as cursor:
         cursor.execute(_idle_sql("seconds_until_next_due", capacity.executables), params)
-        return cursor.fetchall()[0][0]
+        seconds, read = cursor.fetchall()[0]
+    if clock is not None:
+        clock.observe(read, time.monotonic())
+    return seconds
 
 
 def claim_floor(capacity: Capacity = NO_LIMIT, *, margin_seconds: float) -> Floor:

@@ -30,7 +30,7 @@ from django.db import (
 
 from scheduler_project.postgresql.hung import abandon_if_hung
 from tasks.counters import loop_error_counter
-from tasks.db import forget_prepared, is_unavailable
+from tasks.db import DatabaseClock, forget_prepared, is_unavailable
 from tasks.loop import run_loop
 from tasks.outages import DATABASE
 from tasks.processes import process_name
@@ -85,6 +85,7 @@ class Worker:
         self.execute = executor  # executors.execute, or k8s_executor.execute (runworker --executor)
         self.name = name or process_name("worker")
         self.prefetch = settings.TASKS_PREFETCH_SECONDS
+        self.clock = DatabaseClock()  # claims ahead start on the database's time
         self.poll = settings.TASKS_POLL_INTERVAL_SECONDS
         self.owner_cap = settings.TASKS_OWNER_MAX_RUNNING
         # Runs held beyond the executing slots: they start the moment a slot frees instead of
@@ -200,10 +201,13 @@ class Worker:
             else:
                 logger.warning("record/claim failed (%s); retrying", exc)
             connection.close()  # reconnect on the next attempt (e.g. after a database restart)
+            self.clock.forget()
             self.pending = batch + self.pending
             time.sleep(0.5)
             return False
         answered = time.monotonic()
+        # The instant the database clock read the claim time, as tightly as the clock knows it.
+        anchor = self.clock.instant(claimed[0].claimed_at, answered) if claimed else answered
         self._note_recorded(batch, recorded)
         self.held_back, self.claim_sent = getattr(claimed, "held_back", False), sent
         self.passes = self.passes + 1 if getattr(claimed, "passed_over", False) else 0
@@ -221,7 +225,7 @@ class Worker:
             connection.close()
             return False
         for run in claimed:
-            self._dispatch(run, anchor=answered)
+            self._dispatch(run, anchor=anchor)
         return bool(batch) or (free > 0 and asked == free)
 
     def _bounded(self, what: str) -> contextlib.AbstractContextManager[None]:
@@ -321,10 +325,11 @@ class Worker:
                 with self._bounded("next-due query"):
                     since = self.claim_floor().since
                     until = claim.seconds_until_next_due(
-                        self.budget(), later_than=later, since=since
+                        self.budget(), later_than=later, since=since, clock=self.clock
                     )
             except DatabaseError:
                 connection.close()
+                self.clock.forget()
                 until = None
             if until is not None:
                 # A run already within the claim's window that the last claim left although it
@@ -344,17 +349,19 @@ class Worker:
 
     # --- executing ------------------------------------------------------------------------
     def _dispatch(self, run: claim.ClaimedRun, *, anchor: float) -> None:
-        # The claim's database timestamp is anchored at the answer's arrival: the start timer
-        # counts from then, so a run never starts early, and the recorded started_at is never
-        # before the claim nor after the outcome's clock_timestamp(). Anchored at the send
-        # instead, it read late by whatever the statement spent before its clock_timestamp()
-        # (a reconnect, a key row's lock wait), later than the finish for a short run.
+        # `anchor` is the monotonic instant taken for the claim's database timestamp: never
+        # before the true one (DatabaseClock), at the latest the answer's arrival. The start
+        # timer counts from it, so a run never starts early, and the recorded started_at is
+        # never before the claim nor after the outcome's clock_timestamp(). Anchored at the
+        # send instead, it read late by whatever the statement spent before its
+        # clock_timestamp() (a reconnect, a key row's lock wait), later than the finish for a
+        # short run.
         delay = max(0.0, (run.execute_at - run.claimed_at).total_seconds())
         self.claim_seq += 1
         flight = InFlight(
             run=run,
             claimed_mono=anchor,
-            start_mono=time.monotonic() + delay,
+            start_mono=anchor + delay,
             claim_seq=self.claim_seq,
         )
         with self.lock:

@@ -10,9 +10,11 @@ import psycopg
 import pytest
 from django.db import connection
 
+from tasks.db import db_now
 from tasks.models import Attempt, RateKey, Run
 from tasks.worker.worker import Worker
 from tests.factories import RunFactory, TaskFactory
+from tests.handlers import BODY_STARTS
 
 HOLD_SECONDS = 1.0
 
@@ -62,3 +64,34 @@ def test_a_claim_that_waited_for_a_key_row_records_the_start_when_it_began() -> 
     assert attempt.started_at <= attempt.finished_at
     # Anchored at the claim's send, the start read late by the whole wait for the lock.
     assert attempt.finished_at - attempt.started_at < timedelta(seconds=HOLD_SECONDS / 2)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_runs_claimed_ahead_start_on_the_database_clock_never_before_their_time() -> None:
+    # The database runs on this host: its clock_timestamp() and time.time() are one clock.
+    task = TaskFactory(payload={"name": "body_start", "args": {}})
+    now = db_now()
+    runs = [
+        RunFactory(task=task, scheduled_at=now + timedelta(seconds=0.25 + 0.05 * i))
+        for i in range(4)
+    ]
+    worker = Worker(concurrency=4)
+    try:
+        worker._sleep_seconds()  # an idle worker asks when the next run is due: a clock reading
+        worker.run_once()  # claims the four ahead of their time (the prefetch window)
+        assert Run.objects.filter(status="running").count() == 4
+        deadline = time.monotonic() + 10
+        while Run.objects.filter(status="running").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+            worker.run_once()  # records the outcomes
+    finally:
+        worker.pool.shutdown()
+
+    for run in runs:
+        attempt = Attempt.objects.get(run_id=run.pk)
+        began = BODY_STARTS[str(run.pk)]
+        assert attempt.outcome == "succeeded"
+        assert began >= run.scheduled_at.timestamp(), "the body began before its time"
+        assert attempt.started_at >= run.scheduled_at, "recorded as started before its time"
+        # Recorded never later than it began (as the database clock read then).
+        assert attempt.started_at.timestamp() <= began + 1e-4
