@@ -74,12 +74,19 @@ class DatabaseClock:
     def __init__(self, *, keep: float = 2.0, drift: float = 100e-6) -> None:
         self.keep = keep
         self.drift = drift  # seconds per second: two hosts' clocks apart, far above NTP's
-        self.bounds: deque[tuple[float, float]] = deque()  # (t - a, a), oldest first
+        # (t - a + drift * a, a), oldest first: a bound's worth at any later instant is its
+        # first member less drift * that instant, so a newer bound worth as much makes the
+        # older ones useless and they are dropped. What is kept falls in worth from the left:
+        # the tightest is the first, and a claim costs no scan of a busy worker's claims.
+        self.bounds: deque[tuple[float, float]] = deque()
 
     def observe(self, read: datetime, answered: float) -> None:
         """A statement answered at monotonic `answered` read the database clock as `read`."""
-        self.bounds.append((read.timestamp() - answered, answered))
-        while self.bounds and self.bounds[0][1] < answered - self.keep:
+        worth = read.timestamp() - answered + self.drift * answered
+        while self.bounds and self.bounds[-1][0] <= worth:
+            self.bounds.pop()
+        self.bounds.append((worth, answered))
+        while self.bounds[0][1] < answered - self.keep:
             self.bounds.popleft()
 
     def forget(self) -> None:
@@ -91,8 +98,7 @@ class DatabaseClock:
         (a statement answered at `answered`): the latest the bounds allow, never earlier than
         the true one, and never later than `answered`."""
         self.observe(read, answered)
-        offset = max(bound - self.drift * (answered - at) for bound, at in self.bounds)
-        return read.timestamp() - offset
+        return read.timestamp() - (self.bounds[0][0] - self.drift * answered)
 
 
 class PreparedCursor:
